@@ -1,0 +1,227 @@
+//! The whole command-line surface. Doc comments are the help: the first line is the short
+//! help, later paragraphs the long help. Global flags work before or after the subcommand.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::names::InstanceId;
+
+/// Manage groups of machines through Terraform.
+///
+/// infrakit-tf expands an instance spec (JSON) into Terraform JSON files in a directory: one
+/// `instance-<digits>.tf.json` per instance, `<scope>_dedicated_<n>.tf.json` per dedicated
+/// slot and `<scope>_global.tf.json` per global scope. New files are queued as `.tf.json.new`
+/// until terraform applies them.
+#[derive(Debug, Parser)]
+#[command(name = "infrakit-tf", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The managed directory (your Terraform config plus the files infrakit-tf writes)
+    #[arg(long, global = true, env = "INFRAKIT_TF_DIR", default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Output format of the data on stdout
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Table, value_name = "FORMAT")]
+    pub output: OutputFormat,
+
+    /// Answer yes to confirmations (required without a terminal)
+    #[arg(long, global = true)]
+    pub yes: bool,
+
+    /// Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)
+    ///
+    /// Repeatable. Other shapes are declared in `infrakit-tf.json` in the directory.
+    #[arg(long = "vm-type", global = true, env = "INFRAKIT_TF_VM_TYPES", value_delimiter = ',', value_name = "TYPE")]
+    pub vm_types: Vec<String>,
+
+    /// How long to wait for another infrakit-tf run to release the directory (`0` fails at once)
+    ///
+    /// A number with a unit: `500ms`, `30s`, `5m`, `1h`; a bare number is seconds.
+    #[arg(long, global = true, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub lock_timeout: Duration,
+
+    /// Print only data and errors
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Print more about what is done
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable: an ID, or a table
+    Table,
+    /// JSON with a stable schema, for scripts
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check an instance spec and report every problem
+    ///
+    /// Exits 0 when the spec is valid, 3 otherwise, listing each problem with its JSON location
+    /// (an RFC 6901 pointer into the spec).
+    Validate(ValidateArgs),
+    /// Create one instance from a spec and print its ID
+    ///
+    /// Writes the instance file (and its dedicated and global files) as queued `.tf.json.new`
+    /// files, or over the live `.tf.json` where one exists. Prints the new ID alone on stdout,
+    /// so `id=$(infrakit-tf provision web.json)` works.
+    Provision(ProvisionArgs),
+    /// Remove instances
+    ///
+    /// `terminate` (the default) removes the instance file, its dedicated slot and any global
+    /// file no other instance refers to. `rolling-update` removes only the instance file and
+    /// keeps its dedicated slot for the replacement to re-attach.
+    Destroy(DestroyArgs),
+    /// Merge labels into an instance's VM tags
+    Label(LabelArgs),
+    /// List instances, one row each, queued or not
+    Describe(DescribeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The spec: a path, or `-` for stdin
+    #[arg(value_name = "SPEC")]
+    pub spec: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ProvisionArgs {
+    /// The spec: a path, or `-` for stdin
+    #[arg(value_name = "SPEC")]
+    pub spec: PathBuf,
+
+    /// The instance's logical ID (a pet): names its siblings and dedicated slot, sets the
+    /// `infrakit.logical_id` tag; overrides the spec's `LogicalID`
+    #[arg(long, value_name = "ID")]
+    pub logical_id: Option<String>,
+
+    /// Add a tag to the VM (repeatable; overrides the spec's `Tags`)
+    #[arg(long = "tag", value_parser = parse_kv, value_name = "K=V")]
+    pub tags: Vec<(String, String)>,
+
+    /// Only write the files (queued); do not run terraform
+    #[arg(long)]
+    pub no_apply: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Instance IDs (`instance-<digits>`)
+    #[arg(required = true, value_parser = parse_id, value_name = "ID")]
+    pub ids: Vec<InstanceId>,
+
+    /// Why: `terminate` removes the dedicated slot too; `rolling-update` keeps it
+    #[arg(long, value_enum, default_value_t = Reason::Terminate)]
+    pub reason: Reason,
+
+    /// Only change the files; do not run terraform
+    #[arg(long)]
+    pub no_apply: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Reason {
+    /// Scale down or retire: remove the instance, its slot, and unreferenced globals
+    Terminate,
+    /// Replace the instance: keep its dedicated slot for the replacement
+    #[value(alias = "rolling_update")]
+    RollingUpdate,
+}
+
+#[derive(Debug, Args)]
+pub struct LabelArgs {
+    /// The instance ID
+    #[arg(value_parser = parse_id, value_name = "ID")]
+    pub id: InstanceId,
+
+    /// Labels to merge into the VM's tags
+    #[arg(required = true, value_parser = parse_kv, value_name = "K=V")]
+    pub labels: Vec<(String, String)>,
+
+    /// Only change the files; do not run terraform
+    #[arg(long)]
+    pub no_apply: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// Show only instances with this tag (repeatable; all must match)
+    #[arg(long = "tag", value_parser = parse_kv, value_name = "K=V")]
+    pub tags: Vec<(String, String)>,
+
+    /// Include each VM's properties (in `--output json`)
+    #[arg(long)]
+    pub properties: bool,
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected K=V with a non-empty key, got `{s}`")),
+    }
+}
+
+fn parse_id(s: &str) -> Result<InstanceId, String> {
+    s.parse()
+}
+
+/// `500ms`, `30s`, `5m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration: use e.g. `30s`, `5m`, `500ms`"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("unknown unit `{unit}` in `{s}`: use ms, s, m or h")),
+    };
+    Ok(Duration::from_millis(n.saturating_mul(ms)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn global_flags_go_before_or_after() {
+        let a = Cli::try_parse_from(["infrakit-tf", "--dir", "x", "describe", "--output", "json"]).unwrap();
+        assert_eq!((a.global.dir, a.global.output), (PathBuf::from("x"), OutputFormat::Json));
+        let b = Cli::try_parse_from(["infrakit-tf", "destroy", "instance-1", "--reason", "rolling_update", "--yes"])
+            .unwrap();
+        assert!(b.global.yes);
+        assert!(matches!(b.command, Command::Destroy(DestroyArgs { reason: Reason::RollingUpdate, .. })));
+    }
+}

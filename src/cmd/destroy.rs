@@ -1,0 +1,85 @@
+//! `destroy ID...`: remove instances. A rolling update removes only each instance's own file
+//! (its dedicated slot stays, to be re-attached by the replacement); a termination also removes
+//! the dedicated and global files it is attached to that no remaining instance refers to.
+//! Every ID is checked before anything is removed.
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::cli::{DestroyArgs, Reason};
+use crate::context::Ctx;
+use crate::exit::not_found;
+use crate::names::{self, Kind};
+
+#[derive(Serialize)]
+struct Report {
+    destroyed: Vec<String>,
+    reason: &'static str,
+    /// Files removed, in order.
+    removed: Vec<String>,
+    applied: bool,
+}
+
+pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
+    let ids: BTreeSet<_> = args.ids.iter().cloned().collect();
+    let _lock = ctx.lock()?;
+    let dir = ctx.directory()?;
+    let profiles = ctx.profiles(&dir)?;
+    let known = dir.instance_ids();
+    let missing: Vec<String> = ids.iter().filter(|id| !known.contains(id)).map(ToString::to_string).collect();
+    if !missing.is_empty() {
+        return Err(not_found(format!("no such instance in `{}`: {}", dir.path().display(), missing.join(", ")))
+            .hint("`infrakit-tf describe` lists the instances")
+            .into());
+    }
+
+    let mut doomed: Vec<String> = Vec::new();
+    for id in &ids {
+        doomed.extend(dir.twins(&id.to_string()));
+    }
+    if args.reason == Reason::Terminate {
+        let (leaving, staying): (Vec<_>, Vec<_>) =
+            dir.instances(&profiles).into_iter().partition(|i| ids.contains(&i.id));
+        let still_used: BTreeSet<String> = staying.into_iter().flat_map(|i| i.attachments).collect();
+        let attached: BTreeSet<String> = leaving.into_iter().flat_map(|i| i.attachments).collect();
+        for base in attached.difference(&still_used) {
+            // Only ever our dedicated and global files, whatever a tag says.
+            let ours = names::check_path_component(base, "attachment").is_ok()
+                && matches!(names::classify(base), Some(Kind::Dedicated { .. } | Kind::Global { .. }));
+            if !ours {
+                ctx.printer.warn(&format!("ignoring attachment `{base}`: not a dedicated or global file name"));
+                continue;
+            }
+            doomed.extend(dir.twins(base));
+        }
+    }
+
+    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    let what =
+        if list.len() == 1 { list[0].clone() } else { format!("{} instances ({})", list.len(), list.join(", ")) };
+    ctx.printer.confirm(
+        ctx.assume_yes,
+        &format!("destroy {what} in `{}` ({} file(s))?", dir.path().display(), doomed.len()),
+    )?;
+
+    let mut removed = Vec::new();
+    for name in doomed {
+        if dir.remove(&name)? {
+            ctx.printer.detail(&format!("removed {name}"));
+            removed.push(name);
+        }
+    }
+    let reason = match args.reason {
+        Reason::Terminate => "terminate",
+        Reason::RollingUpdate => "rolling_update",
+    };
+    ctx.printer.status(&format!("destroyed {what} ({reason}): removed {} file(s)", removed.len()));
+    let report = Report { destroyed: list, reason, removed, applied: false };
+    if ctx.printer.json_output() {
+        ctx.printer.json(&report)
+    } else {
+        ctx.printer.data(&report.destroyed.join("\n"))
+    }
+}

@@ -1,0 +1,56 @@
+//! `label ID K=V...`: merge labels into an instance's VM tags, in its current file.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::cli::LabelArgs;
+use crate::context::Ctx;
+use crate::exit::{invalid, not_found};
+use crate::fsio::{Mode, Written};
+use crate::tfdoc;
+
+#[derive(Serialize)]
+struct Report {
+    #[serde(rename = "ID")]
+    id: String,
+    file: String,
+    #[serde(rename = "Tags")]
+    tags: BTreeMap<String, String>,
+    changed: bool,
+    applied: bool,
+}
+
+pub fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
+    let id = args.id.to_string();
+    let labels: BTreeMap<String, String> = args.labels.into_iter().collect();
+    let _lock = ctx.lock()?;
+    let dir = ctx.directory()?;
+    let profiles = ctx.profiles(&dir)?;
+    let file = dir.current(&id).ok_or_else(|| {
+        not_found(format!("no such instance in `{}`: {id}", dir.path().display()))
+            .hint("`infrakit-tf describe` lists the instances")
+    })?;
+    let mut doc = dir.read_doc(&file)?;
+    let (vm_type, vm_name) =
+        tfdoc::find_vm(&doc, &profiles, &id).map(|(t, n)| (t.to_string(), n.to_string())).ok_or_else(|| {
+            invalid(format!("`{file}` has no VM to label"))
+                .hint("declare its VM type with --vm-type or in infrakit-tf.json")
+        })?;
+    let profile = profiles.get(&vm_type).expect("find_vm returns VM types");
+    let props = tfdoc::resource_mut(&mut doc, &vm_type, &vm_name).expect("found above");
+    tfdoc::merge_tags(props, profile, &labels);
+    if profile.lowercase_tags {
+        tfdoc::lowercase_list_tags(props, profile);
+    }
+    let tags = tfdoc::read_tags(props, profile);
+    let changed = dir.write(&file, &doc, Mode::Private)? == Written::Changed;
+    ctx.printer.status(&format!("labelled {id} in {file}{}", if changed { "" } else { " (no change)" }));
+    let report = Report { id, file, tags, changed, applied: false };
+    if ctx.printer.json_output() {
+        ctx.printer.json(&report)
+    } else {
+        ctx.printer.data(&report.id)
+    }
+}

@@ -1,0 +1,46 @@
+//! Arguments resolved once into what every command needs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::cli::GlobalArgs;
+use crate::directory::Directory;
+use crate::lock::{self, DirLock};
+use crate::output::Printer;
+use crate::profile::Profiles;
+
+pub struct Ctx {
+    pub dir: PathBuf,
+    pub printer: Printer,
+    pub assume_yes: bool,
+    pub vm_types: Vec<String>,
+    pub lock_timeout: Duration,
+}
+
+impl Ctx {
+    pub fn new(args: GlobalArgs) -> Self {
+        Ctx {
+            dir: args.dir,
+            printer: Printer::new(args.output, args.quiet, args.verbose),
+            assume_yes: args.yes,
+            vm_types: args.vm_types.into_iter().filter(|t| !t.is_empty()).collect(),
+            lock_timeout: args.lock_timeout,
+        }
+    }
+
+    /// The directory, listed. Fails with "not found" when it does not exist.
+    pub fn directory(&self) -> Result<Directory> {
+        Directory::open(&self.dir)
+    }
+
+    pub fn profiles(&self, dir: &Directory) -> Result<Profiles> {
+        Profiles::load(dir.path(), &self.vm_types)
+    }
+
+    /// Takes the directory lock (for commands that write). List the directory *after* this.
+    pub fn lock(&self) -> Result<DirLock> {
+        lock::lock(&self.dir, self.lock_timeout, &self.printer)
+    }
+}

@@ -1,0 +1,211 @@
+//! The managed directory as the commands see it: the names in it, the instances its files
+//! define, the dedicated slots they hold. Reading only; writes go through [`Directory::write`]
+//! and [`Directory::remove`], which delegate to `fsio`.
+//!
+//! Only our own names are ever opened (`instance-<digits>`, `*_dedicated_*`, `*_global`, each
+//! `.tf.json` or `.tf.json.new`); user files are listed but never parsed, changed or deleted.
+//! Where an instance has both a live file and a queued twin, the queued one is its current
+//! definition: it is what terraform will see next.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use crate::exit::{invalid, not_found};
+use crate::expand::Slots;
+use crate::fsio::{self, Mode, Written};
+use crate::names::{self, InstanceId, Kind, Suffix};
+use crate::profile::Profiles;
+use crate::tfdoc;
+
+pub struct Directory {
+    path: PathBuf,
+    names: BTreeSet<String>,
+}
+
+/// One instance as its current file defines it.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub id: InstanceId,
+    /// The current file's name (queued twin first).
+    pub file: String,
+    pub suffix: Suffix,
+    /// Parsed document, or the parse error.
+    pub doc: Result<Value, String>,
+    /// (type, name) of its VM, if the document has one.
+    pub vm: Option<(String, String)>,
+    pub tags: BTreeMap<String, String>,
+    /// Files named by `infrakit.attach` in any of its files (live and queued).
+    pub attachments: BTreeSet<String>,
+}
+
+impl Instance {
+    pub fn logical_id(&self) -> Option<&str> {
+        self.tags.get(tfdoc::LOGICAL_ID_TAG).map(String::as_str)
+    }
+
+    pub fn vm_props(&self) -> Option<&serde_json::Map<String, Value>> {
+        let (t, n) = self.vm.as_ref()?;
+        tfdoc::resource(self.doc.as_ref().ok()?, t, n)
+    }
+}
+
+impl Directory {
+    /// Opens and lists a directory that must exist.
+    pub fn open(path: &Path) -> Result<Self> {
+        let abs = std::path::absolute(path).with_context(|| format!("failed to resolve `{}`", path.display()))?;
+        let entries = match std::fs::read_dir(&abs) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(not_found(format!("directory `{}` does not exist", path.display()))
+                    .hint("create it, or point --dir (or INFRAKIT_TF_DIR) at your Terraform directory")
+                    .into())
+            }
+            Err(e) => return Err(e).with_context(|| format!("failed to list `{}`", abs.display())),
+        };
+        let mut names = BTreeSet::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("failed to list `{}`", abs.display()))?;
+            if let Ok(name) = entry.file_name().into_string() {
+                names.insert(name);
+            }
+        }
+        Ok(Directory { path: abs, names })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Managed files: (file name, base, kind, suffix).
+    pub fn managed(&self) -> impl Iterator<Item = (&str, &str, Kind, Suffix)> + '_ {
+        self.names.iter().filter_map(|name| {
+            let (base, suffix) = names::split_file_name(name)?;
+            Some((name.as_str(), base, names::classify(base)?, suffix))
+        })
+    }
+
+    /// The existing names of `base` (live, queued), in that order.
+    pub fn twins(&self, base: &str) -> Vec<String> {
+        [Suffix::Live, Suffix::Queued]
+            .iter()
+            .map(|s| format!("{base}{}", s.as_str()))
+            .filter(|n| self.names.contains(n))
+            .collect()
+    }
+
+    /// The current file of `base`: the queued twin if there is one, else the live file.
+    pub fn current(&self, base: &str) -> Option<String> {
+        self.twins(base).pop()
+    }
+
+    /// The name to write `base` to: its current file, or a new queued file.
+    pub fn target(&self, base: &str) -> String {
+        self.current(base).unwrap_or_else(|| format!("{base}{}", names::QUEUED))
+    }
+
+    pub fn instance_ids(&self) -> BTreeSet<InstanceId> {
+        self.managed()
+            .filter_map(|(_, _, kind, _)| match kind {
+                Kind::Instance(id) => Some(id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A fresh ID: the current Unix time, or one past the highest ID any file holds, whichever
+    /// is larger. Never reuses an ID a file holds, never waits for the clock.
+    pub fn next_id(&self, now_secs: u64, also_taken: &BTreeSet<InstanceId>) -> InstanceId {
+        let highest = self.instance_ids().into_iter().chain(also_taken.iter().cloned()).max();
+        InstanceId::new(now_secs.max(highest.map_or(0, |id| id.number() + 1)))
+    }
+
+    /// Reads and parses one managed file.
+    pub fn read_doc(&self, name: &str) -> Result<Value> {
+        let path = self.path.join(name);
+        let text = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+        serde_json::from_slice(&text)
+            .map_err(|e| invalid(format!("`{}` is not valid JSON: {e}", path.display())).into())
+    }
+
+    /// Every instance, in ID order, each read from its current file. Files are read in
+    /// parallel: this is the hot path of `describe` on large directories.
+    pub fn instances(&self, profiles: &Profiles) -> Vec<Instance> {
+        let mut by_id: BTreeMap<InstanceId, Vec<(String, Suffix)>> = BTreeMap::new();
+        for (name, _, kind, suffix) in self.managed() {
+            if let Kind::Instance(id) = kind {
+                by_id.entry(id).or_default().push((name.to_string(), suffix));
+            }
+        }
+        let work: Vec<(InstanceId, Vec<(String, Suffix)>)> = by_id.into_iter().collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let chunk = work.len().div_ceil(threads).max(256);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = work
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter().map(|(id, files)| self.load_instance(id, files, profiles)).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().expect("reader thread panicked")).collect()
+        })
+    }
+
+    fn load_instance(&self, id: &InstanceId, files: &[(String, Suffix)], profiles: &Profiles) -> Instance {
+        let parse = |name: &str| self.read_doc(name).map_err(|e| format!("{e:#}"));
+        let (file, suffix) = files.iter().max_by_key(|(_, s)| *s).expect("at least one file").clone();
+        let doc = parse(&file);
+        let id_text = id.to_string();
+        let vm_and_tags = |doc: &Value| {
+            let (t, n) = tfdoc::find_vm(doc, profiles, &id_text)?;
+            let props = tfdoc::resource(doc, t, n)?;
+            let tags = tfdoc::read_tags(props, profiles.get(t)?);
+            Some(((t.to_string(), n.to_string()), tags))
+        };
+        let (vm, tags) = match doc.as_ref().ok().and_then(vm_and_tags) {
+            Some((vm, tags)) => (Some(vm), tags),
+            None => (None, BTreeMap::new()),
+        };
+        let mut attachments: BTreeSet<String> = tfdoc::attachments(&tags).into_iter().collect();
+        // A live twin may still name attachments the queued file dropped.
+        for (other, _) in files.iter().filter(|(n, _)| *n != file) {
+            if let Some((_, tags)) = parse(other).ok().as_ref().and_then(vm_and_tags) {
+                attachments.extend(tfdoc::attachments(&tags));
+            }
+        }
+        Instance { id: id.clone(), file, suffix, doc, vm, tags, attachments }
+    }
+
+    /// Which dedicated slots exist and which are attached, for slot choice. An instance file
+    /// that cannot be read is an error here: its slot could otherwise be handed out twice.
+    pub fn slots(&self, profiles: &Profiles) -> Result<Slots> {
+        let existing = self
+            .managed()
+            .filter(|(_, _, kind, _)| matches!(kind, Kind::Dedicated { .. }))
+            .map(|(_, base, _, _)| base.to_string())
+            .collect();
+        let mut attached = BTreeSet::new();
+        for inst in self.instances(profiles) {
+            if let Err(e) = &inst.doc {
+                return Err(invalid(format!("cannot tell which dedicated slots are free: {e}"))
+                    .hint("fix or remove that instance file, then re-run")
+                    .into());
+            }
+            attached.extend(inst.attachments);
+        }
+        Ok(Slots { existing, attached })
+    }
+
+    pub fn write(&self, name: &str, doc: &Value, mode: Mode) -> Result<Written> {
+        fsio::write_atomic(&self.path.join(name), &tfdoc::to_bytes(doc), mode)
+    }
+
+    pub fn remove(&self, name: &str) -> Result<bool> {
+        fsio::remove(&self.path.join(name))
+    }
+}

@@ -1,0 +1,210 @@
+//! Expansion: one spec and one instance ID into the documents of the files that make the
+//! instance: `<ID>` (the VM and its default-scope siblings), `<scopeID>_dedicated_<key>` per
+//! dedicated scope, `<scope>_global` per global scope. Pure and deterministic: what is taken
+//! from the directory comes in as [`Slots`]; nothing here reads or writes files.
+//!
+//! Order of work (reference §3): tags, Init, decomposition and the attach tag; then templates
+//! are rendered in every resource; then platform rules (AWS `private_ip`, SoftLayer hostname
+//! and lowercase tags, base64 Init).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+use crate::names::{self, InstanceId, Scope};
+use crate::profile::Profiles;
+use crate::spec::{lookup_mut, Spec};
+use crate::template::{self, Vars};
+use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
+
+/// What is asked for.
+pub struct Request<'a> {
+    pub spec: &'a Spec,
+    pub profiles: &'a Profiles,
+    pub id: &'a InstanceId,
+    /// `--logical-id`, else the spec's `LogicalID`.
+    pub logical_id: Option<&'a str>,
+    /// `--tag K=V` flags, over the spec's `Tags`.
+    pub tags: &'a BTreeMap<String, String>,
+}
+
+/// What the directory says about dedicated slots: which dedicated files exist (base names,
+/// either suffix) and which of them an instance's `infrakit.attach` tag names.
+#[derive(Debug, Default, Clone)]
+pub struct Slots {
+    pub existing: BTreeSet<String>,
+    pub attached: BTreeSet<String>,
+}
+
+/// The result: file base name → document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expansion {
+    pub files: BTreeMap<String, Value>,
+    /// The dedicated key (`/self/dedicated/attachId`), when the spec has dedicated resources.
+    pub dedicated_key: Option<String>,
+}
+
+/// Chooses the dedicated slot for a cattle instance: the lowest numeric slot that is orphaned
+/// (its file exists, no instance is attached to it) in the spec's dedicated scopes, so that a
+/// rolling update re-attaches the replaced instance's volume; else the lowest free one. One
+/// key serves every dedicated scope of the spec. (The reference picked a random orphan, per
+/// resource, and counted logical-ID slots as candidates: bugs 1 and 3.)
+pub fn choose_slot(scope_ids: &BTreeSet<&str>, slots: &Slots) -> String {
+    let numeric = |base: &String| {
+        scope_ids.iter().find_map(|s| {
+            let key = base.strip_prefix(*s)?.strip_prefix("_dedicated_")?;
+            key.parse::<u64>().ok().filter(|n| *n > 0 && n.to_string() == key)
+        })
+    };
+    let highest = slots.existing.iter().filter_map(numeric).max().unwrap_or(0);
+    let state = |k: u64| {
+        let bases: Vec<String> = scope_ids.iter().map(|s| names::dedicated_base(s, &k.to_string())).collect();
+        let usable = !bases.iter().any(|b| slots.attached.contains(b));
+        let orphan = bases.iter().any(|b| slots.existing.contains(b));
+        (usable, orphan)
+    };
+    let pick = (1..=highest)
+        .find(|&k| state(k) == (true, true))
+        .or_else(|| (1..=highest + 1).find(|&k| state(k).0))
+        .expect("slot highest + 1 is always free");
+    pick.to_string()
+}
+
+/// Expands a request. Errors are user errors (a name Terraform rejects, an undefined template
+/// variable, two resources with one address), each one line.
+pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
+    let spec = req.spec;
+    let id = req.id.to_string();
+    let vm = spec.vm();
+    let profile = req.profiles.get(&vm.rtype).expect("the VM's type has a profile");
+
+    let dedicated_scopes: BTreeSet<&str> = spec
+        .resources
+        .iter()
+        .filter_map(|r| match &r.scope {
+            Scope::Dedicated(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    let dedicated_key = match (dedicated_scopes.is_empty(), req.logical_id) {
+        (true, _) => None,
+        (false, Some(lid)) => Some(lid.to_string()),
+        (false, None) => Some(choose_slot(&dedicated_scopes, slots)),
+    };
+
+    // Decompose: each resource gets its file and final name.
+    let mut placed: Vec<Placed<'_>> = Vec::new();
+    for (i, r) in spec.resources.iter().enumerate() {
+        let (file, name) = match &r.scope {
+            Scope::Default if i == spec.vm => (id.clone(), id.clone()),
+            Scope::Default => (id.clone(), format!("{}-{}", req.logical_id.unwrap_or(&id), r.name)),
+            Scope::Dedicated(scope_id) => {
+                let key = dedicated_key.as_deref().expect("set when dedicated scopes exist");
+                (names::dedicated_base(scope_id, key), format!("{scope_id}-{key}-{}", r.name))
+            }
+            Scope::Global(scope) => (names::global_base(scope), format!("{scope}-{}", r.name)),
+        };
+        if !names::is_terraform_name(&name) {
+            return Err(format!(
+                "resource `{}.{}` would be named `{name}`, which Terraform rejects (names start with a letter or `_` and hold only letters, digits, `_` and `-`): check the logical ID and scope",
+                r.rtype, r.name
+            ));
+        }
+        names::check_path_component(&file, "file name")?;
+        placed.push(Placed { file, rtype: &r.rtype, name, spec_name: &r.name, props: r.props.clone() });
+    }
+    let mut seen = BTreeSet::new();
+    for Placed { rtype, name, .. } in &placed {
+        if !seen.insert((*rtype, name.as_str())) {
+            return Err(format!("two resources of the spec would both be `{rtype}.{name}`: rename one"));
+        }
+    }
+
+    // Tags: property tags < spec Tags < --tag < the ones we own.
+    let mut tags = spec.tags.clone();
+    tags.extend(req.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+    tags.entry(NAME_TAG.into()).or_insert_with(|| id.clone());
+    if let Some(lid) = req.logical_id {
+        tags.insert(LOGICAL_ID_TAG.into(), lid.into());
+    }
+    let attach: BTreeSet<&str> = placed.iter().map(|p| p.file.as_str()).filter(|f| *f != id).collect();
+    if !attach.is_empty() {
+        tags.insert(ATTACH_TAG.into(), attach.into_iter().collect::<Vec<_>>().join(","));
+    }
+
+    let vars =
+        Vars { inst_id: id.clone(), logical_id: req.logical_id.map(str::to_string), attach_id: dedicated_key.clone() };
+    let mut files: BTreeMap<String, Vec<(&str, String, Value)>> = BTreeMap::new();
+    for (i, Placed { file, rtype, name, spec_name, mut props }) in placed.into_iter().enumerate() {
+        let is_vm = i == spec.vm;
+        if is_vm {
+            tfdoc::merge_tags(&mut props, profile, &tags);
+            if !spec.init.is_empty() {
+                // Checked by spec::parse: the slot is absent or a string.
+                if let Some(slot) = lookup_mut(&mut props, &profile.init, true) {
+                    *slot = match slot.as_str() {
+                        Some(old) => Value::String(format!("{old}\n{}", spec.init)),
+                        None => Value::String(spec.init.clone()),
+                    };
+                }
+            }
+        }
+        let mut value = Value::Object(props);
+        template::render_value(&mut value, &vars).map_err(|(ptr, e)| {
+            format!("`{rtype}.{spec_name}` at `{}`: {e}", if ptr.is_empty() { "/" } else { &ptr })
+        })?;
+        let Value::Object(mut props) = value else { unreachable!() };
+        if is_vm {
+            platform(&mut props, req, &id);
+        }
+        files.entry(file).or_default().push((rtype, name, Value::Object(props)));
+    }
+    let files = files
+        .into_iter()
+        .map(|(file, resources)| (file, tfdoc::document(resources.iter().map(|(t, n, p)| (*t, n.as_str(), p.clone())))))
+        .collect();
+    Ok(Expansion { files, dedicated_key })
+}
+
+/// One spec resource with its place in the output.
+struct Placed<'s> {
+    file: String,
+    rtype: &'s str,
+    name: String,
+    spec_name: &'s str,
+    props: Map<String, Value>,
+}
+
+/// Per-type rules on the rendered VM (reference §3.8), driven by the profile.
+fn platform(props: &mut Map<String, Value>, req: &Request<'_>, id: &str) {
+    let profile = req.profiles.get(&req.spec.vm().rtype).expect("VM profile");
+    if profile.private_ip_placeholder && props.get("private_ip").and_then(Value::as_str) == Some("INSTANCE_LOGICAL_ID")
+    {
+        match req.logical_id {
+            Some(lid) => props.insert("private_ip".into(), Value::String(lid.into())),
+            None => props.remove("private_ip"),
+        };
+    }
+    if profile.hostname {
+        let base = req.logical_id.unwrap_or(id);
+        let hostname = match props.remove("@hostname_prefix") {
+            Some(Value::String(p)) if !p.trim_matches(' ').is_empty() => {
+                format!("{p}-{}", base.replace("instance-", ""))
+            }
+            _ => base.to_string(),
+        };
+        props.insert("hostname".into(), Value::String(hostname));
+    }
+    if profile.lowercase_tags {
+        tfdoc::lowercase_list_tags(props, profile);
+    }
+    if profile.init_base64 {
+        if let Some(Value::String(s)) = lookup_mut(props, &profile.init, false) {
+            *s = base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

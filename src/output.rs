@@ -1,0 +1,100 @@
+//! The output layer: data to stdout, messages to stderr, confirmations. Commands build a
+//! report and hand it here; nothing else prints. A closed stdout (`| head`) is not an error.
+
+use std::io::{self, IsTerminal, Write};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::cli::OutputFormat;
+use crate::exit::{Code, Failure};
+
+pub struct Printer {
+    pub format: OutputFormat,
+    quiet: bool,
+    verbose: bool,
+}
+
+impl Printer {
+    pub fn new(format: OutputFormat, quiet: bool, verbose: bool) -> Self {
+        Printer { format, quiet, verbose }
+    }
+
+    pub fn json_output(&self) -> bool {
+        self.format == OutputFormat::Json
+    }
+
+    /// One line (or block) of data on stdout.
+    pub fn data(&self, text: &str) -> Result<()> {
+        let mut out = io::stdout().lock();
+        let written =
+            out.write_all(text.as_bytes()).and_then(
+                |()| {
+                    if text.ends_with('\n') {
+                        Ok(())
+                    } else {
+                        out.write_all(b"\n")
+                    }
+                },
+            );
+        match written.and_then(|()| out.flush()) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    /// A report as pretty JSON on stdout.
+    pub fn json<T: Serialize>(&self, report: &T) -> Result<()> {
+        self.data(&serde_json::to_string_pretty(report)?)
+    }
+
+    /// A progress or outcome message on stderr; silenced by `--quiet`.
+    pub fn status(&self, message: &str) {
+        if !self.quiet {
+            eprintln!("{message}");
+        }
+    }
+
+    /// Extra detail on stderr, with `--verbose` only.
+    pub fn detail(&self, message: &str) {
+        if self.verbose {
+            eprintln!("{message}");
+        }
+    }
+
+    /// A warning on stderr; never silenced.
+    pub fn warn(&self, message: &str) {
+        eprintln!("warning: {message}");
+    }
+
+    /// One problem of a list (spec problems); never silenced.
+    pub fn problem(&self, message: &str) {
+        eprintln!("problem: {message}");
+    }
+
+    /// The final error: the chain on one line, then the hint if there is one.
+    pub fn error(&self, err: &anyhow::Error) {
+        eprintln!("error: {err:#}");
+        if let Some(hint) = crate::exit::hint_for(err) {
+            eprintln!("hint: {hint}");
+        }
+    }
+
+    /// Asks before something destructive. Yes with `--yes`; an error without a terminal (never
+    /// a prompt in cron); otherwise asks on the terminal, defaulting to no.
+    pub fn confirm(&self, assume_yes: bool, question: &str) -> Result<()> {
+        if assume_yes {
+            return Ok(());
+        }
+        if !io::stdin().is_terminal() || !io::stderr().is_terminal() {
+            return Err(Failure::new(Code::NotConfirmed, format!("not confirmed: {question}"))
+                .hint("there is no terminal to ask on: re-run with --yes")
+                .into());
+        }
+        let answer = dialoguer::Confirm::new().with_prompt(question).default(false).interact();
+        match answer {
+            Ok(true) => Ok(()),
+            Ok(false) | Err(_) => Err(Failure::new(Code::NotConfirmed, "cancelled: nothing was changed").into()),
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! VM profiles: which resource types are VMs, where their tags go (a map, or a `k:v` list) and
+//! where Init goes (an attribute path, base64 or not). This is data: the built-in table below,
+//! `--vm-type` (shaped like `aws_instance` without base64), and the `vm_types` section of the
+//! directory's configuration file `infrakit-tf.json`. Expansion consults a profile; no other
+//! code names a VM type.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use crate::exit::invalid;
+
+/// The configuration file, in the managed directory. Terraform ignores it (not `*.tf.json`).
+pub const CONFIG_FILE: &str = "infrakit-tf.json";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TagFormat {
+    /// `{"k": "v"}`.
+    Map,
+    /// `["k:v"]`, sorted (the reference's order was random).
+    List,
+}
+
+/// How one VM type takes tags and Init.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmProfile {
+    /// Attribute path of the tags, e.g. `["tags"]` or `["input", "tags"]`.
+    pub tags: Vec<String>,
+    pub tag_format: TagFormat,
+    /// Lowercase list tags (SoftLayer/IBM do; the attach list keeps its case so that
+    /// termination finds the files, which fixes reference bug 4).
+    pub lowercase_tags: bool,
+    /// Attribute path of the Init script, e.g. `["os_profile", "custom_data"]`.
+    pub init: Vec<String>,
+    pub init_base64: bool,
+    /// SoftLayer/IBM: `hostname` from `@hostname_prefix` and the logical ID or instance ID.
+    pub hostname: bool,
+    /// AWS: `private_ip = "INSTANCE_LOGICAL_ID"` is replaced by the logical ID.
+    pub private_ip_placeholder: bool,
+}
+
+impl VmProfile {
+    fn new(tags: &str, tag_format: TagFormat, init: &str, init_base64: bool) -> Self {
+        VmProfile {
+            tags: path(tags),
+            tag_format,
+            lowercase_tags: false,
+            init: path(init),
+            init_base64,
+            hostname: false,
+            private_ip_placeholder: false,
+        }
+    }
+
+    /// The shape `--vm-type` declares: like `aws_instance` without base64.
+    pub fn aws_like() -> Self {
+        VmProfile::new("tags", TagFormat::Map, "user_data", false)
+    }
+}
+
+fn path(dotted: &str) -> Vec<String> {
+    dotted.split('.').map(str::to_string).collect()
+}
+
+/// The set of VM profiles in force for one run.
+#[derive(Debug, Clone)]
+pub struct Profiles {
+    by_type: BTreeMap<String, VmProfile>,
+}
+
+impl Profiles {
+    /// The reference's six types, plus `terraform_data` (tags and Init inside `input`).
+    pub fn builtin() -> Self {
+        use TagFormat::*;
+        let softlayer =
+            VmProfile { lowercase_tags: true, hostname: true, ..VmProfile::new("tags", List, "user_metadata", false) };
+        let by_type = [
+            (
+                "aws_instance",
+                VmProfile { private_ip_placeholder: true, ..VmProfile::new("tags", Map, "user_data", true) },
+            ),
+            ("azurerm_virtual_machine", VmProfile::new("tags", Map, "os_profile.custom_data", false)),
+            ("digitalocean_droplet", VmProfile::new("tags", Map, "user_data", true)),
+            ("google_compute_instance", VmProfile::new("tags", Map, "metadata_startup_script", false)),
+            ("softlayer_virtual_guest", softlayer.clone()),
+            ("ibm_compute_vm_instance", softlayer),
+            ("terraform_data", VmProfile::new("input.tags", Map, "input.user_data", false)),
+        ]
+        .into_iter()
+        .map(|(t, p)| (t.to_string(), p))
+        .collect();
+        Profiles { by_type }
+    }
+
+    /// Built-ins, then the configuration file in `dir` (if any), then `--vm-type` names.
+    pub fn load(dir: &Path, declared: &[String]) -> Result<Self> {
+        let mut profiles = Profiles::builtin();
+        let file = dir.join(CONFIG_FILE);
+        match std::fs::read_to_string(&file) {
+            Ok(text) => {
+                let config: Config = serde_json::from_str(&text)
+                    .map_err(|e| invalid(format!("configuration file `{}` is invalid: {e}", file.display())))?;
+                for (name, declared) in config.vm_types {
+                    profiles.by_type.insert(name, declared.into_profile());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", file.display())),
+        }
+        for name in declared {
+            profiles.by_type.entry(name.clone()).or_insert_with(VmProfile::aws_like);
+        }
+        Ok(profiles)
+    }
+
+    pub fn get(&self, resource_type: &str) -> Option<&VmProfile> {
+        self.by_type.get(resource_type)
+    }
+
+    pub fn is_vm(&self, resource_type: &str) -> bool {
+        self.by_type.contains_key(resource_type)
+    }
+}
+
+/// `infrakit-tf.json`. Unknown keys are errors, so a typo does not pass silently.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    vm_types: BTreeMap<String, DeclaredVm>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeclaredVm {
+    /// Dotted attribute path of the tags; default `tags`.
+    #[serde(default = "default_tags")]
+    tags: String,
+    #[serde(default = "default_format")]
+    tags_format: TagFormat,
+    #[serde(default)]
+    lowercase_tags: bool,
+    /// Dotted attribute path of Init; default `user_data`.
+    #[serde(default = "default_init")]
+    init: String,
+    #[serde(default)]
+    init_base64: bool,
+}
+
+fn default_tags() -> String {
+    "tags".into()
+}
+fn default_format() -> TagFormat {
+    TagFormat::Map
+}
+fn default_init() -> String {
+    "user_data".into()
+}
+
+impl DeclaredVm {
+    fn into_profile(self) -> VmProfile {
+        VmProfile {
+            lowercase_tags: self.lowercase_tags,
+            ..VmProfile::new(&self.tags, self.tags_format, &self.init, self.init_base64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_table_matches_the_reference() {
+        let p = Profiles::builtin();
+        let aws = p.get("aws_instance").unwrap();
+        assert_eq!((aws.init.join("."), aws.init_base64, aws.tag_format), ("user_data".into(), true, TagFormat::Map));
+        assert!(p.get("digitalocean_droplet").unwrap().init_base64);
+        assert_eq!(p.get("azurerm_virtual_machine").unwrap().init, ["os_profile", "custom_data"]);
+        assert_eq!(p.get("google_compute_instance").unwrap().init, ["metadata_startup_script"]);
+        for sl in ["softlayer_virtual_guest", "ibm_compute_vm_instance"] {
+            let sl = p.get(sl).unwrap();
+            assert_eq!((sl.tag_format, sl.lowercase_tags, sl.hostname), (TagFormat::List, true, true));
+            assert_eq!(sl.init, ["user_metadata"]);
+        }
+        assert_eq!(p.get("terraform_data").unwrap().tags, ["input", "tags"]);
+        assert!(!p.is_vm("aws_ebs_volume"));
+    }
+
+    #[test]
+    fn config_file_and_flags_declare_more_types() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::fsio::write_atomic(
+            &dir.path().join(CONFIG_FILE),
+            br#"{"vm_types": {"libvirt_domain": {"tags": "metadata.tags", "tags_format": "list", "init": "cloudinit", "init_base64": true}}}"#,
+            crate::fsio::Mode::Public,
+        )
+        .unwrap();
+        let p = Profiles::load(dir.path(), &["fakecloud_instance".into()]).unwrap();
+        let lv = p.get("libvirt_domain").unwrap();
+        assert_eq!(
+            (lv.tags.clone(), lv.tag_format, lv.init_base64),
+            (vec!["metadata".into(), "tags".into()], TagFormat::List, true)
+        );
+        assert_eq!(p.get("fakecloud_instance").unwrap(), &VmProfile::aws_like());
+    }
+
+    #[test]
+    fn config_file_typos_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::fsio::write_atomic(&dir.path().join(CONFIG_FILE), br#"{"vm_type": {}}"#, crate::fsio::Mode::Public)
+            .unwrap();
+        let err = Profiles::load(dir.path(), &[]).unwrap_err();
+        assert_eq!(crate::exit::code_for(&err), crate::exit::Code::Invalid);
+        assert!(err.to_string().contains("unknown field `vm_type`"), "{err}");
+    }
+}

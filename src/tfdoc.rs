@@ -1,0 +1,251 @@
+//! Reading and editing one managed file's document, `{"resource": {<type>: {<name>: {...}}}}`:
+//! finding its VM, reading and merging VM tags by profile, and the deterministic bytes we write.
+//! Pure: values in, values out.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::profile::{Profiles, TagFormat, VmProfile};
+use crate::spec::{lookup, lookup_mut};
+
+pub const NAME_TAG: &str = "infrakit.instance.name";
+pub const ATTACH_TAG: &str = "infrakit.attach";
+pub const LOGICAL_ID_TAG: &str = "infrakit.logical_id";
+
+/// The bytes of a document: sorted keys (serde_json's map is a BTreeMap), two-space pretty
+/// print, trailing newline. The same value always gives the same bytes.
+pub fn to_bytes(doc: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(doc).expect("a Value always serialises");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Builds a document from (type, name, props) triples.
+pub fn document<'a>(resources: impl IntoIterator<Item = (&'a str, &'a str, Value)>) -> Value {
+    let mut types = Map::new();
+    for (rtype, name, props) in resources {
+        let by_name = types.entry(rtype.to_string()).or_insert_with(|| Value::Object(Map::new()));
+        by_name.as_object_mut().expect("built as object").insert(name.to_string(), props);
+    }
+    let mut doc = Map::new();
+    doc.insert("resource".into(), Value::Object(types));
+    Value::Object(doc)
+}
+
+/// The VM of an instance file: (type, name). The resource of a VM type named like the instance
+/// wins; otherwise the only VM-type resource (files written by hand or by older tools).
+pub fn find_vm<'d>(doc: &'d Value, profiles: &Profiles, id: &str) -> Option<(&'d str, &'d str)> {
+    let types = doc.get("resource")?.as_object()?;
+    let vms: Vec<(&str, &str)> = types
+        .iter()
+        .filter(|(t, _)| profiles.is_vm(t))
+        .filter_map(|(t, names)| Some((t, names.as_object()?)))
+        .flat_map(|(t, names)| names.keys().map(move |n| (t.as_str(), n.as_str())))
+        .collect();
+    vms.iter().find(|(_, n)| *n == id).copied().or(match vms.as_slice() {
+        [only] => Some(*only),
+        _ => None,
+    })
+}
+
+pub fn resource<'d>(doc: &'d Value, rtype: &str, name: &str) -> Option<&'d Map<String, Value>> {
+    doc.get("resource")?.get(rtype)?.get(name)?.as_object()
+}
+
+pub fn resource_mut<'d>(doc: &'d mut Value, rtype: &str, name: &str) -> Option<&'d mut Map<String, Value>> {
+    doc.get_mut("resource")?.get_mut(rtype)?.get_mut(name)?.as_object_mut()
+}
+
+/// Reads a VM's tags as a map (reference §5.3): map values as strings; list entries split at
+/// the first `:`; the attach list's spaces (SoftLayer form) back to commas.
+pub fn read_tags(props: &Map<String, Value>, profile: &VmProfile) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    match (lookup(props, &profile.tags), profile.tag_format) {
+        (Ok(Some(Value::Object(map))), _) => {
+            for (k, v) in map {
+                out.insert(k.clone(), scalar(v));
+            }
+        }
+        (Ok(Some(Value::Array(items))), TagFormat::List) => {
+            for item in items {
+                let entry = scalar(item);
+                let (k, v) = entry.split_once(':').unwrap_or((&entry, ""));
+                let v = if k == ATTACH_TAG { v.replace(' ', ",") } else { v.to_string() };
+                out.insert(k.to_string(), v);
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Merges `tags` over a VM's tags (new values win), in the profile's format. Lists come out
+/// sorted; the attach entry is written `infrakit.attach:a b` (no commas, as the reference).
+pub fn merge_tags(props: &mut Map<String, Value>, profile: &VmProfile, tags: &BTreeMap<String, String>) {
+    let Some(slot) = lookup_mut(props, &profile.tags, true) else { return };
+    match profile.tag_format {
+        TagFormat::Map => {
+            if !slot.is_object() {
+                *slot = Value::Object(Map::new());
+            }
+            let map = slot.as_object_mut().expect("made an object");
+            for (k, v) in tags {
+                map.insert(k.clone(), Value::String(v.clone()));
+            }
+        }
+        TagFormat::List => {
+            let mut merged = match slot {
+                Value::Array(_) => read_list(slot),
+                _ => BTreeMap::new(),
+            };
+            merged.extend(tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+            *slot = Value::Array(merged.into_iter().map(|(k, v)| Value::String(list_entry(&k, &v))).collect());
+        }
+    }
+}
+
+fn read_list(slot: &Value) -> BTreeMap<String, String> {
+    let profile = VmProfile { tags: vec!["t".into()], tag_format: TagFormat::List, ..VmProfile::aws_like() };
+    let mut wrapper = Map::new();
+    wrapper.insert("t".into(), slot.clone());
+    read_tags(&wrapper, &profile)
+}
+
+fn list_entry(k: &str, v: &str) -> String {
+    match (k, v) {
+        (_, "") => k.to_string(),
+        (ATTACH_TAG, v) => format!("{k}:{}", v.replace(',', " ")),
+        _ => format!("{k}:{v}"),
+    }
+}
+
+/// Lowercases list tags (SoftLayer/IBM), except the attach list and the logical ID, which name
+/// files and must keep their case for termination and re-attachment to find them (bug 4).
+pub fn lowercase_list_tags(props: &mut Map<String, Value>, profile: &VmProfile) {
+    if let Some(Value::Array(items)) = lookup_mut(props, &profile.tags, false) {
+        for item in items.iter_mut() {
+            if let Value::String(s) = item {
+                let keep =
+                    [ATTACH_TAG, LOGICAL_ID_TAG].iter().any(|t| s.strip_prefix(t).is_some_and(|r| r.starts_with(':')));
+                if !keep {
+                    *s = s.to_lowercase();
+                }
+            }
+        }
+        items.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        items.dedup();
+    }
+}
+
+/// The files an instance's VM says it is attached to (`infrakit.attach`, comma-separated).
+pub fn attachments(tags: &BTreeMap<String, String>) -> Vec<String> {
+    tags.get(ATTACH_TAG)
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn profiles() -> Profiles {
+        Profiles::builtin()
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    // I-08: tag parsing for map and list VMs; the split is at the first colon.
+    #[test]
+    fn reads_map_and_list_tags() {
+        let p = profiles();
+        let aws = json!({"tags": {"t1": "v1", "t3": "v3:extra", "n": 2, "b": true}});
+        assert_eq!(
+            read_tags(aws.as_object().unwrap(), p.get("aws_instance").unwrap()),
+            tags(&[("t1", "v1"), ("t3", "v3:extra"), ("n", "2"), ("b", "true")])
+        );
+        let sl = json!({"tags": ["t1:v1", "t3:v3:extra", "bare", "infrakit.attach:a1 a2"]});
+        assert_eq!(
+            read_tags(sl.as_object().unwrap(), p.get("softlayer_virtual_guest").unwrap()),
+            tags(&[("t1", "v1"), ("t3", "v3:extra"), ("bare", ""), (ATTACH_TAG, "a1,a2")])
+        );
+        let none = json!({"tags": true});
+        assert!(read_tags(none.as_object().unwrap(), p.get("aws_instance").unwrap()).is_empty());
+    }
+
+    // C-13: override and attach formatting; list output is sorted (reference bug 5).
+    #[test]
+    fn merges_tags_in_each_format() {
+        let p = profiles();
+        let new = tags(&[("key", "override::val"), (ATTACH_TAG, "attach1,attach2"), (NAME_TAG, "instance-1234")]);
+        let mut aws = json!({"tags": {"key": "original", "keep": "me"}}).as_object().unwrap().clone();
+        merge_tags(&mut aws, p.get("aws_instance").unwrap(), &new);
+        assert_eq!(
+            aws["tags"],
+            json!({"key": "override::val", "keep": "me", ATTACH_TAG: "attach1,attach2", NAME_TAG: "instance-1234"})
+        );
+        let mut sl = json!({"tags": ["key:original", "flag"]}).as_object().unwrap().clone();
+        merge_tags(&mut sl, p.get("ibm_compute_vm_instance").unwrap(), &new);
+        assert_eq!(
+            sl["tags"],
+            json!([
+                "flag",
+                "infrakit.attach:attach1 attach2",
+                "infrakit.instance.name:instance-1234",
+                "key:override::val"
+            ])
+        );
+        // C-10: nothing to merge still creates the tag container.
+        let mut empty = Map::new();
+        merge_tags(&mut empty, p.get("softlayer_virtual_guest").unwrap(), &BTreeMap::new());
+        assert_eq!(empty["tags"], json!([]));
+        let mut td = Map::new();
+        merge_tags(&mut td, p.get("terraform_data").unwrap(), &tags(&[("a", "b")]));
+        assert_eq!(Value::Object(td), json!({"input": {"tags": {"a": "b"}}}));
+    }
+
+    #[test]
+    fn lowercases_all_but_the_attach_list() {
+        let p = profiles();
+        let mut sl = json!({"tags": ["foo:BaR", "infrakit.attach:Managers_global default_dedicated_LID1"]})
+            .as_object()
+            .unwrap()
+            .clone();
+        lowercase_list_tags(&mut sl, p.get("softlayer_virtual_guest").unwrap());
+        assert_eq!(sl["tags"], json!(["foo:bar", "infrakit.attach:Managers_global default_dedicated_LID1"]));
+        let mut lid = json!({"tags": ["infrakit.logical_id:LID1"]}).as_object().unwrap().clone();
+        lowercase_list_tags(&mut lid, p.get("softlayer_virtual_guest").unwrap());
+        assert_eq!(lid["tags"], json!(["infrakit.logical_id:LID1"]));
+    }
+
+    // G-02, I-10: the VM need not be named like the instance when it is the only one.
+    #[test]
+    fn finds_the_vm() {
+        let p = profiles();
+        let doc = json!({"resource": {"softlayer_virtual_guest": {"host": {}}, "nfs": {"instance-1-x": {}}}});
+        assert_eq!(find_vm(&doc, &p, "instance-1"), Some(("softlayer_virtual_guest", "host")));
+        let doc = json!({"resource": {"aws_instance": {"instance-2": {}, "other": {}}}});
+        assert_eq!(find_vm(&doc, &p, "instance-2"), Some(("aws_instance", "instance-2")));
+        assert_eq!(find_vm(&json!({"resource": {}}), &p, "instance-1"), None);
+    }
+
+    #[test]
+    fn bytes_are_sorted_pretty_and_end_in_newline() {
+        let doc = document([("b", "y", json!({"z": 1, "a": [2, 1]})), ("a", "x", json!({}))]);
+        let text = String::from_utf8(to_bytes(&doc)).unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"resource\": {\n    \"a\": {\n      \"x\": {}\n    },\n    \"b\": {\n      \"y\": {\n        \"a\": [\n          2,\n          1\n        ],\n        \"z\": 1\n      }\n    }\n  }\n}\n"
+        );
+    }
+}

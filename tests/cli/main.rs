@@ -1,0 +1,1 @@
+//! The one integration-test binary (STYLE 15): one module per area.
