@@ -16,6 +16,7 @@ use crate::names::InstanceId;
 /// until terraform applies them.
 #[derive(Debug, Parser)]
 #[command(name = "infrakit-tf", version, propagate_version = true, max_term_width = 100)]
+#[command(after_long_help = crate::exit::help_text())]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,

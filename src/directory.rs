@@ -53,17 +53,19 @@ impl Instance {
     }
 }
 
+/// The error for a managed directory that does not exist.
+pub fn missing(path: &Path) -> crate::exit::Failure {
+    not_found(format!("directory `{}` does not exist", path.display()))
+        .hint("create it, or point --dir (or INFRAKIT_TF_DIR) at your Terraform directory")
+}
+
 impl Directory {
     /// Opens and lists a directory that must exist.
     pub fn open(path: &Path) -> Result<Self> {
         let abs = std::path::absolute(path).with_context(|| format!("failed to resolve `{}`", path.display()))?;
         let entries = match std::fs::read_dir(&abs) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(not_found(format!("directory `{}` does not exist", path.display()))
-                    .hint("create it, or point --dir (or INFRAKIT_TF_DIR) at your Terraform directory")
-                    .into())
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing(path).into()),
             Err(e) => return Err(e).with_context(|| format!("failed to list `{}`", abs.display())),
         };
         let mut names = BTreeSet::new();

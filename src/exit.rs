@@ -40,6 +40,15 @@ impl Code {
     ];
 }
 
+/// The exit-code table as help text (the end of `--help` and the man page).
+pub fn help_text() -> String {
+    let mut text = String::from("Exit codes:\n");
+    for (code, meaning) in Code::TABLE {
+        text.push_str(&format!("  {:>3}  {meaning}\n", *code as u8));
+    }
+    text
+}
+
 impl From<Code> for ExitCode {
     fn from(code: Code) -> Self {
         ExitCode::from(code as u8)

@@ -23,7 +23,11 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// Takes the lock, waiting up to `timeout` and saying so once when it has to wait.
 pub fn lock(dir: &Path, timeout: Duration, printer: &Printer) -> Result<DirLock> {
-    let file = File::open(dir).with_context(|| format!("failed to open `{}` to lock it", dir.display()))?;
+    let file = match File::open(dir) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(crate::directory::missing(dir).into()),
+        Err(e) => return Err(e).with_context(|| format!("failed to open `{}` to lock it", dir.display())),
+    };
     let deadline = Instant::now() + timeout;
     let mut said = false;
     loop {

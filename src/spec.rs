@@ -149,7 +149,12 @@ impl Parser<'_> {
                 None
             }
         };
+        let before = self.problems.len();
         let resources = self.resources(props, &ptr)?;
+        if self.problems.len() > before {
+            // A resource that could not be read may be the VM: counting VMs now would mislead.
+            return None;
+        }
         let vm = self.find_vm(&resources, &ptr)?;
         Some(Spec { resources, vm, tags: tags?, init, logical_id })
     }
@@ -424,12 +429,14 @@ mod tests {
             "/Properties/resource/aws_instance/a/@scope: `@scope` must be a string",
             "/Properties/resource/aws_instance/b/user_data: unknown template variable `/self/nope`",
             "/Properties/resource/x_disk/d/@scope: global scope `../../etc` must be letters",
-            "/Properties/resource: 2 VMs (aws_instance.b, google_compute_instance.c)",
         ];
         for e in expect {
             assert!(many.iter().any(|p| p.starts_with(e)), "missing {e:?} in {many:#?}");
         }
         assert_eq!(many.len(), expect.len(), "{many:#?}");
+        // VMs are counted once every resource could be read.
+        let two = problems(r#"{"Properties": {"resource": {"aws_instance": {"b": {}}, "google_compute_instance": {"c": {}}}}}"#);
+        assert_eq!(two, ["/Properties/resource: 2 VMs (aws_instance.b, google_compute_instance.c): a spec has exactly one; give the others an `@scope`"]);
     }
 
     #[test]

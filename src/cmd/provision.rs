@@ -15,7 +15,6 @@ use crate::fsio::{Mode, Written};
 use crate::names::{self, Kind};
 
 #[derive(Serialize)]
-#[serde(rename_all = "PascalCase")]
 struct Report {
     #[serde(rename = "ID")]
     id: String,
@@ -28,7 +27,6 @@ struct Report {
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "lowercase")]
 struct FileChange {
     name: String,
     action: &'static str,

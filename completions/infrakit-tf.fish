@@ -1,0 +1,107 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_infrakit_tf_global_optspecs
+    string join \n dir= output= yes vm-type= lock-timeout= q/quiet v/verbose h/help V/version
+end
+
+function __fish_infrakit_tf_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_infrakit_tf_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_infrakit_tf_using_subcommand
+    set -l cmd (__fish_infrakit_tf_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "validate" -d 'Check an instance spec and report every problem'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "provision" -d 'Create one instance from a spec and print its ID'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "destroy" -d 'Remove instances'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "describe" -d 'List instances, one row each, queued or not'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l logical-id -d 'The instance\'s logical ID (a pet): names its siblings and dedicated slot, sets the `infrakit.logical_id` tag; overrides the spec\'s `LogicalID`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l tag -d 'Add a tag to the VM (repeatable; overrides the spec\'s `Tags`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l no-apply -d 'Only write the files (queued); do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l reason -d 'Why: `terminate` removes the dedicated slot too; `rolling-update` keeps it' -r -f -a "terminate\t'Scale down or retire: remove the instance, its slot, and unreferenced globals'
+rolling-update\t'Replace the instance: keep its dedicated slot for the replacement'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l no-apply -d 'Only change the files; do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l no-apply -d 'Only change the files; do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l tag -d 'Show only instances with this tag (repeatable; all must match)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l properties -d 'Include each VM\'s properties (in `--output json`)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "validate" -d 'Check an instance spec and report every problem'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "provision" -d 'Create one instance from a spec and print its ID'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "destroy" -d 'Remove instances'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "describe" -d 'List instances, one row each, queued or not'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

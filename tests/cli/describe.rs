@@ -1,0 +1,96 @@
+//! `describe`: one row per instance, filters, table and JSON.
+
+use serde_json::json;
+
+use crate::support::{Scratch, SCOPED};
+
+fn three_instances() -> Scratch {
+    let s = Scratch::new();
+    s.write(
+        "instance-1.tf.json",
+        r#"{"resource": {"softlayer_virtual_guest": {"instance-1": {"tags": ["tag1:val1", "tagShared:valShared"]}}}}"#,
+    );
+    s.write("instance-2.tf.json", r#"{"resource": {"azurerm_virtual_machine": {"instance-2": {"tags": {"tag2": "val2", "tagShared": "valShared"}}}}}"#);
+    s.write("instance-3.tf.json.new", r#"{"resource": {"aws_instance": {"instance-3": {"tags": {"tag3": "val3"}}}, "aws_eip": {"instance-3-ip": {}}}}"#);
+    s
+}
+
+fn ids(s: &Scratch, filter: &[&str]) -> Vec<String> {
+    let mut args = vec!["describe", "--output", "json"];
+    for f in filter {
+        args.extend(["--tag", f]);
+    }
+    let rows = s.run(&args).ok().json();
+    rows.as_array().unwrap().iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect()
+}
+
+// I-03 and N-10 (fixed): AND semantics, case-sensitive, and a missing key never matches.
+#[test]
+fn filters_are_and_and_exact() {
+    let s = three_instances();
+    assert_eq!(ids(&s, &[]), ["instance-1", "instance-2", "instance-3"]);
+    assert_eq!(ids(&s, &["tag1=val1"]), ["instance-1"]);
+    assert_eq!(ids(&s, &["tag1=val1", "tagShared=valShared"]), ["instance-1"]);
+    assert_eq!(ids(&s, &["tagShared=valShared"]), ["instance-1", "instance-2"]);
+    assert_eq!(ids(&s, &["tag1=val1", "tagShared=valShared", "foo=bar"]), Vec::<String>::new());
+    assert_eq!(ids(&s, &["TAG2=val2"]), Vec::<String>::new());
+    assert_eq!(ids(&s, &["absent="]), Vec::<String>::new());
+}
+
+// N-09 and bug 6 fixed: a sibling resource or a `.new` twin never makes a second row.
+#[test]
+fn one_row_per_instance() {
+    let s = three_instances();
+    s.write(
+        "instance-1.tf.json.new",
+        r#"{"resource": {"softlayer_virtual_guest": {"instance-1": {"tags": ["tag1:newer"]}}}}"#,
+    );
+    let rows = s.run(&["describe", "--output", "json"]).ok().json();
+    assert_eq!(rows.as_array().unwrap().len(), 3);
+    assert_eq!(rows[0]["Tags"], json!({"tag1": "newer"}), "the queued twin is the current definition");
+    assert_eq!(rows[0]["status"], "queued");
+    assert_eq!(rows[1]["status"], "configured");
+}
+
+#[test]
+fn properties_only_when_asked() {
+    let s = three_instances();
+    let rows = s.run(&["describe", "--output", "json"]).ok().json();
+    assert!(rows[2].get("Properties").is_none());
+    let rows = s.run(&["describe", "--output", "json", "--properties"]).ok().json();
+    assert_eq!(rows[2]["Properties"], json!({"tags": {"tag3": "val3"}}));
+    assert_eq!(rows[2]["vm"], "aws_instance.instance-3");
+    assert_eq!(rows[2]["file"], "instance-3.tf.json.new");
+}
+
+#[test]
+fn table_for_people() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", SCOPED);
+    let id = s.run(&["provision", &spec, "--logical-id", "mgr1"]).ok().stdout.trim().to_string();
+    let out = s.run(&["describe"]).ok().stdout;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[1].contains("ID") && lines[1].contains("LOGICAL ID") && lines[1].contains("STATUS"), "{out}");
+    let row = lines.iter().find(|l| l.contains(&id)).unwrap_or_else(|| panic!("{out}"));
+    for cell in ["mgr1", "queued", "default_dedicated_mgr1", "tag1=val1"] {
+        assert!(row.contains(cell), "{cell} not in {row:?}\n{out}");
+    }
+    assert!(!out.contains("infrakit.instance.name"), "bookkeeping tags stay out of the table:\n{out}");
+    // An empty directory: nothing on stdout, a note on stderr.
+    let empty = Scratch::new().run(&["describe"]).ok();
+    assert_eq!(empty.stdout, "");
+    assert!(empty.stderr.contains("no instances"));
+    assert_eq!(Scratch::new().run(&["describe", "--output", "json"]).ok().json(), json!([]));
+}
+
+// A broken instance file is shown (status `invalid`) with a warning; others still list.
+#[test]
+fn broken_files_do_not_hide_the_rest() {
+    let s = three_instances();
+    s.write("instance-9.tf.json", "{ not json");
+    let run = s.run(&["describe", "--output", "json"]).ok();
+    let rows = run.json();
+    assert_eq!(rows.as_array().unwrap().len(), 4);
+    assert_eq!(rows[3]["status"], "invalid");
+    assert!(run.stderr.contains("instance-9.tf.json` is not valid JSON"), "{}", run.stderr);
+}

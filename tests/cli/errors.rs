@@ -1,0 +1,194 @@
+//! Bad input: one clear `error:` line, a documented exit code, no panic, and nothing written,
+//! moved or deleted, inside or outside the directory.
+
+use crate::support::{Scratch, SCOPED, VM_ONLY};
+
+const USAGE: i32 = 2;
+const INVALID: i32 = 3;
+const NOT_FOUND: i32 = 4;
+const NOT_CONFIRMED: i32 = 6;
+
+/// Runs `args` (with `{spec}` replaced by a spec file holding `spec`) on a directory holding
+/// one provisioned instance, and checks the failure: its code, that stderr's one error line
+/// contains `says`, and that no file anywhere changed.
+#[track_caller]
+fn fails(spec: &str, args: &[&str], code: i32, says: &str) {
+    let s = Scratch::new();
+    let vm = s.write_outside("vm.json", SCOPED);
+    let id = s.run(&["provision", &vm]).ok().stdout.trim().to_string();
+    let spec_path = s.write_outside("spec.json", spec);
+    let args: Vec<String> = args.iter().map(|a| a.replace("{spec}", &spec_path).replace("{id}", &id)).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let before = s.snapshot();
+    let run = s.run(&args);
+    assert_eq!(run.code, code, "{args:?}: {run:#?}");
+    assert!(!run.stderr.contains("panicked"), "{run:#?}");
+    let errors = run.error_lines();
+    assert_eq!(errors.len(), 1, "{args:?}: want one error line: {run:#?}");
+    assert!(errors[0].contains(says), "{args:?}: {:?} does not say {says:?}", errors[0]);
+    assert_eq!(run.stdout, "", "no data on failure");
+    assert!(s.snapshot() == before, "{args:?} changed files");
+}
+
+#[test]
+fn malformed_specs() {
+    let p = ["provision", "{spec}"];
+    fails("{{}", &p, INVALID, "not valid JSON");
+    fails(r#"{"Properties": {"resource": {"aws_instance": {"h": {}}}}"#, &p, INVALID, "not valid JSON: EOF");
+    fails(r#"{"Properties": {}}"#, &p, INVALID, "no `resource` section");
+    fails(r#"{"Properties": {"resource": {"aws_ebs_volume": {"d": {}}}}}"#, &p, INVALID, "no VM");
+    fails(
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {}}, "google_compute_instance": {"b": {}}}}}"#,
+        &p,
+        INVALID,
+        "2 VMs (aws_instance.a, google_compute_instance.b)",
+    );
+    fails(
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {"@scope": 5}}}}}"#,
+        &p,
+        INVALID,
+        "`@scope` must be a string",
+    );
+    fails(
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {"x": ["{{ var `/self/ip` }}"]}}}}}"#,
+        &p,
+        INVALID,
+        "/Properties/resource/aws_instance/a/x/0: unknown template variable `/self/ip`",
+    );
+    fails(
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {}}}}, "Init": "{{ include `x` }}"}"#,
+        &p,
+        INVALID,
+        "/Init: unsupported template function `include`",
+    );
+    fails(
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {"x": "{{ var `/self/logicalId` }}"}}}}}"#,
+        &p,
+        INVALID,
+        "`/self/logicalId` is undefined",
+    );
+    fails(
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {}}}}, "Tags": ["x"]}"#,
+        &p,
+        INVALID,
+        "`Tags` must be an object",
+    );
+    fails(r#"[1, 2]"#, &p, INVALID, "must be a JSON object");
+}
+
+#[test]
+fn names_that_would_escape_the_directory() {
+    let p = ["provision", "{spec}"];
+    let scoped = |scope: &str| {
+        format!(
+            r#"{{"Properties": {{"resource": {{"aws_instance": {{"a": {{}}}}, "x_disk": {{"d": {{"@scope": "{scope}"}}}}}}}}}}"#
+        )
+    };
+    fails(&scoped("../../x"), &p, INVALID, "global scope `../../x` must be letters");
+    fails(&scoped("@dedicated-../x"), &p, INVALID, "dedicated scope ID `../x` must be letters");
+    fails(&scoped("@dedicated-a/b"), &p, INVALID, "dedicated scope ID `a/b`");
+    fails(&scoped(".hidden"), &p, INVALID, "global scope `.hidden`");
+    fails(VM_ONLY, &["provision", "{spec}", "--logical-id", "../x"], INVALID, "logical ID `../x` must not contain `/`");
+    fails(VM_ONLY, &["provision", "{spec}", "--logical-id", ".x"], INVALID, "must not start with `.`");
+    fails(
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {}}}}, "LogicalID": "a\u0000b"}"#,
+        &p,
+        INVALID,
+        "logical ID",
+    );
+    fails(VM_ONLY, &["destroy", "../../etc/foo", "--yes"], USAGE, "IDs look like `instance-<digits>`");
+    fails(VM_ONLY, &["label", "../x", "a=b"], USAGE, "is not an instance ID");
+}
+
+#[test]
+fn unknown_ids_and_bad_arguments() {
+    fails(VM_ONLY, &["destroy", "instance-1", "--yes"], NOT_FOUND, "no such instance in");
+    fails(VM_ONLY, &["destroy", "{id}", "instance-2", "--yes"], NOT_FOUND, "instance-2");
+    fails(VM_ONLY, &["label", "instance-1", "a=b"], NOT_FOUND, "no such instance");
+    fails(VM_ONLY, &["label", "{id}", "novalue"], USAGE, "expected K=V");
+    fails(VM_ONLY, &["provision", "{spec}", "--tag", "=v"], USAGE, "expected K=V");
+    fails(VM_ONLY, &["describe", "--tag", "x"], USAGE, "expected K=V");
+    fails(VM_ONLY, &["destroy", "{id}", "--reason", "whim", "--yes"], USAGE, "invalid value 'whim'");
+    fails(VM_ONLY, &["provision", "missing.json"], NOT_FOUND, "spec file `missing.json` does not exist");
+    fails(VM_ONLY, &["validate", "missing.json"], NOT_FOUND, "does not exist");
+    fails(VM_ONLY, &["provision", "{spec}", "--lock-timeout", "soon"], USAGE, "not a duration");
+}
+
+// Without a terminal, destroy never prompts: it asks for --yes and removes nothing.
+#[test]
+fn destroy_needs_yes_without_a_terminal() {
+    fails(VM_ONLY, &["destroy", "{id}"], NOT_CONFIRMED, "not confirmed: destroy instance-");
+    let s = Scratch::new();
+    let run = s.run(&["destroy", "instance-1"]);
+    assert_eq!(run.code, NOT_FOUND, "unknown IDs are reported before asking: {run:#?}");
+}
+
+#[test]
+fn missing_directory() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", VM_ONLY);
+    std::fs::remove_dir(&s.dir).unwrap();
+    let before = s.snapshot();
+    for args in [
+        vec!["provision", spec.as_str()],
+        vec!["describe"],
+        vec!["destroy", "instance-1", "--yes"],
+        vec!["label", "instance-1", "a=b"],
+    ] {
+        let run = s.run(&args).code(NOT_FOUND);
+        assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+        assert!(run.error_lines()[0].contains("does not exist"), "{run:#?}");
+        assert!(run.stderr.contains("hint: create it, or point --dir"), "{run:#?}");
+    }
+    assert!(s.snapshot() == before);
+}
+
+// validate lists every problem, each with its location, and exits 3; valid specs exit 0.
+#[test]
+fn validate_reports_every_problem() {
+    let s = Scratch::new();
+    let bad = s.write_outside(
+        "bad.json",
+        r#"{"Properties": {"resource": {"aws_instance": {"a": {"@scope": 5}},
+            "x": {"d": {"@scope": "@Default"}, "e": {"v": "{{ var `/nope` }}"}}}}, "Init": 7}"#,
+    );
+    let run = s.run(&["validate", &bad]).code(INVALID);
+    let problems: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("problem:")).collect();
+    assert_eq!(problems.len(), 4, "{run:#?}");
+    for want in [
+        "/Init: `Init` must be a string",
+        "/Properties/resource/aws_instance/a/@scope",
+        "/Properties/resource/x/e/v: unknown template variable `/nope`",
+        "/Properties/resource/x/d/@scope: unknown scope `@Default`",
+    ] {
+        assert!(problems.iter().any(|p| p.contains(want)), "missing {want}: {problems:#?}");
+    }
+    assert!(run.error_lines()[0].contains("has 4 problems"), "{run:#?}");
+    let json = s.run(&["validate", &bad, "--output", "json"]).code(INVALID).json();
+    assert_eq!(json["valid"], false);
+    assert_eq!(json["problems"].as_array().unwrap().len(), 4);
+    assert_eq!(json["problems"][0]["pointer"], "/Init");
+
+    let good = s.write_outside("good.json", SCOPED);
+    let run = s.run(&["validate", &good]).ok();
+    assert!(run.stderr.contains("is valid: VM aws_instance.host"), "{run:#?}");
+    let json = s.run(&["validate", &good, "--output", "json"]).ok().json();
+    assert_eq!((json["valid"].as_bool(), json["vm"].as_str()), (Some(true), Some("aws_instance.host")));
+    assert_eq!(s.run_stdin(&["validate", "-"], SCOPED).code, 0);
+}
+
+// A VM type declared on the command line or in the environment is known to every command.
+#[test]
+fn declared_vm_types() {
+    let s = Scratch::new();
+    let spec = s.write_outside(
+        "spec.json",
+        r#"{"Properties": {"resource": {"fakecloud_instance": {"vm": {}}}}, "Init": "boot"}"#,
+    );
+    s.run(&["validate", &spec]).code(INVALID);
+    s.run(&["validate", &spec, "--vm-type", "fakecloud_instance"]).ok();
+    let run = s.run_with(&["provision", &spec], None, &[("INFRAKIT_TF_VM_TYPES", "other,fakecloud_instance")]).ok();
+    let id = run.stdout.trim();
+    let vm = &s.read(&format!("{id}.tf.json.new"))["resource"]["fakecloud_instance"][id];
+    assert_eq!((vm["user_data"].as_str(), vm["tags"]["infrakit.instance.name"].as_str()), (Some("boot"), Some(id)));
+}

@@ -1,0 +1,163 @@
+//! `provision`: what a script and a person see, and what lands in the directory.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::json;
+
+use crate::support::{Scratch, SCOPED, VM_ONLY};
+
+#[test]
+fn prints_the_id_alone_and_queues_the_files() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", SCOPED);
+    let run = s.run(&["provision", &spec]).ok();
+    let id = run.stdout.trim_end().to_string();
+    assert!(id.starts_with("instance-") && !id.contains('\n'), "{run:?}");
+    assert_eq!(run.stdout, format!("{id}\n"));
+    assert_eq!(
+        s.files(),
+        ["default_dedicated_1.tf.json.new".to_string(), format!("{id}.tf.json.new"), "managers_global.tf.json.new".into()]
+    );
+    let doc = s.read(&format!("{id}.tf.json.new"));
+    assert_eq!(
+        doc["resource"]["aws_instance"][&id],
+        json!({"vmp1": "vmv1", "tags": {"infrakit.attach": "default_dedicated_1,managers_global",
+            "infrakit.instance.name": id, "tag1": "val1"}})
+    );
+    assert_eq!(doc["resource"]["another-default"][format!("{id}-another-default-name")], json!({"kdef-1": "vdef-1"}));
+    assert_eq!(
+        s.read("default_dedicated_1.tf.json.new"),
+        json!({"resource": {"softlayer_file_storage": {"default-1-worker_fs": {"fsp1": "fsv1"}}}})
+    );
+    // Files carrying Init (instance files) are not world-readable.
+    let mode = std::fs::metadata(s.dir.join(format!("{id}.tf.json.new"))).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    // Bytes are deterministic: sorted keys, pretty, trailing newline.
+    let text = std::fs::read_to_string(s.dir.join("managers_global.tf.json.new")).unwrap();
+    assert_eq!(
+        text,
+        "{\n  \"resource\": {\n    \"softlayer_block_storage\": {\n      \"managers-worker_bs\": {\n        \"bsp1\": \"bsv1\"\n      }\n    }\n  }\n}\n"
+    );
+}
+
+#[test]
+fn json_output_has_id_logical_id_and_files() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", SCOPED);
+    let out = s.run(&["provision", &spec, "--output", "json", "--logical-id", "mgr1", "--tag", "team=a"]).ok().json();
+    let id = out["ID"].as_str().unwrap().to_string();
+    assert_eq!(out["LogicalID"], "mgr1");
+    assert_eq!(out["applied"], false);
+    assert_eq!(
+        out["files"],
+        json!([
+            {"name": "default_dedicated_mgr1.tf.json.new", "action": "created"},
+            {"name": format!("{id}.tf.json.new"), "action": "created"},
+            {"name": "managers_global.tf.json.new", "action": "created"},
+        ])
+    );
+    let tags = &s.read(&format!("{id}.tf.json.new"))["resource"]["aws_instance"][&id]["tags"];
+    assert_eq!((tags["infrakit.logical_id"].as_str(), tags["team"].as_str()), (Some("mgr1"), Some("a")));
+}
+
+#[test]
+fn reads_the_spec_from_stdin() {
+    let s = Scratch::new();
+    let id = s.run_stdin(&["provision", "-"], VM_ONLY).ok().stdout;
+    assert_eq!(s.files(), [format!("{}.tf.json.new", id.trim())]);
+}
+
+// IDs never repeat and never wait for the clock: many provisions in a row, all distinct.
+#[test]
+fn ids_are_unique_without_waiting() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", VM_ONLY);
+    let ids: Vec<String> = (0..100).map(|_| s.run(&["provision", &spec]).ok().stdout.trim().to_string()).collect();
+    let distinct: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), 100);
+    assert_eq!(s.files().len(), 100);
+}
+
+// Concurrent provisions take turns on the lock: distinct IDs and distinct dedicated slots.
+#[test]
+fn concurrent_provisions_get_distinct_ids_and_slots() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", SCOPED);
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6).map(|_| scope.spawn(|| s.run(&["provision", &spec]).ok().stdout)).collect();
+        handles.into_iter().map(|h| h.join().unwrap().trim().to_string()).collect()
+    });
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 6);
+    let slots: BTreeSet<String> = s.files().into_iter().filter(|f| f.starts_with("default_dedicated_")).collect();
+    let expected: BTreeSet<String> = (1..=6).map(|k| format!("default_dedicated_{k}.tf.json.new")).collect();
+    assert_eq!(slots, expected);
+}
+
+// D-11: a rolling update leaves slot 2 orphaned; the replacement re-attaches it, and the
+// other slots' files are untouched.
+#[test]
+fn rolling_update_reattaches_the_slot() {
+    let s = Scratch::new();
+    let spec = s.write_outside(
+        "spec.json",
+        r#"{"Properties": {"resource": {"aws_instance": {"host": {}}, "file_storage": {"worker_fs": {"@scope": "@dedicated"}}}},
+            "Init": "ID={{ var `/self/instId` }} DedicatedAttachId={{ var `/self/dedicated/attachId` }}"}"#,
+    );
+    let ids: Vec<String> = (0..3).map(|_| s.run(&["provision", &spec]).ok().stdout.trim().to_string()).collect();
+    let before = s.snapshot();
+    s.run(&["destroy", &ids[1], "--reason", "rolling-update", "--yes"]).ok();
+    assert_eq!(s.files().len(), 5);
+    let id4 = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    let vm = &s.read(&format!("{id4}.tf.json.new"))["resource"]["aws_instance"][&id4];
+    assert_eq!(vm["tags"]["infrakit.attach"], "default_dedicated_2");
+    let user_data = base64_decode(vm["user_data"].as_str().unwrap());
+    assert_eq!(user_data, format!("ID={id4} DedicatedAttachId=2"));
+    let after = s.snapshot();
+    for k in 1..=3 {
+        let p = s.dir.join(format!("default_dedicated_{k}.tf.json.new"));
+        assert_eq!(before[&p], after[&p], "slot {k} changed");
+    }
+}
+
+// E-08, E-10: a live file is written in place; no `.new` twin appears for it.
+#[test]
+fn live_files_are_updated_in_place() {
+    let s = Scratch::new();
+    s.write(
+        "managers_global.tf.json",
+        r#"{"resource": {"softlayer_block_storage": {"managers-worker_bs": {"bsp1": "old"}}}}"#,
+    );
+    let spec = s.write_outside("spec.json", SCOPED);
+    let out = s.run(&["provision", &spec, "--output", "json"]).ok().json();
+    assert!(out["files"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"name": "managers_global.tf.json", "action": "updated"})));
+    assert!(!s.files().contains(&"managers_global.tf.json.new".to_string()));
+    assert_eq!(
+        s.read("managers_global.tf.json")["resource"]["softlayer_block_storage"]["managers-worker_bs"]["bsp1"],
+        "bsv1"
+    );
+}
+
+// User files are never parsed, changed or deleted, even when they are not valid JSON.
+#[test]
+fn user_files_are_left_alone() {
+    let s = Scratch::new();
+    s.write("main.tf.json", "not json at all");
+    s.write("variables.tf", "variable \"x\" {}");
+    s.write("extra.tf.json", "{}");
+    let spec = s.write_outside("spec.json", SCOPED);
+    let before = s.snapshot();
+    let id = s.run(&["provision", &spec]).ok().stdout;
+    s.run(&["label", id.trim(), "a=b"]).ok();
+    s.run(&["describe"]).ok();
+    s.run(&["destroy", id.trim(), "--yes"]).ok();
+    assert_eq!(s.snapshot(), before);
+}
+
+fn base64_decode(s: &str) -> String {
+    use base64::Engine;
+    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(s).unwrap()).unwrap()
+}

@@ -1,0 +1,160 @@
+//! Running the binary on a scratch directory, and reading what it left there.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_infrakit-tf");
+
+/// A scratch tree: `root/` holds `root/dir/`, the managed directory, so that a test can check
+/// that nothing outside the managed directory changed either.
+pub struct Scratch {
+    pub root: tempfile::TempDir,
+    pub dir: PathBuf,
+}
+
+/// What one run printed and returned.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    pub fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "expected success, got {self:#?}");
+        self
+    }
+
+    #[track_caller]
+    pub fn code(self, code: i32) -> Self {
+        assert_eq!(self.code, code, "expected exit {code}, got {self:#?}");
+        self
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
+    }
+
+    /// The lines that say `error:` (the summary line of a failure).
+    pub fn error_lines(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| l.starts_with("error:")).collect()
+    }
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("dir");
+        std::fs::create_dir(&dir).unwrap();
+        Scratch { root, dir }
+    }
+
+    /// A scratch directory holding a copy of `examples/local`.
+    pub fn example() -> Self {
+        let s = Scratch::new();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/local");
+        for name in ["main.tf", "web.json"] {
+            std::fs::copy(example.join(name), s.dir.join(name)).unwrap();
+        }
+        s
+    }
+
+    /// Runs `infrakit-tf --dir <dir> ARGS` with no terminal and a clean environment.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, None, &[])
+    }
+
+    pub fn run_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        self.run_with(args, Some(stdin), &[])
+    }
+
+    #[allow(clippy::disallowed_methods)] // tests spawn the binary under test
+    pub fn run_with(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--dir").arg(&self.dir).args(args).current_dir(self.root.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("INFRAKIT_TF_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(env.iter().copied());
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(text) = stdin {
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        }
+        let Output { status, stdout, stderr } = child.wait_with_output().unwrap();
+        Run {
+            code: status.code().expect("exited, not killed"),
+            stdout: String::from_utf8(stdout).unwrap(),
+            stderr: String::from_utf8(stderr).unwrap(),
+        }
+    }
+
+    /// Writes a file into the managed directory (test set-up).
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::File::create(&path).unwrap().write_all(text.as_bytes()).unwrap();
+        path
+    }
+
+    /// Writes a file beside the managed directory (e.g. a spec).
+    pub fn write_outside(&self, name: &str, text: &str) -> String {
+        let path = self.root.path().join(name);
+        std::fs::File::create(&path).unwrap().write_all(text.as_bytes()).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+
+    pub fn read(&self, name: &str) -> Value {
+        let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// The names in the managed directory, sorted.
+    pub fn files(&self) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(&self.dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        names
+    }
+
+    /// Every file under the scratch root with its bytes and mode: equal snapshots mean nothing
+    /// was written, moved or deleted, inside or outside the managed directory.
+    pub fn snapshot(&self) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut out = BTreeMap::new();
+        let mut stack = vec![self.root.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let meta = std::fs::symlink_metadata(&p).unwrap();
+                if meta.is_dir() {
+                    stack.push(p.clone());
+                    out.insert(p, (Vec::new(), meta.permissions().mode()));
+                } else {
+                    out.insert(p.clone(), (std::fs::read(&p).unwrap(), meta.permissions().mode()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A spec with a VM, a dedicated and a global resource (reference case D-01, trimmed).
+pub const SCOPED: &str = r#"{"Properties": {"resource": {
+    "aws_instance": {"host": {"vmp1": "vmv1"}},
+    "softlayer_file_storage": {"worker_fs": {"fsp1": "fsv1", "@scope": "@dedicated"}},
+    "softlayer_block_storage": {"worker_bs": {"bsp1": "bsv1", "@scope": "managers"}},
+    "another-default": {"another-default-name": {"kdef-1": "vdef-1"}}}},
+  "Tags": {"tag1": "val1"}}"#;
+
+pub const VM_ONLY: &str =
+    r#"{"Properties": {"resource": {"aws_instance": {"host": {"ami": "x"}}}}, "Tags": {"tier": "web"}}"#;
