@@ -59,7 +59,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --quiet --verbose --help --version validate provision destroy label describe help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version validate provision destroy label describe help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -81,6 +81,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -89,7 +97,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__describe)
-            opts="-q -v -h -V --tag --properties --dir --output --yes --vm-type --lock-timeout --quiet --verbose --help --version"
+            opts="-q -v -h -V --tag --properties --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -115,6 +123,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -123,7 +139,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__destroy)
-            opts="-q -v -h -V --reason --no-apply --dir --output --yes --vm-type --lock-timeout --quiet --verbose --help --version"
+            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -146,6 +162,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -255,7 +279,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__label)
-            opts="-q -v -h -V --no-apply --dir --output --yes --vm-type --lock-timeout --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -277,6 +301,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -285,7 +317,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__provision)
-            opts="-q -v -h -V --logical-id --tag --no-apply --dir --output --yes --vm-type --lock-timeout --quiet --verbose --help --version"
+            opts="-q -v -h -V --logical-id --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -315,6 +347,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -323,7 +363,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__validate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -342,6 +382,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_infrakit_tf_global_optspecs
-    string join \n dir= output= yes vm-type= lock-timeout= q/quiet v/verbose h/help V/version
+    string join \n dir= output= yes vm-type= lock-timeout= terraform= env= q/quiet v/verbose h/help V/version
 end
 
 function __fish_infrakit_tf_needs_command
@@ -29,6 +29,8 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l output -d 'Outp
 json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l yes -d 'Answer yes to confirmations (required without a terminal)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s v -l verbose -d 'Print more about what is done'
@@ -45,6 +47,8 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l out
 json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l yes -d 'Answer yes to confirmations (required without a terminal)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s v -l verbose -d 'Print more about what is done'
@@ -57,7 +61,10 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l ou
 json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l no-apply -d 'Only write the files (queued); do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l no-apply -d 'Only write the files (queued as `.tf.json.new`); do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l dry-run -d 'Show the files that would change and terraform\'s plan; write and apply nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l yes -d 'Answer yes to confirmations (required without a terminal)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s v -l verbose -d 'Print more about what is done'
@@ -70,7 +77,10 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l outp
 json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l no-apply -d 'Only change the files; do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l dry-run -d 'Show the files that would change and terraform\'s plan; write and apply nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l yes -d 'Answer yes to confirmations (required without a terminal)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s v -l verbose -d 'Print more about what is done'
@@ -81,7 +91,10 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l output
 json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l no-apply -d 'Only change the files; do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l dry-run -d 'Show the files that would change and terraform\'s plan; write and apply nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l yes -d 'Answer yes to confirmations (required without a terminal)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s v -l verbose -d 'Print more about what is done'
@@ -93,6 +106,8 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l out
 json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l properties -d 'Include each VM\'s properties (in `--output json`)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l yes -d 'Answer yes to confirmations (required without a terminal)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s q -l quiet -d 'Print only data and errors'

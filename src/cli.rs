@@ -51,6 +51,14 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
     pub lock_timeout: Duration,
 
+    /// The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`
+    #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM", value_name = "PATH")]
+    pub terraform: Option<PathBuf>,
+
+    /// Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`
+    #[arg(long, global = true, value_parser = parse_kv, value_name = "K=V")]
+    pub env: Vec<(String, String)>,
+
     /// Print only data and errors
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -115,9 +123,13 @@ pub struct ProvisionArgs {
     #[arg(long = "tag", value_parser = parse_kv, value_name = "K=V")]
     pub tags: Vec<(String, String)>,
 
-    /// Only write the files (queued); do not run terraform
+    /// Only write the files (queued as `.tf.json.new`); do not run terraform
     #[arg(long)]
     pub no_apply: bool,
+
+    /// Show the files that would change and terraform's plan; write and apply nothing
+    #[arg(long, conflicts_with = "no_apply")]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -133,6 +145,10 @@ pub struct DestroyArgs {
     /// Only change the files; do not run terraform
     #[arg(long)]
     pub no_apply: bool,
+
+    /// Show the files that would change and terraform's plan; write and apply nothing
+    #[arg(long, conflicts_with = "no_apply")]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -157,6 +173,10 @@ pub struct LabelArgs {
     /// Only change the files; do not run terraform
     #[arg(long)]
     pub no_apply: bool,
+
+    /// Show the files that would change and terraform's plan; write and apply nothing
+    #[arg(long, conflicts_with = "no_apply")]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,8 +10,13 @@ use crate::directory::Directory;
 use crate::lock::{self, DirLock};
 use crate::output::Printer;
 use crate::profile::Profiles;
+use crate::terraform::{self, Terraform};
 
 pub struct Ctx {
+    /// `--terraform` / `INFRAKIT_TF_TERRAFORM`.
+    pub terraform: Option<PathBuf>,
+    /// `--env K=V`: extra environment for terraform.
+    pub tf_env: Vec<(String, String)>,
     pub dir: PathBuf,
     pub printer: Printer,
     pub assume_yes: bool,
@@ -22,6 +27,8 @@ pub struct Ctx {
 impl Ctx {
     pub fn new(args: GlobalArgs) -> Self {
         Ctx {
+            terraform: args.terraform,
+            tf_env: args.env,
             dir: args.dir,
             printer: Printer::new(args.output, args.quiet, args.verbose),
             assume_yes: args.yes,
@@ -37,6 +44,14 @@ impl Ctx {
 
     pub fn profiles(&self, dir: &Directory) -> Result<Profiles> {
         Profiles::load(dir.path(), &self.vm_types)
+    }
+
+    /// The terraform runner for `dir`: discovered, version-checked.
+    pub fn terraform(&self, dir: &Directory) -> Result<Terraform> {
+        let program = terraform::discover(self.terraform.as_deref())?;
+        let tf = Terraform::open(program, dir.path(), self.tf_env.clone())?;
+        self.printer.detail(&format!("using {} {}", tf.program().display(), tf.version));
+        Ok(tf)
     }
 
     /// Takes the directory lock (for commands that write). List the directory *after* this.

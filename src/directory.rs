@@ -21,6 +21,9 @@ use crate::names::{self, InstanceId, Kind, Suffix};
 use crate::profile::Profiles;
 use crate::tfdoc;
 
+/// The highest instance number this directory has issued.
+pub const LAST_ID: &str = ".infrakit-tf-last-id";
+
 pub struct Directory {
     path: PathBuf,
     names: BTreeSet<String>,
@@ -82,6 +85,15 @@ impl Directory {
         &self.path
     }
 
+    /// Every entry name in the directory.
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.names.iter().map(String::as_str)
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
     /// Managed files: (file name, base, kind, suffix).
     pub fn managed(&self) -> impl Iterator<Item = (&str, &str, Kind, Suffix)> + '_ {
         self.names.iter().filter_map(|name| {
@@ -118,11 +130,19 @@ impl Directory {
             .collect()
     }
 
-    /// A fresh ID: the current Unix time, or one past the highest ID any file holds, whichever
-    /// is larger. Never reuses an ID a file holds, never waits for the clock.
-    pub fn next_id(&self, now_secs: u64, also_taken: &BTreeSet<InstanceId>) -> InstanceId {
-        let highest = self.instance_ids().into_iter().chain(also_taken.iter().cloned()).max();
-        InstanceId::new(now_secs.max(highest.map_or(0, |id| id.number() + 1)))
+    /// A fresh ID: the current Unix time, or one past the highest ID any file holds or this
+    /// directory ever issued (`.infrakit-tf-last-id`), whichever is larger. So an ID whose file
+    /// was removed but whose machine may still be in Terraform's state is never reused, and
+    /// nothing waits for the clock.
+    pub fn next_id(&self, now_secs: u64) -> InstanceId {
+        let issued = std::fs::read_to_string(self.path.join(LAST_ID)).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        let highest = self.instance_ids().into_iter().map(|id| id.number()).chain(issued).max();
+        InstanceId::new(now_secs.max(highest.map_or(0, |n| n + 1)))
+    }
+
+    /// Remembers the highest ID issued (see [`Directory::next_id`]).
+    pub fn record_id(&self, id: &InstanceId) -> Result<()> {
+        fsio::write_atomic(&self.path.join(LAST_ID), format!("{}\n", id.number()).as_bytes(), Mode::Public).map(drop)
     }
 
     /// Reads and parses one managed file.

@@ -25,6 +25,14 @@ pub enum Code {
     Locked = 5,
     /// Confirmation needed (no terminal and no `--yes`) or declined.
     NotConfirmed = 6,
+    /// Terraform ran and failed: its diagnostics say why.
+    TerraformFailed = 7,
+    /// The Terraform state is locked by another terraform process.
+    StateLocked = 8,
+    /// No usable terraform: not found, or older than 1.0.
+    TerraformMissing = 9,
+    /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
+    Interrupted = 130,
 }
 
 impl Code {
@@ -37,6 +45,10 @@ impl Code {
         (Code::NotFound, "not found: unknown instance ID, missing spec file or directory"),
         (Code::Locked, "directory locked by another infrakit-tf run (see --lock-timeout)"),
         (Code::NotConfirmed, "confirmation needed: re-run with --yes, or it was declined"),
+        (Code::TerraformFailed, "terraform failed; its errors are shown; see README for what the directory holds"),
+        (Code::StateLocked, "the Terraform state is locked by another terraform process"),
+        (Code::TerraformMissing, "no usable terraform: not found, or older than 1.0"),
+        (Code::Interrupted, "interrupted; terraform stopped gracefully and saved its state"),
     ];
 }
 

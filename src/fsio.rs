@@ -82,6 +82,12 @@ pub fn remove(path: &Path) -> Result<bool> {
     }
 }
 
+/// Renames `from` over `to` (same directory: atomic) and syncs the directory.
+pub fn rename(from: &Path, to: &Path) -> Result<()> {
+    fs::rename(from, to).with_context(|| format!("failed to rename `{}` to `{}`", from.display(), to.display()))?;
+    sync_dir(parent(to)).with_context(|| format!("failed to sync `{}`", parent(to).display()))
+}
+
 fn parent(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,

@@ -9,6 +9,7 @@
 //! logic: `spec` (parsing and checks), `expand` (a spec into file documents), `tfdoc`,
 //! `template`, `names`, `profile`.
 
+pub mod apply;
 pub mod cli;
 pub mod cmd;
 pub mod context;
@@ -20,9 +21,13 @@ pub mod lock;
 pub mod names;
 pub mod output;
 pub mod profile;
+pub mod progress;
+pub mod signals;
 pub mod spec;
 pub mod template;
+pub mod terraform;
 pub mod tfdoc;
+pub mod tfjson;
 
 use std::process::ExitCode;
 

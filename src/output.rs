@@ -20,6 +20,14 @@ impl Printer {
         Printer { format, quiet, verbose }
     }
 
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+
+    pub fn verbose(&self) -> bool {
+        self.verbose
+    }
+
     pub fn json_output(&self) -> bool {
         self.format == OutputFormat::Json
     }

@@ -435,7 +435,9 @@ mod tests {
         }
         assert_eq!(many.len(), expect.len(), "{many:#?}");
         // VMs are counted once every resource could be read.
-        let two = problems(r#"{"Properties": {"resource": {"aws_instance": {"b": {}}, "google_compute_instance": {"c": {}}}}}"#);
+        let two = problems(
+            r#"{"Properties": {"resource": {"aws_instance": {"b": {}}, "google_compute_instance": {"c": {}}}}}"#,
+        );
         assert_eq!(two, ["/Properties/resource: 2 VMs (aws_instance.b, google_compute_instance.c): a spec has exactly one; give the others an `@scope`"]);
     }
 

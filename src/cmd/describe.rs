@@ -1,6 +1,7 @@
 //! `describe`: one row per instance (queued or not), filtered by tags (all must match; a
-//! missing key never matches). JSON keeps the reference's field names `ID`, `LogicalID`,
-//! `Tags`, `Properties`, plus `status`, `file` and `attachments`.
+//! missing key never matches), with its status in Terraform's state (`show -json`, read only
+//! when some instance file is live). JSON keeps the reference's field names `ID`, `LogicalID`,
+//! `Tags`, `Properties`, plus `status`, `file`, `vm`, `attachments` and `attributes`.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,7 @@ use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::names::Suffix;
 use crate::tfdoc::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
+use crate::tfjson::StateResource;
 
 #[derive(Serialize)]
 pub struct Row {
@@ -25,20 +27,31 @@ pub struct Row {
     tags: BTreeMap<String, String>,
     #[serde(rename = "Properties", skip_serializing_if = "Option::is_none")]
     properties: Option<Value>,
-    /// `queued` (terraform has not seen its file), `configured` (live file), `invalid`.
+    /// `queued` (terraform has not seen its file), `pending` (live, not in state yet),
+    /// `created` (in state), `tainted` (its create failed; the next apply replaces it),
+    /// `configured` (live, state unknown: no terraform), `invalid` (not valid JSON).
     status: &'static str,
     file: String,
     /// `type.name` of the VM, if the file has one.
     vm: Option<String>,
     attachments: Vec<String>,
+    /// The VM's key attributes from state (`id`, addresses), sensitive values masked.
+    attributes: BTreeMap<String, String>,
 }
 
-fn row(inst: Instance, properties: bool) -> Row {
-    let status = match (&inst.doc, inst.suffix) {
-        (Err(_), _) => "invalid",
-        (Ok(_), Suffix::Queued) => "queued",
-        (Ok(_), Suffix::Live) => "configured",
+type State = BTreeMap<String, StateResource>;
+
+fn row(inst: Instance, properties: bool, state: Option<&State>) -> Row {
+    let in_state = inst.vm.as_ref().and_then(|(t, n)| state?.get(&format!("{t}.{n}")));
+    let status = match (&inst.doc, inst.suffix, state, in_state) {
+        (Err(_), ..) => "invalid",
+        (Ok(_), Suffix::Queued, ..) => "queued",
+        (Ok(_), Suffix::Live, None, _) => "configured",
+        (Ok(_), Suffix::Live, Some(_), None) => "pending",
+        (Ok(_), Suffix::Live, Some(_), Some(r)) if r.tainted => "tainted",
+        (Ok(_), Suffix::Live, Some(_), Some(_)) => "created",
     };
+    let attributes = in_state.map(StateResource::key_attributes).unwrap_or_default();
     Row {
         id: inst.id.to_string(),
         logical_id: inst.logical_id().map(str::to_string),
@@ -47,6 +60,7 @@ fn row(inst: Instance, properties: bool) -> Row {
         file: inst.file.clone(),
         vm: inst.vm.as_ref().map(|(t, n)| format!("{t}.{n}")),
         attachments: inst.attachments.iter().cloned().collect(),
+        attributes,
         tags: inst.tags,
     }
 }
@@ -55,8 +69,20 @@ pub fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     let dir = ctx.directory()?;
     let profiles = ctx.profiles(&dir)?;
     let filter: BTreeMap<String, String> = args.tags.into_iter().collect();
-    let rows: Vec<Row> = dir
-        .instances(&profiles)
+    let instances = dir.instances(&profiles);
+    // Only a live file can be in state: a directory of queued files needs no terraform.
+    let state = if instances.iter().any(|i| i.suffix == Suffix::Live) {
+        match ctx.terraform(&dir).and_then(|tf| tf.show()) {
+            Ok(state) => Some(state),
+            Err(e) => {
+                ctx.printer.warn(&format!("statuses come from the files only: {e:#}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let rows: Vec<Row> = instances
         .into_iter()
         .inspect(|i| {
             if let Err(e) = &i.doc {
@@ -64,7 +90,7 @@ pub fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             }
         })
         .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
-        .map(|i| row(i, args.properties))
+        .map(|i| row(i, args.properties, state.as_ref()))
         .collect();
     if ctx.printer.json_output() {
         return ctx.printer.json(&rows);
@@ -79,7 +105,7 @@ pub fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
 /// ID, logical ID, status, attachments, and the tags that are not infrakit's own bookkeeping.
 fn table(rows: &[Row]) -> Table {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(["ID", "LOGICAL ID", "STATUS", "ATTACHMENTS", "TAGS"]);
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(["ID", "LOGICAL ID", "STATUS", "STATE", "ATTACHMENTS", "TAGS"]);
     for r in rows {
         let tags: Vec<String> = r
             .tags
@@ -91,6 +117,11 @@ fn table(rows: &[Row]) -> Table {
             r.id.clone(),
             r.logical_id.clone().unwrap_or_else(|| "-".into()),
             r.status.to_string(),
+            if r.attributes.is_empty() {
+                "-".into()
+            } else {
+                r.attributes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("\n")
+            },
             if r.attachments.is_empty() { "-".into() } else { r.attachments.join("\n") },
             if tags.is_empty() { "-".into() } else { tags.join("\n") },
         ]);

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::{DestroyArgs, Reason};
 use crate::context::Ctx;
 use crate::exit::not_found;
@@ -17,14 +18,14 @@ use crate::names::{self, Kind};
 struct Report {
     destroyed: Vec<String>,
     reason: &'static str,
-    /// Files removed, in order.
-    removed: Vec<String>,
-    applied: bool,
+    #[serde(flatten)]
+    outcome: Outcome,
 }
 
 pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     let ids: BTreeSet<_> = args.ids.iter().cloned().collect();
-    let _lock = ctx.lock()?;
+    let mode = Mode::from_flags(args.no_apply, args.dry_run);
+    let _lock = if mode == Mode::DryRun { None } else { Some(ctx.lock()?) };
     let dir = ctx.directory()?;
     let profiles = ctx.profiles(&dir)?;
     let known = dir.instance_ids();
@@ -59,27 +60,24 @@ pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
     let what =
         if list.len() == 1 { list[0].clone() } else { format!("{} instances ({})", list.len(), list.join(", ")) };
-    ctx.printer.confirm(
-        ctx.assume_yes,
-        &format!("destroy {what} in `{}` ({} file(s))?", dir.path().display(), doomed.len()),
-    )?;
-
-    let mut removed = Vec::new();
-    for name in doomed {
-        if dir.remove(&name)? {
-            ctx.printer.detail(&format!("removed {name}"));
-            removed.push(name);
-        }
+    if mode != Mode::DryRun {
+        ctx.printer.confirm(
+            ctx.assume_yes,
+            &format!("destroy {what} in `{}` ({} file(s))?", dir.path().display(), doomed.len()),
+        )?;
     }
+    let (outcome, failure) = apply::commit(ctx, &dir, ChangeSet { removals: doomed, ..ChangeSet::default() }, mode)?;
     let reason = match args.reason {
         Reason::Terminate => "terminate",
         Reason::RollingUpdate => "rolling_update",
     };
-    ctx.printer.status(&format!("destroyed {what} ({reason}): removed {} file(s)", removed.len()));
-    let report = Report { destroyed: list, reason, removed, applied: false };
+    let verb = if mode == Mode::DryRun { "would destroy" } else { "destroyed" };
+    ctx.printer.status(&format!("{verb} {what} ({reason}): {} file(s)", outcome.files.len()));
+    let report = Report { destroyed: list, reason, outcome };
     if ctx.printer.json_output() {
-        ctx.printer.json(&report)
+        ctx.printer.json(&report)?;
     } else {
-        ctx.printer.data(&report.destroyed.join("\n"))
+        ctx.printer.data(&report.destroyed.join("\n"))?;
     }
+    failure.map_or(Ok(()), Err)
 }

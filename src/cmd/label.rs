@@ -1,14 +1,15 @@
-//! `label ID K=V...`: merge labels into an instance's VM tags, in its current file.
+//! `label ID K=V...`: merge labels into an instance's VM tags, in its current file, and apply.
 
 use std::collections::BTreeMap;
 
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::LabelArgs;
 use crate::context::Ctx;
 use crate::exit::{invalid, not_found};
-use crate::fsio::{Mode, Written};
+use crate::fsio::Mode as FileMode;
 use crate::tfdoc;
 
 #[derive(Serialize)]
@@ -18,14 +19,17 @@ struct Report {
     file: String,
     #[serde(rename = "Tags")]
     tags: BTreeMap<String, String>,
+    /// Whether the file changed.
     changed: bool,
-    applied: bool,
+    #[serde(flatten)]
+    outcome: Outcome,
 }
 
 pub fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
     let id = args.id.to_string();
     let labels: BTreeMap<String, String> = args.labels.into_iter().collect();
-    let _lock = ctx.lock()?;
+    let mode = Mode::from_flags(args.no_apply, args.dry_run);
+    let _lock = if mode == Mode::DryRun { None } else { Some(ctx.lock()?) };
     let dir = ctx.directory()?;
     let profiles = ctx.profiles(&dir)?;
     let file = dir.current(&id).ok_or_else(|| {
@@ -45,12 +49,15 @@ pub fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
         tfdoc::lowercase_list_tags(props, profile);
     }
     let tags = tfdoc::read_tags(props, profile);
-    let changed = dir.write(&file, &doc, Mode::Private)? == Written::Changed;
+    let changes = ChangeSet { writes: vec![(file.clone(), doc, FileMode::Private)], ..ChangeSet::default() };
+    let (outcome, failure) = apply::commit(ctx, &dir, changes, mode)?;
+    let changed = outcome.files.iter().any(|f| f.action != "unchanged");
     ctx.printer.status(&format!("labelled {id} in {file}{}", if changed { "" } else { " (no change)" }));
-    let report = Report { id, file, tags, changed, applied: false };
+    let report = Report { id, file, tags, changed, outcome };
     if ctx.printer.json_output() {
-        ctx.printer.json(&report)
+        ctx.printer.json(&report)?;
     } else {
-        ctx.printer.data(&report.id)
+        ctx.printer.data(&report.id)?;
     }
+    failure.map_or(Ok(()), Err)
 }

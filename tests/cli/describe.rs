@@ -49,7 +49,7 @@ fn one_row_per_instance() {
     assert_eq!(rows.as_array().unwrap().len(), 3);
     assert_eq!(rows[0]["Tags"], json!({"tag1": "newer"}), "the queued twin is the current definition");
     assert_eq!(rows[0]["status"], "queued");
-    assert_eq!(rows[1]["status"], "configured");
+    assert_eq!(rows[1]["status"], "pending", "live, and not in the (empty) state");
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn properties_only_when_asked() {
 fn table_for_people() {
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", SCOPED);
-    let id = s.run(&["provision", &spec, "--logical-id", "mgr1"]).ok().stdout.trim().to_string();
+    let id = s.run(&["provision", "--no-apply", &spec, "--logical-id", "mgr1"]).ok().stdout.trim().to_string();
     let out = s.run(&["describe"]).ok().stdout;
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[1].contains("ID") && lines[1].contains("LOGICAL ID") && lines[1].contains("STATUS"), "{out}");

@@ -5,7 +5,7 @@ use serde_json::json;
 use crate::support::{Scratch, SCOPED};
 
 fn provision(s: &Scratch, spec: &str, extra: &[&str]) -> String {
-    let mut args = vec!["provision", spec];
+    let mut args = vec!["provision", "--no-apply", spec];
     args.extend_from_slice(extra);
     s.run(&args).ok().stdout.trim().to_string()
 }
@@ -18,10 +18,14 @@ fn terminate_removes_slot_and_last_global() {
     let id1 = provision(&s, &spec, &[]);
     let id2 = provision(&s, &spec, &[]);
     assert_eq!(s.files().len(), 5);
-    let out = s.run(&["destroy", &id1, "--yes", "--output", "json"]).ok().json();
+    let out = s.run(&["destroy", "--no-apply", &id1, "--yes", "--output", "json"]).ok().json();
     assert_eq!(out["destroyed"], json!([id1]));
     assert_eq!(out["reason"], "terminate");
-    assert_eq!(out["removed"], json!([format!("{id1}.tf.json.new"), "default_dedicated_1.tf.json.new"]));
+    assert_eq!(
+        out["files"],
+        json!([{"name": format!("{id1}.tf.json.new"), "action": "removed"}, {"name": "default_dedicated_1.tf.json.new", "action": "removed"}])
+    );
+    assert_eq!(out["applied"], false);
     assert_eq!(
         s.files(),
         [
@@ -30,7 +34,7 @@ fn terminate_removes_slot_and_last_global() {
             "managers_global.tf.json.new".into()
         ]
     );
-    let run = s.run(&["destroy", &id2, "--yes"]).ok();
+    let run = s.run(&["destroy", "--no-apply", &id2, "--yes"]).ok();
     assert_eq!(run.stdout, format!("{id2}\n"));
     assert!(s.files().is_empty(), "{:?}", s.files());
 }
@@ -41,7 +45,7 @@ fn destroy_many_at_once() {
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", SCOPED);
     let ids: Vec<String> = (0..3).map(|_| provision(&s, &spec, &[])).collect();
-    s.run(&["destroy", &ids[0], &ids[2], "--yes"]).ok();
+    s.run(&["destroy", "--no-apply", &ids[0], &ids[2], "--yes"]).ok();
     assert_eq!(
         s.files(),
         [
@@ -50,7 +54,7 @@ fn destroy_many_at_once() {
             "managers_global.tf.json.new".into()
         ]
     );
-    s.run(&["destroy", &ids[1], "--reason", "terminate", "--yes"]).ok();
+    s.run(&["destroy", "--no-apply", &ids[1], "--reason", "terminate", "--yes"]).ok();
     assert!(s.files().is_empty());
 }
 
@@ -61,7 +65,7 @@ fn pet_rolling_update_keeps_its_slot() {
     let spec = s.write_outside("spec.json", SCOPED);
     let id1 = provision(&s, &spec, &["--logical-id", "mgr1"]);
     let slot = std::fs::read(s.dir.join("default_dedicated_mgr1.tf.json.new")).unwrap();
-    s.run(&["destroy", &id1, "--reason", "rolling_update", "--yes"]).ok();
+    s.run(&["destroy", "--no-apply", &id1, "--reason", "rolling_update", "--yes"]).ok();
     assert_eq!(s.files(), ["default_dedicated_mgr1.tf.json.new", "managers_global.tf.json.new"]);
     let id2 = provision(&s, &spec, &["--logical-id", "mgr1"]);
     assert_eq!(std::fs::read(s.dir.join("default_dedicated_mgr1.tf.json.new")).unwrap(), slot);
@@ -85,7 +89,7 @@ fn label_softlayer_tags() {
     assert_eq!(vm["hostname"], "softlayer-hostname-logical-id-2");
     assert_eq!(vm["user_metadata"], format!("echo {id}\napt-get update -y\n\napt-get install -y software"));
     assert!(vm.get("@hostname_prefix").is_none());
-    let out = s.run(&["label", &id, "label1=changed1", "LABEL3=Value3", "--output", "json"]).ok().json();
+    let out = s.run(&["label", "--no-apply", &id, "label1=changed1", "LABEL3=Value3", "--output", "json"]).ok().json();
     assert_eq!(out["changed"], true);
     let vm = s.read(&format!("{id}.tf.json.new"))["resource"]["softlayer_virtual_guest"][&id].clone();
     assert_eq!(
@@ -103,7 +107,7 @@ fn label_softlayer_tags() {
     assert_eq!(found[0]["ID"], id.as_str());
     assert_eq!(s.run(&["describe", "--tag", "label1=value1", "--output", "json"]).ok().json(), json!([]));
     // Labelling again with the same values changes nothing.
-    let again = s.run(&["label", &id, "label1=changed1", "--output", "json"]).ok().json();
+    let again = s.run(&["label", "--no-apply", &id, "label1=changed1", "--output", "json"]).ok().json();
     assert_eq!(again["changed"], false);
 }
 
@@ -132,20 +136,20 @@ fn reference_written_directory() {
     assert_eq!(rows.as_array().unwrap().len(), 2);
     assert_eq!(rows[0]["ID"], "instance-1500000000");
     assert_eq!(rows[0]["LogicalID"], "w1");
-    assert_eq!(rows[0]["status"], "configured");
+    assert_eq!(rows[0]["status"], "pending");
     assert_eq!(rows[0]["attachments"], json!(["workers_dedicated_1", "workers_global"]));
     assert_eq!(rows[1]["status"], "queued");
     assert_eq!(rows[1]["Tags"], json!({"infrakit.attach": "workers_global", "tier": "web"}));
 
-    s.run(&["label", "instance-1500000000", "owner=ops"]).ok();
+    s.run(&["label", "--no-apply", "instance-1500000000", "owner=ops"]).ok();
     assert_eq!(
         s.read("instance-1500000000.tf.json")["resource"]["aws_instance"]["instance-1500000000"]["tags"]["owner"],
         "ops"
     );
     // The second instance still refers to the global file: terminating the first keeps it.
-    s.run(&["destroy", "instance-1500000000", "--yes"]).ok();
+    s.run(&["destroy", "--no-apply", "instance-1500000000", "--yes"]).ok();
     assert_eq!(s.files(), ["instance-1500000001.tf.json.new", "workers_global.tf.json"]);
-    s.run(&["destroy", "instance-1500000001", "--yes"]).ok();
+    s.run(&["destroy", "--no-apply", "instance-1500000001", "--yes"]).ok();
     assert!(s.files().is_empty());
 }
 
@@ -159,8 +163,9 @@ fn destroy_removes_both_twins() {
     );
     s.write("instance-5.tf.json.new", r#"{"resource": {"aws_instance": {"instance-5": {"tags": {}}}}}"#);
     s.write("a_global.tf.json", "{}");
-    let out = s.run(&["destroy", "instance-5", "--yes", "--output", "json"]).ok().json();
-    assert_eq!(out["removed"], json!(["instance-5.tf.json", "instance-5.tf.json.new", "a_global.tf.json"]));
+    let out = s.run(&["destroy", "--no-apply", "instance-5", "--yes", "--output", "json"]).ok().json();
+    let removed: Vec<&str> = out["files"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(removed, ["instance-5.tf.json", "instance-5.tf.json.new", "a_global.tf.json"]);
     assert!(s.files().is_empty());
 }
 
@@ -174,7 +179,7 @@ fn odd_attachments_do_not_block_or_escape() {
         r#"{"resource": {"aws_instance": {"instance-7": {"tags": {"infrakit.attach": "gone_global,main,../../x_global"}}}}}"#,
     );
     s.write("main.tf.json", "{}");
-    let run = s.run(&["destroy", "instance-7", "--yes"]).ok();
+    let run = s.run(&["destroy", "--no-apply", "instance-7", "--yes"]).ok();
     assert!(run.stderr.contains("ignoring attachment `main`"), "{}", run.stderr);
     assert_eq!(s.files(), ["main.tf.json"]);
 }

@@ -15,7 +15,7 @@ const NOT_CONFIRMED: i32 = 6;
 fn fails(spec: &str, args: &[&str], code: i32, says: &str) {
     let s = Scratch::new();
     let vm = s.write_outside("vm.json", SCOPED);
-    let id = s.run(&["provision", &vm]).ok().stdout.trim().to_string();
+    let id = s.run(&["provision", "--no-apply", &vm]).ok().stdout.trim().to_string();
     let spec_path = s.write_outside("spec.json", spec);
     let args: Vec<String> = args.iter().map(|a| a.replace("{spec}", &spec_path).replace("{id}", &id)).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -32,7 +32,7 @@ fn fails(spec: &str, args: &[&str], code: i32, says: &str) {
 
 #[test]
 fn malformed_specs() {
-    let p = ["provision", "{spec}"];
+    let p = ["provision", "--no-apply", "{spec}"];
     fails("{{}", &p, INVALID, "not valid JSON");
     fails(r#"{"Properties": {"resource": {"aws_instance": {"h": {}}}}"#, &p, INVALID, "not valid JSON: EOF");
     fails(r#"{"Properties": {}}"#, &p, INVALID, "no `resource` section");
@@ -78,7 +78,7 @@ fn malformed_specs() {
 
 #[test]
 fn names_that_would_escape_the_directory() {
-    let p = ["provision", "{spec}"];
+    let p = ["provision", "--no-apply", "{spec}"];
     let scoped = |scope: &str| {
         format!(
             r#"{{"Properties": {{"resource": {{"aws_instance": {{"a": {{}}}}, "x_disk": {{"d": {{"@scope": "{scope}"}}}}}}}}}}"#
@@ -88,38 +88,43 @@ fn names_that_would_escape_the_directory() {
     fails(&scoped("@dedicated-../x"), &p, INVALID, "dedicated scope ID `../x` must be letters");
     fails(&scoped("@dedicated-a/b"), &p, INVALID, "dedicated scope ID `a/b`");
     fails(&scoped(".hidden"), &p, INVALID, "global scope `.hidden`");
-    fails(VM_ONLY, &["provision", "{spec}", "--logical-id", "../x"], INVALID, "logical ID `../x` must not contain `/`");
-    fails(VM_ONLY, &["provision", "{spec}", "--logical-id", ".x"], INVALID, "must not start with `.`");
+    fails(
+        VM_ONLY,
+        &["provision", "--no-apply", "{spec}", "--logical-id", "../x"],
+        INVALID,
+        "logical ID `../x` must not contain `/`",
+    );
+    fails(VM_ONLY, &["provision", "--no-apply", "{spec}", "--logical-id", ".x"], INVALID, "must not start with `.`");
     fails(
         r#"{"Properties": {"resource": {"aws_instance": {"a": {}}}}, "LogicalID": "a\u0000b"}"#,
         &p,
         INVALID,
         "logical ID",
     );
-    fails(VM_ONLY, &["destroy", "../../etc/foo", "--yes"], USAGE, "IDs look like `instance-<digits>`");
-    fails(VM_ONLY, &["label", "../x", "a=b"], USAGE, "is not an instance ID");
+    fails(VM_ONLY, &["destroy", "--no-apply", "../../etc/foo", "--yes"], USAGE, "IDs look like `instance-<digits>`");
+    fails(VM_ONLY, &["label", "--no-apply", "../x", "a=b"], USAGE, "is not an instance ID");
 }
 
 #[test]
 fn unknown_ids_and_bad_arguments() {
-    fails(VM_ONLY, &["destroy", "instance-1", "--yes"], NOT_FOUND, "no such instance in");
-    fails(VM_ONLY, &["destroy", "{id}", "instance-2", "--yes"], NOT_FOUND, "instance-2");
-    fails(VM_ONLY, &["label", "instance-1", "a=b"], NOT_FOUND, "no such instance");
-    fails(VM_ONLY, &["label", "{id}", "novalue"], USAGE, "expected K=V");
-    fails(VM_ONLY, &["provision", "{spec}", "--tag", "=v"], USAGE, "expected K=V");
+    fails(VM_ONLY, &["destroy", "--no-apply", "instance-1", "--yes"], NOT_FOUND, "no such instance in");
+    fails(VM_ONLY, &["destroy", "--no-apply", "{id}", "instance-2", "--yes"], NOT_FOUND, "instance-2");
+    fails(VM_ONLY, &["label", "--no-apply", "instance-1", "a=b"], NOT_FOUND, "no such instance");
+    fails(VM_ONLY, &["label", "--no-apply", "{id}", "novalue"], USAGE, "expected K=V");
+    fails(VM_ONLY, &["provision", "--no-apply", "{spec}", "--tag", "=v"], USAGE, "expected K=V");
     fails(VM_ONLY, &["describe", "--tag", "x"], USAGE, "expected K=V");
-    fails(VM_ONLY, &["destroy", "{id}", "--reason", "whim", "--yes"], USAGE, "invalid value 'whim'");
-    fails(VM_ONLY, &["provision", "missing.json"], NOT_FOUND, "spec file `missing.json` does not exist");
+    fails(VM_ONLY, &["destroy", "--no-apply", "{id}", "--reason", "whim", "--yes"], USAGE, "invalid value 'whim'");
+    fails(VM_ONLY, &["provision", "--no-apply", "missing.json"], NOT_FOUND, "spec file `missing.json` does not exist");
     fails(VM_ONLY, &["validate", "missing.json"], NOT_FOUND, "does not exist");
-    fails(VM_ONLY, &["provision", "{spec}", "--lock-timeout", "soon"], USAGE, "not a duration");
+    fails(VM_ONLY, &["provision", "--no-apply", "{spec}", "--lock-timeout", "soon"], USAGE, "not a duration");
 }
 
 // Without a terminal, destroy never prompts: it asks for --yes and removes nothing.
 #[test]
 fn destroy_needs_yes_without_a_terminal() {
-    fails(VM_ONLY, &["destroy", "{id}"], NOT_CONFIRMED, "not confirmed: destroy instance-");
+    fails(VM_ONLY, &["destroy", "--no-apply", "{id}"], NOT_CONFIRMED, "not confirmed: destroy instance-");
     let s = Scratch::new();
-    let run = s.run(&["destroy", "instance-1"]);
+    let run = s.run(&["destroy", "--no-apply", "instance-1"]);
     assert_eq!(run.code, NOT_FOUND, "unknown IDs are reported before asking: {run:#?}");
 }
 
@@ -130,10 +135,10 @@ fn missing_directory() {
     std::fs::remove_dir(&s.dir).unwrap();
     let before = s.snapshot();
     for args in [
-        vec!["provision", spec.as_str()],
+        vec!["provision", "--no-apply", spec.as_str()],
         vec!["describe"],
-        vec!["destroy", "instance-1", "--yes"],
-        vec!["label", "instance-1", "a=b"],
+        vec!["destroy", "--no-apply", "instance-1", "--yes"],
+        vec!["label", "--no-apply", "instance-1", "a=b"],
     ] {
         let run = s.run(&args).code(NOT_FOUND);
         assert_eq!(run.error_lines().len(), 1, "{run:#?}");
@@ -187,7 +192,9 @@ fn declared_vm_types() {
     );
     s.run(&["validate", &spec]).code(INVALID);
     s.run(&["validate", &spec, "--vm-type", "fakecloud_instance"]).ok();
-    let run = s.run_with(&["provision", &spec], None, &[("INFRAKIT_TF_VM_TYPES", "other,fakecloud_instance")]).ok();
+    let run = s
+        .run_with(&["provision", "--no-apply", &spec], None, &[("INFRAKIT_TF_VM_TYPES", "other,fakecloud_instance")])
+        .ok();
     let id = run.stdout.trim();
     let vm = &s.read(&format!("{id}.tf.json.new"))["resource"]["fakecloud_instance"][id];
     assert_eq!((vm["user_data"].as_str(), vm["tags"]["infrakit.instance.name"].as_str()), (Some("boot"), Some(id)));

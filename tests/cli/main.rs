@@ -1,12 +1,15 @@
 //! The one integration-test binary (STYLE 15): one module per area. Every test runs the real
 //! `infrakit-tf` binary on a real temporary directory.
 
+mod apply;
 mod describe;
 mod destroy_label;
 mod errors;
+mod faults;
 mod generated;
 mod lock;
 mod provision;
 mod readme;
+mod signals;
 mod support;
 mod terraform;

@@ -11,13 +11,17 @@ use crate::support::{Scratch, SCOPED, VM_ONLY};
 fn prints_the_id_alone_and_queues_the_files() {
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", SCOPED);
-    let run = s.run(&["provision", &spec]).ok();
+    let run = s.run(&["provision", "--no-apply", &spec]).ok();
     let id = run.stdout.trim_end().to_string();
     assert!(id.starts_with("instance-") && !id.contains('\n'), "{run:?}");
     assert_eq!(run.stdout, format!("{id}\n"));
     assert_eq!(
         s.files(),
-        ["default_dedicated_1.tf.json.new".to_string(), format!("{id}.tf.json.new"), "managers_global.tf.json.new".into()]
+        [
+            "default_dedicated_1.tf.json.new".to_string(),
+            format!("{id}.tf.json.new"),
+            "managers_global.tf.json.new".into()
+        ]
     );
     let doc = s.read(&format!("{id}.tf.json.new"));
     assert_eq!(
@@ -45,7 +49,10 @@ fn prints_the_id_alone_and_queues_the_files() {
 fn json_output_has_id_logical_id_and_files() {
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", SCOPED);
-    let out = s.run(&["provision", &spec, "--output", "json", "--logical-id", "mgr1", "--tag", "team=a"]).ok().json();
+    let out = s
+        .run(&["provision", "--no-apply", &spec, "--output", "json", "--logical-id", "mgr1", "--tag", "team=a"])
+        .ok()
+        .json();
     let id = out["ID"].as_str().unwrap().to_string();
     assert_eq!(out["LogicalID"], "mgr1");
     assert_eq!(out["applied"], false);
@@ -64,7 +71,7 @@ fn json_output_has_id_logical_id_and_files() {
 #[test]
 fn reads_the_spec_from_stdin() {
     let s = Scratch::new();
-    let id = s.run_stdin(&["provision", "-"], VM_ONLY).ok().stdout;
+    let id = s.run_stdin(&["provision", "--no-apply", "-"], VM_ONLY).ok().stdout;
     assert_eq!(s.files(), [format!("{}.tf.json.new", id.trim())]);
 }
 
@@ -73,7 +80,8 @@ fn reads_the_spec_from_stdin() {
 fn ids_are_unique_without_waiting() {
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", VM_ONLY);
-    let ids: Vec<String> = (0..100).map(|_| s.run(&["provision", &spec]).ok().stdout.trim().to_string()).collect();
+    let ids: Vec<String> =
+        (0..100).map(|_| s.run(&["provision", "--no-apply", &spec]).ok().stdout.trim().to_string()).collect();
     let distinct: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(distinct.len(), 100);
     assert_eq!(s.files().len(), 100);
@@ -85,7 +93,8 @@ fn concurrent_provisions_get_distinct_ids_and_slots() {
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", SCOPED);
     let ids: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..6).map(|_| scope.spawn(|| s.run(&["provision", &spec]).ok().stdout)).collect();
+        let handles: Vec<_> =
+            (0..6).map(|_| scope.spawn(|| s.run(&["provision", "--no-apply", &spec]).ok().stdout)).collect();
         handles.into_iter().map(|h| h.join().unwrap().trim().to_string()).collect()
     });
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 6);
@@ -104,11 +113,12 @@ fn rolling_update_reattaches_the_slot() {
         r#"{"Properties": {"resource": {"aws_instance": {"host": {}}, "file_storage": {"worker_fs": {"@scope": "@dedicated"}}}},
             "Init": "ID={{ var `/self/instId` }} DedicatedAttachId={{ var `/self/dedicated/attachId` }}"}"#,
     );
-    let ids: Vec<String> = (0..3).map(|_| s.run(&["provision", &spec]).ok().stdout.trim().to_string()).collect();
+    let ids: Vec<String> =
+        (0..3).map(|_| s.run(&["provision", "--no-apply", &spec]).ok().stdout.trim().to_string()).collect();
     let before = s.snapshot();
-    s.run(&["destroy", &ids[1], "--reason", "rolling-update", "--yes"]).ok();
+    s.run(&["destroy", "--no-apply", &ids[1], "--reason", "rolling-update", "--yes"]).ok();
     assert_eq!(s.files().len(), 5);
-    let id4 = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    let id4 = s.run(&["provision", "--no-apply", &spec]).ok().stdout.trim().to_string();
     let vm = &s.read(&format!("{id4}.tf.json.new"))["resource"]["aws_instance"][&id4];
     assert_eq!(vm["tags"]["infrakit.attach"], "default_dedicated_2");
     let user_data = base64_decode(vm["user_data"].as_str().unwrap());
@@ -129,7 +139,7 @@ fn live_files_are_updated_in_place() {
         r#"{"resource": {"softlayer_block_storage": {"managers-worker_bs": {"bsp1": "old"}}}}"#,
     );
     let spec = s.write_outside("spec.json", SCOPED);
-    let out = s.run(&["provision", &spec, "--output", "json"]).ok().json();
+    let out = s.run(&["provision", "--no-apply", &spec, "--output", "json"]).ok().json();
     assert!(out["files"]
         .as_array()
         .unwrap()
@@ -150,11 +160,13 @@ fn user_files_are_left_alone() {
     s.write("extra.tf.json", "{}");
     let spec = s.write_outside("spec.json", SCOPED);
     let before = s.snapshot();
-    let id = s.run(&["provision", &spec]).ok().stdout;
-    s.run(&["label", id.trim(), "a=b"]).ok();
+    let id = s.run(&["provision", "--no-apply", &spec]).ok().stdout;
+    s.run(&["label", "--no-apply", id.trim(), "a=b"]).ok();
     s.run(&["describe"]).ok();
-    s.run(&["destroy", id.trim(), "--yes"]).ok();
-    assert_eq!(s.snapshot(), before);
+    s.run(&["destroy", "--no-apply", id.trim(), "--yes"]).ok();
+    let mut after = s.snapshot();
+    after.remove(&s.dir.join(".infrakit-tf-last-id")).expect("the issued ID is remembered");
+    assert_eq!(after, before);
 }
 
 fn base64_decode(s: &str) -> String {

@@ -53,7 +53,9 @@ impl Scratch {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("dir");
         std::fs::create_dir(&dir).unwrap();
-        Scratch { root, dir }
+        let s = Scratch { root, dir };
+        s.cli_config();
+        s
     }
 
     /// A scratch directory holding a copy of `examples/local`.
@@ -84,7 +86,19 @@ impl Scratch {
                 cmd.env_remove(k);
             }
         }
-        cmd.envs(env.iter().copied());
+        // The terraform under test (`.ci/test` runs the suite once per terraform), and an
+        // existing, empty CLI config so terraform prints no warning about a missing one.
+        if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
+            cmd.env("INFRAKIT_TF_TERRAFORM", tf);
+        }
+        cmd.env("TF_CLI_CONFIG_FILE", self.cli_config());
+        for (k, v) in env {
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
+        }
         cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
@@ -97,6 +111,15 @@ impl Scratch {
             stdout: String::from_utf8(stdout).unwrap(),
             stderr: String::from_utf8(stderr).unwrap(),
         }
+    }
+
+    /// An empty terraform CLI configuration beside the managed directory.
+    pub fn cli_config(&self) -> PathBuf {
+        let path = self.root.path().join("terraformrc");
+        if !path.exists() {
+            std::fs::File::create(&path).unwrap();
+        }
+        path
     }
 
     /// Writes a file into the managed directory (test set-up).
@@ -118,10 +141,14 @@ impl Scratch {
         serde_json::from_str(&text).unwrap()
     }
 
-    /// The names in the managed directory, sorted.
+    /// The visible names in the managed directory, sorted (not `.infrakit-tf-last-id`,
+    /// `.terraform`; `snapshot` sees everything).
     pub fn files(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            std::fs::read_dir(&self.dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
         names.sort();
         names
     }

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use crate::support::Scratch;
 
-fn terraform_program() -> PathBuf {
+pub fn terraform_program() -> PathBuf {
     if let Some(p) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
         return PathBuf::from(p);
     }
@@ -21,7 +21,7 @@ fn terraform_program() -> PathBuf {
     found.expect("no terraform: set INFRAKIT_TF_TEST_TERRAFORM or put terraform on PATH (`.ci/test` provides one)")
 }
 
-fn terraform(dir: &Path, args: &[&str]) -> String {
+pub fn terraform(dir: &Path, args: &[&str]) -> String {
     let cli_config = dir.parent().unwrap().join("terraformrc");
     if !cli_config.exists() {
         std::fs::File::create(&cli_config).unwrap();
@@ -50,7 +50,7 @@ fn promote(dir: &Path) {
     }
 }
 
-fn state(dir: &Path) -> Vec<String> {
+pub fn state(dir: &Path) -> Vec<String> {
     let shown: serde_json::Value = serde_json::from_str(&terraform(dir, &["show", "-json"])).unwrap();
     let mut addrs: Vec<String> = shown["values"]["root_module"]["resources"]
         .as_array()

@@ -1,0 +1,313 @@
+//! Committing a change to the directory: the one place where file writes, promotion of the
+//! queue, `init` and `apply` happen in order. Commands build a [`ChangeSet`] (pure) and hand it
+//! here with a [`Mode`]:
+//!
+//! - `Queue` (`--no-apply`): write and remove files; new files stay queued as `.tf.json.new`.
+//! - `Apply`: the same, then promote every queued file to `.tf.json` and run one
+//!   `apply -auto-approve -input=false -json -refresh=false` (refreshing is reconcile's job, so
+//!   one provision into a large directory does not refresh every machine).
+//! - `DryRun`: nothing is written; terraform plans the would-be directory in a mirror (a
+//!   temporary directory of symlinks to the real files, with the changed files written there).
+//!
+//! After a failed apply the directory keeps what was asked for, promoted: the files describe
+//! the wanted state and terraform's state holds what it managed to do (a failed create is
+//! marked tainted). Re-running `terraform apply` through any infrakit-tf command, or
+//! `reconcile`, converges; nothing is rolled back or deleted behind the user's back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::Ctx;
+use crate::directory::Directory;
+use crate::fsio::{self, Mode as FileMode, Written};
+use crate::names::{self, Suffix};
+use crate::progress::Progress;
+use crate::terraform::{Report, Terraform};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Queue,
+    Apply,
+    DryRun,
+}
+
+impl Mode {
+    pub fn from_flags(no_apply: bool, dry_run: bool) -> Self {
+        match (dry_run, no_apply) {
+            (true, _) => Mode::DryRun,
+            (false, true) => Mode::Queue,
+            (false, false) => Mode::Apply,
+        }
+    }
+}
+
+/// Files to write (name → document, mode) and files to remove.
+#[derive(Debug, Default)]
+pub struct ChangeSet {
+    /// A newly issued instance ID, recorded before the files are written.
+    pub issued: Option<crate::names::InstanceId>,
+    pub writes: Vec<(String, Value, FileMode)>,
+    pub removals: Vec<String>,
+}
+
+impl ChangeSet {
+    /// Resource types written, for deciding whether `init` must run (a new provider).
+    fn providers(&self) -> BTreeSet<String> {
+        self.writes
+            .iter()
+            .filter_map(|(_, doc, _)| doc.get("resource")?.as_object())
+            .flat_map(|types| types.keys())
+            .filter_map(|t| t.split('_').next())
+            .filter(|p| *p != "terraform")
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct FileChange {
+    pub name: String,
+    /// `created`, `updated`, `unchanged` or `removed` (`would ...` is not used: the report's
+    /// `dry_run` says so).
+    pub action: &'static str,
+}
+
+/// What terraform did (or, for a dry run, plans to do).
+#[derive(Debug, Default, Serialize)]
+pub struct TfSummary {
+    pub added: u64,
+    pub changed: u64,
+    pub destroyed: u64,
+    pub elapsed_seconds: f64,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Outcome {
+    pub files: Vec<FileChange>,
+    /// Whether terraform applied the change.
+    pub applied: bool,
+    pub dry_run: bool,
+    /// Present when terraform ran (apply or dry-run plan).
+    pub terraform: Option<TfSummary>,
+    /// The error, in the JSON report, when terraform failed after the files were written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Commits `changes`. `Err` means nothing was applied; an apply that failed after the files
+/// were written comes back as `(outcome, Some(error))` so the command can still report what is
+/// in the directory.
+pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Result<(Outcome, Option<anyhow::Error>)> {
+    let mut outcome = Outcome { dry_run: mode == Mode::DryRun, ..Outcome::default() };
+    if mode == Mode::DryRun {
+        outcome.files = preview_files(dir, &changes)?;
+        let tf = ctx.terraform(dir)?;
+        let started = Instant::now();
+        let report = plan_mirror(ctx, dir, &tf, &changes)?;
+        outcome.terraform = Some(summary(report.planned.unwrap_or_default(), started));
+        return Ok((outcome, None));
+    }
+    // Find terraform before writing anything: a missing one is bad input, and changes nothing.
+    let tf = if mode == Mode::Apply { Some(ctx.terraform(dir)?) } else { None };
+    let providers = changes.providers();
+    if let Some(id) = &changes.issued {
+        dir.record_id(id)?;
+    }
+    for (name, doc, file_mode) in changes.writes {
+        let existed = dir.has(&name);
+        let action = match dir.write(&name, &doc, file_mode)? {
+            Written::Unchanged => "unchanged",
+            Written::Changed if existed => "updated",
+            Written::Changed => "created",
+        };
+        ctx.printer.detail(&format!("{action} {name}"));
+        outcome.files.push(FileChange { name, action });
+    }
+    for name in changes.removals {
+        if dir.remove(&name)? {
+            ctx.printer.detail(&format!("removed {name}"));
+            outcome.files.push(FileChange { name, action: "removed" });
+        }
+    }
+    let Some(tf) = tf else { return Ok((outcome, None)) };
+    promote(ctx, dir.path())?;
+    // The queued files written above are live now: report the names they have.
+    for f in outcome.files.iter_mut().filter(|f| f.action != "removed") {
+        if let Some(base) = f.name.strip_suffix(names::QUEUED) {
+            f.name = format!("{base}{}", names::LIVE);
+        }
+    }
+    let result = (|| -> Result<TfSummary> {
+        init_if_needed(ctx, dir.path(), &tf, &providers)?;
+        let started = Instant::now();
+        let mut progress = Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
+        ctx.printer.detail(&format!("running {}", tf.display(APPLY)));
+        let report = tf.stream(APPLY, &mut |e| progress.on_event(e));
+        progress.finish();
+        let report = report?;
+        Ok(summary(report.applied.unwrap_or_default(), started))
+    })();
+    match result {
+        Ok(s) => {
+            ctx.printer.status(&format!(
+                "applied: {} added, {} changed, {} destroyed in {:.1}s",
+                s.added, s.changed, s.destroyed, s.elapsed_seconds
+            ));
+            outcome.applied = true;
+            outcome.terraform = Some(s);
+            Ok((outcome, None))
+        }
+        Err(e) => {
+            outcome.error = Some(format!("{e:#}"));
+            Ok((outcome, Some(e)))
+        }
+    }
+}
+
+const APPLY: &[&str] = &["apply", "-auto-approve", "-input=false", "-json", "-refresh=false"];
+
+fn summary(c: crate::tfjson::Changes, started: Instant) -> TfSummary {
+    TfSummary {
+        added: c.add,
+        changed: c.change,
+        destroyed: c.remove,
+        elapsed_seconds: round1(started.elapsed().as_secs_f64()),
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Renames every queued `.tf.json.new` to `.tf.json` (atomically replacing a live twin).
+pub fn promote(ctx: &Ctx, dir: &Path) -> Result<usize> {
+    let listing = Directory::open(dir)?;
+    let mut promoted = 0;
+    for (name, base, _, suffix) in listing.managed() {
+        if suffix == Suffix::Queued {
+            fsio::rename(&dir.join(name), &dir.join(format!("{base}{}", names::LIVE)))?;
+            ctx.printer.detail(&format!("promoted {name}"));
+            promoted += 1;
+        }
+    }
+    Ok(promoted)
+}
+
+/// What `init` last saw, kept in `.terraform/infrakit-tf-init.json`.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+struct InitMarker {
+    /// Name, size and mtime of each of the user's configuration files.
+    config: BTreeMap<String, (u64, u64)>,
+    /// Provider prefixes of the resource types infrakit-tf has written.
+    providers: BTreeSet<String>,
+}
+
+const MARKER: &str = ".terraform/infrakit-tf-init.json";
+
+/// Runs `init` on first use, when the user's configuration changed, or when a new provider
+/// prefix appears; not on every command.
+fn init_if_needed(ctx: &Ctx, dir: &Path, tf: &Terraform, providers: &BTreeSet<String>) -> Result<()> {
+    let marker_path = dir.join(MARKER);
+    let old: Option<InitMarker> = std::fs::read(&marker_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let config = user_config(dir)?;
+    let needed = match &old {
+        None => true,
+        Some(m) => m.config != config || !providers.is_subset(&m.providers),
+    };
+    if !needed {
+        return Ok(());
+    }
+    ctx.printer.status("running terraform init (first use, new provider or changed configuration)");
+    tf.init()?;
+    let mut all = old.map(|m| m.providers).unwrap_or_default();
+    all.extend(providers.iter().cloned());
+    std::fs::create_dir_all(dir.join(".terraform")).context("failed to create `.terraform`")?;
+    let marker = InitMarker { config: user_config(dir)?, providers: all };
+    fsio::write_atomic(&marker_path, &serde_json::to_vec_pretty(&marker)?, FileMode::Public)?;
+    Ok(())
+}
+
+fn user_config(dir: &Path) -> Result<BTreeMap<String, (u64, u64)>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("failed to list `{}`", dir.display()))? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        let is_config = [".tf", ".tf.json", ".tofu", ".tofu.json"].iter().any(|s| name.ends_with(s))
+            || name == ".terraform.lock.hcl";
+        let managed = names::split_file_name(&name).and_then(|(b, _)| names::classify(b)).is_some();
+        if is_config && !managed {
+            let meta = entry.metadata()?;
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs());
+            out.insert(name, (meta.len(), mtime));
+        }
+    }
+    Ok(out)
+}
+
+/// What writing `changes` would do to each file, without writing.
+fn preview_files(dir: &Directory, changes: &ChangeSet) -> Result<Vec<FileChange>> {
+    let mut files = Vec::new();
+    for (name, doc, _) in &changes.writes {
+        let action = match std::fs::read(dir.path().join(name)) {
+            Ok(old) if old == crate::tfdoc::to_bytes(doc) => "unchanged",
+            Ok(_) => "updated",
+            Err(_) => "created",
+        };
+        files.push(FileChange { name: name.clone(), action });
+    }
+    files.extend(
+        changes.removals.iter().filter(|n| dir.has(n)).map(|n| FileChange { name: n.clone(), action: "removed" }),
+    );
+    Ok(files)
+}
+
+/// Plans the directory as it would be after `changes` and promotion, in a mirror: symlinks to
+/// every entry of the real directory, managed files copied in their promoted form.
+fn plan_mirror(ctx: &Ctx, dir: &Directory, tf: &Terraform, changes: &ChangeSet) -> Result<Report> {
+    let mirror = tempfile::Builder::new()
+        .prefix("infrakit-tf-dry-run-")
+        .tempdir()
+        .context("failed to create a temporary directory")?;
+    let m = mirror.path();
+    let written: BTreeMap<&str, &Value> = changes.writes.iter().map(|(n, d, _)| (n.as_str(), d)).collect();
+    for name in dir.names() {
+        let src = dir.path().join(name);
+        match names::split_file_name(name).filter(|(b, _)| names::classify(b).is_some()) {
+            None => {
+                std::os::unix::fs::symlink(&src, m.join(name)).with_context(|| format!("failed to mirror `{name}`"))?
+            }
+            Some((base, _)) => {
+                if changes.removals.iter().any(|r| r == name) || written.contains_key(name) {
+                    continue;
+                }
+                let live = m.join(format!("{base}{}", names::LIVE));
+                // A queued twin wins over the live file, as promotion would have it.
+                if name.ends_with(names::QUEUED) || !dir.has(&format!("{base}{}", names::QUEUED)) {
+                    std::fs::copy(&src, &live).with_context(|| format!("failed to mirror `{name}`"))?;
+                }
+            }
+        }
+    }
+    for (name, doc) in written {
+        let base = names::split_file_name(name).map_or(name, |(b, _)| b);
+        fsio::write_atomic(&m.join(format!("{base}{}", names::LIVE)), &crate::tfdoc::to_bytes(doc), FileMode::Private)?;
+    }
+    let tf = tf.in_dir(m);
+    if !dir.path().join(".terraform").exists() {
+        tf.init()?;
+    }
+    let mut progress = Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
+    let report =
+        tf.stream(&["plan", "-json", "-input=false", "-refresh=false", "-lock=false"], &mut |e| progress.on_event(e));
+    progress.finish();
+    report
+}

@@ -1,0 +1,178 @@
+//! Progress of a terraform run, from its `-json` stream. On a terminal: a bar (total from the
+//! plan's summary, a tick per finished resource, "still creating… 40s" for slow ones). Without
+//! one: plain UTC-timestamped lines on stderr, fit for cron logs. `--quiet` silences progress;
+//! `--verbose` adds terraform's own messages. Diagnostics are always shown.
+
+use std::io::IsTerminal;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::tfjson::{Diagnostic, Event};
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    plain: bool,
+    verbose: bool,
+}
+
+impl Progress {
+    pub fn new(quiet: bool, verbose: bool) -> Self {
+        let tty = std::io::stderr().is_terminal();
+        let bar = (tty && !quiet).then(|| {
+            let bar = ProgressBar::new(0);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}")
+                    .expect("valid template"),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Progress { bar, plain: !tty && !quiet, verbose }
+    }
+
+    pub fn on_event(&mut self, event: &Event) {
+        match event {
+            Event::Diagnostic(d) => self.println(&render_diagnostic(d)),
+            Event::Summary(c) if c.operation == crate::tfjson::Operation::Plan => {
+                if let Some(bar) = &self.bar {
+                    bar.set_length(c.total());
+                }
+                self.line(&format!("plan: {} to add, {} to change, {} to destroy", c.add, c.change, c.remove));
+            }
+            Event::ApplyStart { addr, action } => self.step(&format!("{} {addr}", ing(action)), false),
+            Event::ApplyProgress { addr, action, elapsed } => {
+                self.step(&format!("still {} {addr}… {elapsed}s", ing(action)), false)
+            }
+            Event::ApplyComplete { addr, action, elapsed } => {
+                self.step(&format!("{} {addr} ({elapsed}s)", done(action)), true)
+            }
+            Event::ApplyErrored { addr, action, elapsed } => {
+                self.step(&format!("failed {} {addr} ({elapsed}s)", ing(action)), true)
+            }
+            Event::Message { text, .. } if self.verbose => self.println(&format!("terraform: {text}")),
+            _ => {}
+        }
+    }
+
+    /// Ends the bar; a finished run's summary line is the caller's.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn step(&self, message: &str, finished: bool) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message.to_string());
+            if finished {
+                bar.inc(1);
+            }
+        }
+        self.line(message);
+    }
+
+    /// A timestamped line in plain (non-terminal) mode.
+    fn line(&self, message: &str) {
+        if self.plain {
+            eprintln!("{} {message}", utc_now());
+        }
+    }
+
+    /// Always shown, above the bar when there is one.
+    fn println(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{text}")),
+            None if self.plain => eprintln!("{} {text}", utc_now()),
+            None => eprintln!("{text}"),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn ing(action: &str) -> &str {
+    match action {
+        "create" => "creating",
+        "update" => "updating",
+        "delete" => "destroying",
+        "replace" => "replacing",
+        "read" => "reading",
+        other => other,
+    }
+}
+
+fn done(action: &str) -> &str {
+    match action {
+        "create" => "created",
+        "update" => "updated",
+        "delete" => "destroyed",
+        "replace" => "replaced",
+        "read" => "read",
+        other => other,
+    }
+}
+
+/// `terraform error: <summary>` then indented detail and address.
+pub fn render_diagnostic(d: &Diagnostic) -> String {
+    let mut text = format!("terraform {}: {}", d.severity, d.summary);
+    if let Some(addr) = &d.address {
+        text.push_str(&format!("\n  at {addr}"));
+    }
+    for line in d.detail.lines().filter(|l| !l.trim().is_empty()) {
+        text.push_str(&format!("\n  {line}"));
+    }
+    text
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC), without a date crate: days since the epoch to a civil
+/// date, after Howard Hinnant's `civil_from_days`.
+pub fn utc_now() -> String {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    utc(secs)
+}
+
+fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_500_000_000), "2017-07-14T02:40:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_375_341), "2026-11-22T19:22:21Z");
+    }
+
+    #[test]
+    fn diagnostics_read_well() {
+        let d = Diagnostic {
+            severity: "error".into(),
+            summary: "local-exec provisioner error".into(),
+            detail: "Error running command 'false': exit status 1.\n".into(),
+            address: Some("terraform_data.bad".into()),
+        };
+        assert_eq!(
+            render_diagnostic(&d),
+            "terraform error: local-exec provisioner error\n  at terraform_data.bad\n  Error running command 'false': exit status 1."
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! Ctrl-C and SIGTERM. While terraform runs, the interrupt belongs to it: a terminal's Ctrl-C
+//! already reaches terraform (same process group), so SIGINT is only recorded here, never sent
+//! again (a second interrupt makes terraform exit at once and can lose state). SIGTERM is
+//! recorded and forwarded to terraform once, as the graceful SIGINT. With no child running,
+//! both signals keep their default action: the process ends at once, which is safe because
+//! every write is atomic and the directory lock dies with the process.
+//!
+//! The pattern follows uv's `child.rs` and just's `signal_handler.rs`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+struct Flags {
+    /// No child is running: signals take their default action.
+    idle: Arc<AtomicBool>,
+    interrupted: Arc<AtomicBool>,
+    terminated: Arc<AtomicBool>,
+}
+
+static FLAGS: OnceLock<Flags> = OnceLock::new();
+
+fn flags() -> &'static Flags {
+    FLAGS.get_or_init(|| {
+        let flags = Flags {
+            idle: Arc::new(AtomicBool::new(true)),
+            interrupted: Arc::new(AtomicBool::new(false)),
+            terminated: Arc::new(AtomicBool::new(false)),
+        };
+        // Registration only fails for forbidden signals; these two are not.
+        for (signal, flag) in [(SIGINT, &flags.interrupted), (SIGTERM, &flags.terminated)] {
+            signal_hook::flag::register_conditional_default(signal, flags.idle.clone()).expect("register");
+            signal_hook::flag::register(signal, flag.clone()).expect("register");
+        }
+        flags
+    })
+}
+
+/// Marks a child as running until dropped.
+pub struct ChildRunning(());
+
+impl ChildRunning {
+    pub fn start() -> Self {
+        let f = flags();
+        f.interrupted.store(false, Ordering::SeqCst);
+        f.terminated.store(false, Ordering::SeqCst);
+        f.idle.store(false, Ordering::SeqCst);
+        ChildRunning(())
+    }
+
+    pub fn interrupted(&self) -> bool {
+        flags().interrupted.load(Ordering::SeqCst)
+    }
+
+    pub fn terminated(&self) -> bool {
+        flags().terminated.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for ChildRunning {
+    fn drop(&mut self) {
+        flags().idle.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Sends SIGINT to one process (terraform's PID, not its group).
+pub fn interrupt(pid: u32) {
+    // SAFETY: kill(2) with a valid signal number has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT);
+    }
+}

@@ -1,0 +1,222 @@
+//! Terraform's machine-readable interfaces, decoded into typed values: the `-json` UI stream
+//! of plan/apply (one JSON object per line) and `show -json`. Pure; unknown event types and keys
+//! are ignored, as Terraform's compatibility promise asks. OpenTofu speaks the same protocol
+//! (its `@module` is `tofu.ui`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One line of the `-json` stream, reduced to what infrakit-tf acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Diagnostic(Diagnostic),
+    /// `change_summary`: totals of a plan (`operation: plan`) or of an apply/destroy.
+    Summary(Changes),
+    PlannedChange {
+        addr: String,
+        action: String,
+    },
+    /// `resource_drift`: an object changed outside Terraform (`delete`: it vanished).
+    Drift {
+        addr: String,
+        action: String,
+    },
+    ApplyStart {
+        addr: String,
+        action: String,
+    },
+    ApplyProgress {
+        addr: String,
+        action: String,
+        elapsed: u64,
+    },
+    ApplyComplete {
+        addr: String,
+        action: String,
+        elapsed: u64,
+    },
+    ApplyErrored {
+        addr: String,
+        action: String,
+        elapsed: u64,
+    },
+    /// Anything else with a human message (`log`, `version`, `outputs`, provisioner output).
+    Message {
+        level: String,
+        text: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    pub severity: String,
+    pub summary: String,
+    #[serde(default)]
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn is_error(&self) -> bool {
+        self.severity == "error"
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    #[serde(default)]
+    pub add: u64,
+    #[serde(default)]
+    pub change: u64,
+    #[serde(default)]
+    pub remove: u64,
+    #[serde(default)]
+    pub import: u64,
+    #[serde(default, skip_serializing)]
+    pub operation: Operation,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    #[default]
+    Plan,
+    Apply,
+    Destroy,
+    #[serde(other)]
+    Other,
+}
+
+impl Changes {
+    pub fn total(&self) -> u64 {
+        self.add + self.change + self.remove
+    }
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(rename = "@level", default)]
+    level: String,
+    #[serde(rename = "@message", default)]
+    message: String,
+    #[serde(rename = "type", default)]
+    kind: String,
+    diagnostic: Option<Diagnostic>,
+    changes: Option<Changes>,
+    change: Option<Hook>,
+    hook: Option<Hook>,
+}
+
+#[derive(Deserialize)]
+struct Hook {
+    resource: Option<ResourceRef>,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    elapsed_seconds: u64,
+}
+
+#[derive(Deserialize)]
+struct ResourceRef {
+    addr: String,
+}
+
+/// Decodes one line; `None` when it is not a JSON object of the stream (garbage).
+pub fn parse_line(line: &str) -> Option<Event> {
+    let raw: Raw = serde_json::from_str(line).ok()?;
+    let hook = |h: Option<Hook>| h.and_then(|h| Some((h.resource?.addr, h.action, h.elapsed_seconds)));
+    Some(match raw.kind.as_str() {
+        "diagnostic" if raw.diagnostic.is_some() => Event::Diagnostic(raw.diagnostic?),
+        "change_summary" if raw.changes.is_some() => Event::Summary(raw.changes?),
+        "planned_change" => hook(raw.change).map(|(addr, action, _)| Event::PlannedChange { addr, action })?,
+        "resource_drift" => hook(raw.change).map(|(addr, action, _)| Event::Drift { addr, action })?,
+        "apply_start" => hook(raw.hook).map(|(addr, action, _)| Event::ApplyStart { addr, action })?,
+        "apply_progress" => {
+            hook(raw.hook).map(|(addr, action, elapsed)| Event::ApplyProgress { addr, action, elapsed })?
+        }
+        "apply_complete" => {
+            hook(raw.hook).map(|(addr, action, elapsed)| Event::ApplyComplete { addr, action, elapsed })?
+        }
+        "apply_errored" => {
+            hook(raw.hook).map(|(addr, action, elapsed)| Event::ApplyErrored { addr, action, elapsed })?
+        }
+        _ => Event::Message { level: raw.level, text: raw.message },
+    })
+}
+
+/// `version -json` → the version string (`terraform_version`; OpenTofu keeps the key).
+pub fn parse_version(json: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(json).ok()?;
+    v.get("terraform_version")?.as_str().map(str::to_string)
+}
+
+/// One resource in state (`show -json`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateResource {
+    pub rtype: String,
+    pub values: Value,
+    pub sensitive: Value,
+    pub tainted: bool,
+}
+
+impl StateResource {
+    /// A top-level attribute as text, `(sensitive)` when the state marks it so.
+    pub fn attribute(&self, key: &str) -> Option<String> {
+        if self.sensitive.get(key) == Some(&Value::Bool(true)) {
+            return Some("(sensitive)".into());
+        }
+        match self.values.get(key)? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The key attributes describe shows: `id` and every top-level attribute that looks like
+    /// an address (`ip`, `private_ip`, `ipv4_address`, ...), sensitive ones masked.
+    pub fn key_attributes(&self) -> BTreeMap<String, String> {
+        let Some(values) = self.values.as_object() else { return BTreeMap::new() };
+        values
+            .keys()
+            .filter(|k| *k == "id" || k.split('_').any(|w| w == "ip" || w == "ipv4" || w == "ipv6" || w == "address"))
+            .filter_map(|k| Some((k.clone(), self.attribute(k)?)))
+            .collect()
+    }
+}
+
+/// `show -json`: managed resources by address, across child modules. No state at all gives an
+/// empty map (`{"format_version": "1.0"}`).
+pub fn parse_state(json: &str) -> Result<BTreeMap<String, StateResource>, String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| format!("`show -json` is not JSON: {e}"))?;
+    let mut out = BTreeMap::new();
+    let mut stack: Vec<&Value> = v.pointer("/values/root_module").into_iter().collect();
+    while let Some(module) = stack.pop() {
+        for r in module.get("resources").and_then(Value::as_array).into_iter().flatten() {
+            if r.get("mode").and_then(Value::as_str) == Some("data") {
+                continue;
+            }
+            let (Some(addr), Some(rtype)) =
+                (r.get("address").and_then(Value::as_str), r.get("type").and_then(Value::as_str))
+            else {
+                continue;
+            };
+            out.insert(
+                addr.to_string(),
+                StateResource {
+                    rtype: rtype.to_string(),
+                    values: r.get("values").cloned().unwrap_or(Value::Null),
+                    sensitive: r.get("sensitive_values").cloned().unwrap_or(Value::Null),
+                    tainted: r.get("tainted").and_then(Value::as_bool).unwrap_or(false),
+                },
+            );
+        }
+        stack.extend(module.get("child_modules").and_then(Value::as_array).into_iter().flatten());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,88 @@
+//! Decoding recorded output: Terraform 1.11 (recorded here) and OpenTofu 1.8 shapes.
+
+use super::*;
+
+const TF_APPLY: &str = r#"{"@level":"info","@message":"Terraform 1.11.4","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:00.861275Z","terraform":"1.11.4","type":"version","ui":"1.2"}
+{"@level":"info","@message":"terraform_data.ok: Plan to create","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:00.866474Z","change":{"resource":{"addr":"terraform_data.ok","module":"","resource":"terraform_data.ok","implied_provider":"terraform","resource_type":"terraform_data","resource_name":"ok","resource_key":null},"action":"create"},"type":"planned_change"}
+{"@level":"info","@message":"Plan: 3 to add, 0 to change, 0 to destroy.","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:00.866558Z","changes":{"add":3,"change":0,"import":0,"remove":0,"operation":"plan"},"type":"change_summary"}
+{"@level":"info","@message":"terraform_data.slow: Creating...","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:00.867877Z","hook":{"resource":{"addr":"terraform_data.slow","module":"","resource":"terraform_data.slow","implied_provider":"terraform","resource_type":"terraform_data","resource_name":"slow","resource_key":null},"action":"create"},"type":"apply_start"}
+{"@level":"info","@message":"terraform_data.bad: Creation errored after 0s","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:00.870834Z","hook":{"resource":{"addr":"terraform_data.bad","module":"","resource":"terraform_data.bad","implied_provider":"terraform","resource_type":"terraform_data","resource_name":"bad","resource_key":null},"action":"create","elapsed_seconds":0},"type":"apply_errored"}
+{"@level":"info","@message":"terraform_data.slow: Still creating... [10s elapsed]","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:10.868498Z","hook":{"resource":{"addr":"terraform_data.slow","module":"","resource":"terraform_data.slow","implied_provider":"terraform","resource_type":"terraform_data","resource_name":"slow","resource_key":null},"action":"create","elapsed_seconds":10},"type":"apply_progress"}
+{"@level":"info","@message":"terraform_data.slow: Creation complete after 11s [id=b74f2c5a-0718-2e29-c403-58070ed0bdb5]","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:11.871928Z","hook":{"resource":{"addr":"terraform_data.slow","module":"","resource":"terraform_data.slow","implied_provider":"terraform","resource_type":"terraform_data","resource_name":"slow","resource_key":null},"action":"create","id_key":"id","id_value":"b74f2c5a-0718-2e29-c403-58070ed0bdb5","elapsed_seconds":11},"type":"apply_complete"}
+{"@level":"error","@message":"Error: local-exec provisioner error","@module":"terraform.ui","@timestamp":"2026-11-22T19:34:11.873597Z","diagnostic":{"severity":"error","summary":"local-exec provisioner error","detail":"Error running command 'echo boom; false': exit status 1. Output: boom\n","address":"terraform_data.bad","range":{"filename":"main.tf.json","start":{"line":1,"column":230,"byte":229},"end":{"line":1,"column":242,"byte":241}},"snippet":null},"type":"diagnostic"}"#;
+
+const TOFU_APPLY: &str = r#"{"@level":"info","@message":"OpenTofu 1.8.3","@module":"tofu.ui","@timestamp":"2024-10-10T10:00:00.000000Z","tofu":"1.8.3","type":"version","ui":"1.2"}
+{"@level":"info","@message":"terraform_data.vm: Plan to create","@module":"tofu.ui","@timestamp":"2024-10-10T10:00:00.100000Z","change":{"resource":{"addr":"terraform_data.vm","module":"","resource":"terraform_data.vm","implied_provider":"terraform","resource_type":"terraform_data","resource_name":"vm","resource_key":null},"action":"create"},"type":"planned_change"}
+{"@level":"info","@message":"Plan: 1 to add, 0 to change, 0 to destroy.","@module":"tofu.ui","@timestamp":"2024-10-10T10:00:00.100000Z","changes":{"add":1,"change":0,"import":0,"remove":0,"forget":0,"operation":"plan"},"type":"change_summary"}
+{"@level":"info","@message":"terraform_data.vm: Creation complete after 0s [id=x]","@module":"tofu.ui","@timestamp":"2024-10-10T10:00:00.200000Z","hook":{"resource":{"addr":"terraform_data.vm","module":"","resource":"terraform_data.vm","implied_provider":"terraform","resource_type":"terraform_data","resource_name":"vm","resource_key":null},"action":"create","id_key":"id","id_value":"x","elapsed_seconds":0},"type":"apply_complete"}
+{"@level":"info","@message":"Apply complete! Resources: 1 added, 0 changed, 0 destroyed.","@module":"tofu.ui","@timestamp":"2024-10-10T10:00:00.300000Z","changes":{"add":1,"change":0,"import":0,"remove":0,"forget":0,"operation":"apply"},"type":"change_summary"}"#;
+
+fn events(text: &str) -> Vec<Event> {
+    text.lines().map(|l| parse_line(l).unwrap_or_else(|| panic!("did not parse: {l}"))).collect()
+}
+
+#[test]
+fn terraform_stream() {
+    let e = events(TF_APPLY);
+    assert!(matches!(&e[0], Event::Message { text, .. } if text == "Terraform 1.11.4"));
+    assert_eq!(e[1], Event::PlannedChange { addr: "terraform_data.ok".into(), action: "create".into() });
+    assert_eq!(e[2], Event::Summary(Changes { add: 3, change: 0, remove: 0, import: 0, operation: Operation::Plan }));
+    assert_eq!(e[3], Event::ApplyStart { addr: "terraform_data.slow".into(), action: "create".into() });
+    assert_eq!(e[4], Event::ApplyErrored { addr: "terraform_data.bad".into(), action: "create".into(), elapsed: 0 });
+    assert_eq!(e[5], Event::ApplyProgress { addr: "terraform_data.slow".into(), action: "create".into(), elapsed: 10 });
+    assert_eq!(e[6], Event::ApplyComplete { addr: "terraform_data.slow".into(), action: "create".into(), elapsed: 11 });
+    let Event::Diagnostic(d) = &e[7] else { panic!("{:?}", e[7]) };
+    assert!(d.is_error());
+    assert_eq!(d.summary, "local-exec provisioner error");
+    assert_eq!(d.address.as_deref(), Some("terraform_data.bad"));
+    assert!(d.detail.starts_with("Error running command"));
+}
+
+#[test]
+fn opentofu_stream() {
+    let e = events(TOFU_APPLY);
+    assert!(matches!(&e[0], Event::Message { text, .. } if text == "OpenTofu 1.8.3"));
+    assert_eq!(e[2], Event::Summary(Changes { add: 1, operation: Operation::Plan, ..Changes::default() }));
+    assert_eq!(e[4], Event::Summary(Changes { add: 1, operation: Operation::Apply, ..Changes::default() }));
+}
+
+#[test]
+fn garbage_is_not_an_event() {
+    assert_eq!(parse_line("panic: runtime error"), None);
+    assert_eq!(parse_line(""), None);
+    assert!(matches!(
+        parse_line(r#"{"type":"new_thing","@level":"info","@message":"m","extra":{}}"#),
+        Some(Event::Message { .. })
+    ));
+}
+
+#[test]
+fn versions() {
+    assert_eq!(parse_version(r#"{"terraform_version":"1.11.4","platform":"linux_amd64","provider_selections":{},"terraform_outdated":false}"#).as_deref(), Some("1.11.4"));
+    // OpenTofu keeps the key.
+    assert_eq!(
+        parse_version(r#"{"terraform_version":"1.8.3","platform":"linux_amd64","provider_selections":{}}"#).as_deref(),
+        Some("1.8.3")
+    );
+    assert_eq!(parse_version("Terraform v0.11.14"), None);
+}
+
+#[test]
+fn state_with_modules_taint_and_sensitive_values() {
+    let json = r#"{"format_version":"1.0","terraform_version":"1.11.4","values":{"root_module":{"resources":[
+        {"address":"terraform_data.bad","mode":"managed","type":"terraform_data","name":"bad","values":{"id":"38b1","input":null},"sensitive_values":{},"tainted":true},
+        {"address":"aws_instance.instance-1","mode":"managed","type":"aws_instance","name":"instance-1","values":{"id":"i-1","private_ip":"10.0.0.5","public_ip":"","password":"x","ipv6_addresses":[]},"sensitive_values":{"password":true,"private_ip":true}},
+        {"address":"data.aws_ami.x","mode":"data","type":"aws_ami","name":"x","values":{}}],
+        "child_modules":[{"address":"module.m","resources":[{"address":"module.m.terraform_data.y","mode":"managed","type":"terraform_data","name":"y","values":{"id":"y1"}}]}]}}}"#;
+    let state = parse_state(json).unwrap();
+    assert_eq!(
+        state.keys().collect::<Vec<_>>(),
+        ["aws_instance.instance-1", "module.m.terraform_data.y", "terraform_data.bad"]
+    );
+    assert!(state["terraform_data.bad"].tainted);
+    let attrs = state["aws_instance.instance-1"].key_attributes();
+    assert_eq!(attrs.get("id").map(String::as_str), Some("i-1"));
+    assert_eq!(attrs.get("private_ip").map(String::as_str), Some("(sensitive)"));
+    assert!(!attrs.contains_key("password") && !attrs.contains_key("public_ip"), "{attrs:?}");
+    assert!(parse_state(r#"{"format_version":"1.0"}"#).unwrap().is_empty());
+}

@@ -1,0 +1,70 @@
+//! Faults a real terraform will not produce on demand, injected with a scripted fake: garbage
+//! output, a crash mid-stream, a version too old. Everything else runs the real terraform.
+
+use std::os::unix::fs::PermissionsExt;
+
+use crate::support::Scratch;
+
+const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
+
+/// A fake terraform: `version -json` answers `version`, `init` succeeds, `apply` runs `apply`.
+fn fake(s: &Scratch, version: &str, apply: &str) -> String {
+    let path = s.root.path().join("fake-terraform");
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) {apply} ;;\n  *) exit 3 ;;\nesac\n"
+    );
+    infrakit_tf::fsio::write_atomic(&path, script.as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn garbage_output_is_an_error() {
+    let s = Scratch::new();
+    let tf = fake(&s, "1.9.0", "echo 'this is not json'; echo 'neither is this'; exit 0");
+    let vm = s.write_outside("vm.json", VM);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    assert!(
+        run.error_lines()[0].contains("printed output that is not its JSON stream (2 line(s)): neither is this"),
+        "{run:#?}"
+    );
+}
+
+#[test]
+fn crash_mid_stream_is_named() {
+    let s = Scratch::new();
+    let tf = fake(
+        &s,
+        "1.9.0",
+        r#"echo '{"@level":"info","@message":"Plan: 1 to add","type":"change_summary","changes":{"add":1,"change":0,"remove":0,"operation":"plan"}}'; echo 'panic: runtime error' >&2; kill -9 $$"#,
+    );
+    let vm = s.write_outside("vm.json", VM);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    assert!(run.error_lines()[0].contains("was killed by signal 9 (SIGKILL)"), "{run:#?}");
+    assert!(run.stderr.contains("panic: runtime error"), "the stderr tail rides along: {run:#?}");
+    assert_eq!(s.files().len(), 1, "the instance file stays for the next apply");
+}
+
+#[test]
+fn old_terraform_is_refused_before_writing() {
+    let s = Scratch::new();
+    let tf = fake(&s, "0.12.31", "exit 0");
+    let vm = s.write_outside("vm.json", VM);
+    let before = s.snapshot();
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(9);
+    assert!(run.error_lines()[0].contains("terraform 0.12.31 is too old: infrakit-tf needs 1.0 or later"), "{run:#?}");
+    assert!(s.snapshot() == before);
+}
+
+#[test]
+fn state_lock_diagnostic_has_its_own_code() {
+    let s = Scratch::new();
+    let tf = fake(
+        &s,
+        "1.9.0",
+        r#"echo '{"@level":"error","@message":"Error: Error acquiring the state lock","type":"diagnostic","diagnostic":{"severity":"error","summary":"Error acquiring the state lock","detail":"resource temporarily unavailable"}}'; exit 1"#,
+    );
+    let vm = s.write_outside("vm.json", VM);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(8);
+    assert!(run.stderr.contains("terraform error: Error acquiring the state lock"), "{run:#?}");
+}
