@@ -155,7 +155,7 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
     match result {
         Ok(s) => {
             ctx.printer.status(&format!(
-                "applied: {} added, {} changed, {} destroyed in {:.1}s",
+                "applied: {} added, {} changed, {} destroyed in {:.2}s",
                 s.added, s.changed, s.destroyed, s.elapsed_seconds
             ));
             outcome.applied = true;
@@ -176,12 +176,12 @@ fn summary(c: crate::tfjson::Changes, started: Instant) -> TfSummary {
         added: c.add,
         changed: c.change,
         destroyed: c.remove,
-        elapsed_seconds: round1(started.elapsed().as_secs_f64()),
+        elapsed_seconds: round2(started.elapsed().as_secs_f64()),
     }
 }
 
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
 }
 
 /// Renames every queued `.tf.json.new` to `.tf.json` (atomically replacing a live twin).

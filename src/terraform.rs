@@ -207,21 +207,22 @@ impl Terraform {
 
         let mut report = Report::default();
         let mut garbage = 0usize;
+        let mut handle = |line: String, report: &mut Report| match tfjson::parse_line(&line) {
+            Some(event) => {
+                record(report, &event);
+                sink(&event);
+            }
+            None if line.trim().is_empty() => {}
+            None => {
+                garbage += 1;
+                push_tail(&tail, line);
+            }
+        };
         let mut stop_deadline: Option<Instant> = None;
         let mut forwarded = false;
         let status = loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(line) => match tfjson::parse_line(&line) {
-                    Some(event) => {
-                        record(&mut report, &event);
-                        sink(&event);
-                    }
-                    None if line.trim().is_empty() => {}
-                    None => {
-                        garbage += 1;
-                        push_tail(&tail, line);
-                    }
-                },
+                Ok(line) => handle(line, &mut report),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break wait(&mut child)?,
             }
@@ -233,12 +234,9 @@ impl Terraform {
                 stop_deadline = Some(Instant::now() + STOP_GRACE);
             }
             if let Some(status) = child.try_wait().context("failed to wait for terraform")? {
-                // Drain what is left of stdout.
+                // Drain what is left of stdout (bounded: a grandchild may hold the pipe).
                 while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-                    if let Some(event) = tfjson::parse_line(&line) {
-                        record(&mut report, &event);
-                        sink(&event);
-                    }
+                    handle(line, &mut report);
                 }
                 break status;
             }

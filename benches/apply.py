@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Apply benchmark (issue: terraform in one shot).
+
+In a directory of N applied instances (default 200, `terraform_data`, local state), times:
+
+  ours   `infrakit-tf provision vm.json` (write, promote, init check, apply -refresh=false)
+  bare   `terraform apply -auto-approve -input=false -refresh=false` after writing the same
+         files (written with `provision --no-apply` and promoted by hand, untimed)
+
+Runs alternate (ours, bare, ours, ...) REPEAT times each after a warm-up; the median of each
+and their ratio are reported. Target: ours <= 1.15 x bare. Usage:
+
+  python3 benches/apply.py [--instances N] [--repeat R] [--terraform PATH] [--bin PATH]
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--instances", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--terraform", default=shutil.which("terraform"))
+    ap.add_argument("--bin")
+    args = ap.parse_args()
+    if not args.terraform:
+        sys.exit("no terraform: give --terraform PATH")
+    if not args.bin:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+        args.bin = os.path.join(ROOT, "target", "release", "infrakit-tf")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = os.path.join(tmp, "dir")
+        os.mkdir(d)
+        rc = os.path.join(tmp, "terraformrc")
+        open(rc, "w").close()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("INFRAKIT_TF_", "TF_"))}
+        env.update(TF_CLI_CONFIG_FILE=rc, INFRAKIT_TF_TERRAFORM=args.terraform, TF_IN_AUTOMATION="1")
+        spec = os.path.join(tmp, "vm.json")
+        with open(spec, "w") as f:
+            json.dump({"Properties": {"resource": {"terraform_data": {"vm": {"input": {"size": "small"}}}}},
+                       "Tags": {"infrakit.group": "bench"}}, f)
+        quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
+        ours = [args.bin, "--dir", d, "-q", "provision", spec]
+        bare = [args.terraform, "apply", "-auto-approve", "-input=false", "-refresh=false"]
+
+        def queue_and_promote():
+            subprocess.run(ours + ["--no-apply"], **quiet)
+            for p in glob.glob(os.path.join(d, "*.tf.json.new")):
+                os.rename(p, p[: -len(".new")])
+
+        # N applied instances, then one warm-up of each.
+        for _ in range(args.instances):
+            subprocess.run(ours + ["--no-apply"], **quiet)
+        subprocess.run(ours, **quiet)
+        queue_and_promote()
+        subprocess.run(bare, **quiet)
+
+        t_ours, t_bare = [], []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            subprocess.run(ours, **quiet)
+            t_ours.append(time.perf_counter() - t0)
+            queue_and_promote()
+            t0 = time.perf_counter()
+            subprocess.run(bare, **quiet)
+            t_bare.append(time.perf_counter() - t0)
+    mo, mb = statistics.median(t_ours), statistics.median(t_bare)
+    ratio = mo / mb
+    print(f"{args.instances} applied instances, median of {args.repeat} runs each ({args.terraform})")
+    print(f"  ours  {mo * 1000:8.1f} ms   infrakit-tf provision (apply)")
+    print(f"  bare  {mb * 1000:8.1f} ms   terraform apply -refresh=false of the same change")
+    print(f"  ours / bare = {ratio:.2f} (target <= 1.15) {'ok' if ratio <= 1.15 else 'MISSED'}")
+    return 0 if ratio <= 1.15 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
