@@ -31,6 +31,12 @@ _infrakit__tf() {
             infrakit__tf,provision)
                 cmd="infrakit__tf__subcmd__provision"
                 ;;
+            infrakit__tf,reconcile)
+                cmd="infrakit__tf__subcmd__reconcile"
+                ;;
+            infrakit__tf,sweep-orphans)
+                cmd="infrakit__tf__subcmd__sweep__subcmd__orphans"
+                ;;
             infrakit__tf,validate)
                 cmd="infrakit__tf__subcmd__validate"
                 ;;
@@ -49,6 +55,12 @@ _infrakit__tf() {
             infrakit__tf__subcmd__help,provision)
                 cmd="infrakit__tf__subcmd__help__subcmd__provision"
                 ;;
+            infrakit__tf__subcmd__help,reconcile)
+                cmd="infrakit__tf__subcmd__help__subcmd__reconcile"
+                ;;
+            infrakit__tf__subcmd__help,sweep-orphans)
+                cmd="infrakit__tf__subcmd__help__subcmd__sweep__subcmd__orphans"
+                ;;
             infrakit__tf__subcmd__help,validate)
                 cmd="infrakit__tf__subcmd__help__subcmd__validate"
                 ;;
@@ -59,7 +71,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version validate provision destroy label describe help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -181,7 +193,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__help)
-            opts="validate provision destroy label describe help"
+            opts="validate provision destroy label describe reconcile sweep-orphans help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -264,6 +276,34 @@ _infrakit__tf() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        infrakit__subcmd__tf__subcmd__help__subcmd__reconcile)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        infrakit__subcmd__tf__subcmd__help__subcmd__sweep__subcmd__orphans)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         infrakit__subcmd__tf__subcmd__help__subcmd__validate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -331,6 +371,86 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                --vm-type)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        infrakit__subcmd__tf__subcmd__reconcile)
+            opts="-q -v -h -V --no-wait --check --max-destroy --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --max-destroy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                --vm-type)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        infrakit__subcmd__tf__subcmd__sweep__subcmd__orphans)
+            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

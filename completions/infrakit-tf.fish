@@ -41,6 +41,8 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "provision" 
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "destroy" -d 'Remove instances'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "describe" -d 'List instances, one row each, queued or not'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "reconcile" -d 'Converge the directory: prune machines deleted behind Terraform\'s back, apply the queue'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
@@ -114,9 +116,40 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s q -
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s V -l version -d 'Print version'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "validate" -d 'Check an instance spec and report every problem'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "provision" -d 'Create one instance from a spec and print its ID'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "destroy" -d 'Remove instances'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "describe" -d 'List instances, one row each, queued or not'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l max-destroy -d 'Refuse (exit 11, nothing applied) a run that would destroy more resources than this' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l no-wait -d 'Exit at once (code 5) when another infrakit-tf run holds the directory'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l check -d 'Refresh and plan without saving anything; exit 10 when something is pending'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l dry-run -d 'List the orphans and terraform\'s plan; change nothing'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l no-apply -d 'Remove the files but do not run terraform'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "validate" -d 'Check an instance spec and report every problem'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "provision" -d 'Create one instance from a spec and print its ID'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "destroy" -d 'Remove instances'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "describe" -d 'List instances, one row each, queued or not'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "reconcile" -d 'Converge the directory: prune machines deleted behind Terraform\'s back, apply the queue'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

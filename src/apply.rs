@@ -86,6 +86,18 @@ pub struct TfSummary {
     pub elapsed_seconds: f64,
 }
 
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedChange {
+    pub address: String,
+    pub action: String,
+}
+
+impl PlannedChange {
+    pub fn list(changes: &[(String, String)]) -> Vec<PlannedChange> {
+        changes.iter().map(|(a, c)| PlannedChange { address: a.clone(), action: c.clone() }).collect()
+    }
+}
+
 #[derive(Debug, Default, Serialize)]
 pub struct Outcome {
     pub files: Vec<FileChange>,
@@ -94,6 +106,9 @@ pub struct Outcome {
     pub dry_run: bool,
     /// Present when terraform ran (apply or dry-run plan).
     pub terraform: Option<TfSummary>,
+    /// A dry run's planned changes, `{address, action}`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<PlannedChange>,
     /// The error, in the JSON report, when terraform failed after the files were written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -108,8 +123,9 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
         outcome.files = preview_files(dir, &changes)?;
         let tf = ctx.terraform(dir)?;
         let started = Instant::now();
-        let report = plan_mirror(ctx, dir, &tf, &changes)?;
+        let report = plan_mirror(ctx, dir, &tf, &changes, false)?;
         outcome.terraform = Some(summary(report.planned.unwrap_or_default(), started));
+        outcome.planned = PlannedChange::list(&report.changes);
         return Ok((outcome, None));
     }
     // Find terraform before writing anything: a missing one is bad input, and changes nothing.
@@ -211,7 +227,7 @@ const MARKER: &str = ".terraform/infrakit-tf-init.json";
 
 /// Runs `init` on first use, when the user's configuration changed, or when a new provider
 /// prefix appears; not on every command.
-fn init_if_needed(ctx: &Ctx, dir: &Path, tf: &Terraform, providers: &BTreeSet<String>) -> Result<()> {
+pub fn init_if_needed(ctx: &Ctx, dir: &Path, tf: &Terraform, providers: &BTreeSet<String>) -> Result<()> {
     let marker_path = dir.join(MARKER);
     let old: Option<InitMarker> = std::fs::read(&marker_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
     let config = user_config(dir)?;
@@ -271,8 +287,9 @@ fn preview_files(dir: &Directory, changes: &ChangeSet) -> Result<Vec<FileChange>
 }
 
 /// Plans the directory as it would be after `changes` and promotion, in a mirror: symlinks to
-/// every entry of the real directory, managed files copied in their promoted form.
-fn plan_mirror(ctx: &Ctx, dir: &Directory, tf: &Terraform, changes: &ChangeSet) -> Result<Report> {
+/// every entry of the real directory, managed files copied in their promoted form. Nothing in
+/// the real directory is written (`-lock=false`; a refresh is not saved by a plan).
+pub fn plan_mirror(ctx: &Ctx, dir: &Directory, tf: &Terraform, changes: &ChangeSet, refresh: bool) -> Result<Report> {
     let mirror = tempfile::Builder::new()
         .prefix("infrakit-tf-dry-run-")
         .tempdir()
@@ -306,8 +323,9 @@ fn plan_mirror(ctx: &Ctx, dir: &Directory, tf: &Terraform, changes: &ChangeSet) 
         tf.init()?;
     }
     let mut progress = Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
-    let report =
-        tf.stream(&["plan", "-json", "-input=false", "-refresh=false", "-lock=false"], &mut |e| progress.on_event(e));
+    let refresh = if refresh { "-refresh=true" } else { "-refresh=false" };
+    let args = ["plan", "-json", "-input=false", refresh, "-lock=false", "-detailed-exitcode"];
+    let report = tf.stream(&args, &mut |e| progress.on_event(e));
     progress.finish();
     report
 }

@@ -99,6 +99,45 @@ pub enum Command {
     Label(LabelArgs),
     /// List instances, one row each, queued or not
     Describe(DescribeArgs),
+    /// Converge the directory: prune machines deleted behind Terraform's back, apply the queue
+    ///
+    /// For cron (`*/5 * * * * infrakit-tf reconcile --no-wait`). One refreshing plan finds
+    /// machines that vanished; their instance files are removed (their dedicated slots stay
+    /// for re-attachment, queued files are never pruned); queued files are promoted; the plan
+    /// is applied only when it has changes. Refuses, with exit 11 and nothing applied, a run
+    /// that would destroy more than --max-destroy resources.
+    Reconcile(ReconcileArgs),
+    /// Remove what nothing owns any more: instance files whose VM is gone from state,
+    /// dedicated slots and global files no instance refers to
+    ///
+    /// Lists them with what terraform will destroy, asks (or needs --yes), then applies.
+    SweepOrphans(SweepArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// Exit at once (code 5) when another infrakit-tf run holds the directory
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// Refresh and plan without saving anything; exit 10 when something is pending
+    #[arg(long)]
+    pub check: bool,
+
+    /// Refuse (exit 11, nothing applied) a run that would destroy more resources than this
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub max_destroy: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// List the orphans and terraform's plan; change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Remove the files but do not run terraform
+    #[arg(long, conflicts_with = "dry_run")]
+    pub no_apply: bool,
 }
 
 #[derive(Debug, Args)]

@@ -21,7 +21,8 @@ pub enum Code {
     Invalid = 3,
     /// Not found: an unknown instance ID, a missing spec file or directory.
     NotFound = 4,
-    /// The directory is locked by another infrakit-tf run and `--lock-timeout` ran out.
+    /// The directory is locked by another infrakit-tf run and `--lock-timeout` ran out (or
+    /// `reconcile --no-wait` found it busy).
     Locked = 5,
     /// Confirmation needed (no terminal and no `--yes`) or declined.
     NotConfirmed = 6,
@@ -31,6 +32,10 @@ pub enum Code {
     StateLocked = 8,
     /// No usable terraform: not found, or older than 1.0.
     TerraformMissing = 9,
+    /// `reconcile --check`: drift or changes are pending.
+    Pending = 10,
+    /// `reconcile`: the run would destroy more than `--max-destroy` resources; nothing applied.
+    TooManyDestroys = 11,
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130,
 }
@@ -48,6 +53,8 @@ impl Code {
         (Code::TerraformFailed, "terraform failed; its errors are shown; see README for what the directory holds"),
         (Code::StateLocked, "the Terraform state is locked by another terraform process"),
         (Code::TerraformMissing, "no usable terraform: not found, or older than 1.0"),
+        (Code::Pending, "reconcile --check: drift or changes are pending"),
+        (Code::TooManyDestroys, "reconcile would destroy more than --max-destroy resources; nothing applied"),
         (Code::Interrupted, "interrupted; terraform stopped gracefully and saved its state"),
     ];
 }

@@ -43,6 +43,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Destroy(args) => cmd::destroy::run(args, &ctx),
         Command::Label(args) => cmd::label::run(args, &ctx),
         Command::Describe(args) => cmd::describe::run(args, &ctx),
+        Command::Reconcile(args) => cmd::reconcile::run(args, &ctx),
+        Command::SweepOrphans(args) => cmd::sweep_orphans::run(args, &ctx),
     };
     match result {
         Ok(()) => exit::Code::Ok.into(),

@@ -6,6 +6,8 @@ pub mod describe;
 pub mod destroy;
 pub mod label;
 pub mod provision;
+pub mod reconcile;
+pub mod sweep_orphans;
 pub mod validate;
 
 use std::io::Read;

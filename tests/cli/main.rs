@@ -10,6 +10,7 @@ mod generated;
 mod lock;
 mod provision;
 mod readme;
+mod reconcile;
 mod signals;
 mod support;
 mod terraform;

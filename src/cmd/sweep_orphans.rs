@@ -1,0 +1,120 @@
+//! `sweep-orphans`: remove what nothing owns any more. Orphans are live files only (queued
+//! files are intentions, never swept):
+//!
+//! - an instance file whose VM is not in Terraform's state;
+//! - a dedicated slot file no remaining instance's `infrakit.attach` names (left by a rolling
+//!   update followed by a scale-down, or by pruning);
+//! - a global file no remaining instance names.
+//!
+//! It lists them with what terraform will destroy (a dry-run plan), asks on a terminal (or
+//! needs `--yes`), then removes them and applies (unless `--no-apply`).
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use serde::Serialize;
+
+use crate::apply::{self, ChangeSet, Mode, Outcome, PlannedChange};
+use crate::cli::SweepArgs;
+use crate::context::Ctx;
+use crate::names::{Kind, Suffix};
+
+#[derive(Debug, Serialize)]
+struct Orphan {
+    file: String,
+    kind: &'static str,
+    why: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    orphans: Vec<Orphan>,
+    /// What terraform plans to destroy for them.
+    destroys: Vec<PlannedChange>,
+    #[serde(flatten)]
+    outcome: Option<Outcome>,
+}
+
+pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
+    let _lock = if args.dry_run { None } else { Some(ctx.lock()?) };
+    let dir = ctx.directory()?;
+    let profiles = ctx.profiles(&dir)?;
+    let tf = ctx.terraform(&dir)?;
+    let state = tf.show()?;
+    let instances = dir.instances(&profiles);
+
+    let mut orphans = Vec::new();
+    let mut swept_ids = BTreeSet::new();
+    for inst in instances.iter().filter(|i| i.suffix == Suffix::Live && i.doc.is_ok()) {
+        let vm = inst.vm.as_ref().map(|(t, n)| format!("{t}.{n}"));
+        if !vm.as_ref().is_some_and(|a| state.contains_key(a)) {
+            let why = vm.map_or("it has no VM".into(), |a| format!("its VM `{a}` is not in Terraform's state"));
+            orphans.push(Orphan { file: inst.file.clone(), kind: "instance", why });
+            swept_ids.insert(inst.id.clone());
+        }
+    }
+    let attached: BTreeSet<&String> =
+        instances.iter().filter(|i| !swept_ids.contains(&i.id)).flat_map(|i| i.attachments.iter()).collect();
+    for (name, base, kind, suffix) in dir.managed() {
+        let kind = match kind {
+            Kind::Dedicated { .. } => "dedicated",
+            Kind::Global { .. } => "global",
+            Kind::Instance(_) => continue,
+        };
+        if suffix == Suffix::Live && !attached.contains(&base.to_string()) {
+            orphans.push(Orphan { file: name.to_string(), kind, why: "no instance is attached to it".into() });
+        }
+    }
+
+    if orphans.is_empty() {
+        ctx.printer.status(&format!("no orphans in `{}`", dir.path().display()));
+        if ctx.printer.json_output() {
+            ctx.printer.json(&Report { orphans, destroys: vec![], outcome: None })?;
+        }
+        return Ok(());
+    }
+    let changes = || ChangeSet { removals: orphans.iter().map(|o| o.file.clone()).collect(), ..ChangeSet::default() };
+    let (preview, _) = apply::commit(ctx, &dir, changes(), Mode::DryRun)?;
+    let destroys: Vec<PlannedChange> = preview.planned.into_iter().filter(|c| c.action == "delete").collect();
+    if !ctx.printer.json_output() {
+        ctx.printer.data(&table(&orphans, &destroys).to_string())?;
+    }
+    if args.dry_run {
+        if ctx.printer.json_output() {
+            ctx.printer.json(&Report { orphans, destroys, outcome: None })?;
+        }
+        return Ok(());
+    }
+    ctx.printer.confirm(
+        ctx.assume_yes,
+        &format!(
+            "remove {} orphaned file(s) in `{}` and destroy {} resource(s)?",
+            orphans.len(),
+            dir.path().display(),
+            destroys.len()
+        ),
+    )?;
+    let mode = if args.no_apply { Mode::Queue } else { Mode::Apply };
+    let (outcome, failure) = apply::commit(ctx, &dir, changes(), mode)?;
+    ctx.printer.status(&format!("swept {} orphaned file(s)", orphans.len()));
+    if ctx.printer.json_output() {
+        ctx.printer.json(&Report { orphans, destroys, outcome: Some(outcome) })?;
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+fn table(orphans: &[Orphan], destroys: &[PlannedChange]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(["ORPHAN", "KIND", "WHY"]);
+    for o in orphans {
+        t.add_row([o.file.clone(), o.kind.to_string(), o.why.clone()]);
+    }
+    let destroyed = if destroys.is_empty() {
+        "-".into()
+    } else {
+        destroys.iter().map(|d| d.address.clone()).collect::<Vec<_>>().join("\n")
+    };
+    t.add_row(["terraform will destroy".to_string(), String::new(), destroyed]);
+    t
+}
