@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Reconcile benchmark (issue: reconcile and sweep-orphans).
+
+In a directory of N applied instances (default 1,000, `terraform_data`, local state), times a
+`infrakit-tf reconcile` with nothing to do against one bare `terraform plan` (which refreshes,
+like reconcile's single plan). Runs alternate after a warm-up; medians and their ratio are
+reported, with the number of terraform runs reconcile made. Target: ratio <= 1.15.
+
+  python3 benches/reconcile.py [--instances N] [--repeat R] [--terraform PATH] [--bin PATH]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--instances", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--terraform", default=shutil.which("terraform"))
+    ap.add_argument("--bin")
+    args = ap.parse_args()
+    if not args.terraform:
+        sys.exit("no terraform: give --terraform PATH")
+    if not args.bin:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+        args.bin = os.path.join(ROOT, "target", "release", "infrakit-tf")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = os.path.join(tmp, "dir")
+        os.mkdir(d)
+        rc = os.path.join(tmp, "terraformrc")
+        open(rc, "w").close()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("INFRAKIT_TF_", "TF_"))}
+        env.update(TF_CLI_CONFIG_FILE=rc, INFRAKIT_TF_TERRAFORM=args.terraform, TF_IN_AUTOMATION="1")
+        spec = os.path.join(tmp, "vm.json")
+        with open(spec, "w") as f:
+            json.dump({"Properties": {"resource": {"terraform_data": {"vm": {"input": {"size": "small"}}}}}}, f)
+        quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
+        for _ in range(args.instances):
+            subprocess.run([args.bin, "--dir", d, "-q", "provision", spec, "--no-apply"], **quiet)
+        t0 = time.perf_counter()
+        subprocess.run([args.bin, "--dir", d, "-q", "reconcile"], **quiet)
+        setup = time.perf_counter() - t0
+        ours = [args.bin, "--dir", d, "-q", "reconcile", "--output", "json"]
+        bare = [args.terraform, "plan", "-input=false"]
+        runs = json.loads(subprocess.run(ours, check=True, capture_output=True, env=env, cwd=d).stdout)["terraform_runs"]
+        subprocess.run(bare, **quiet)
+        t_ours, t_bare = [], []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            subprocess.run(ours, **quiet)
+            t_ours.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            subprocess.run(bare, **quiet)
+            t_bare.append(time.perf_counter() - t0)
+    mo, mb = statistics.median(t_ours), statistics.median(t_bare)
+    ratio = mo / mb
+    print(f"{args.instances} applied instances (first apply took {setup:.1f} s), median of {args.repeat} runs ({args.terraform})")
+    print(f"  reconcile  {mo * 1000:8.1f} ms   nothing to do; terraform runs per reconcile: {runs}")
+    print(f"  plan       {mb * 1000:8.1f} ms   bare `terraform plan`")
+    print(f"  reconcile / plan = {ratio:.2f} (target <= 1.15) {'ok' if ratio <= 1.15 else 'MISSED'}")
+    return 0 if ratio <= 1.15 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
