@@ -286,29 +286,52 @@ fn preview_files(dir: &Directory, changes: &ChangeSet) -> Result<Vec<FileChange>
     Ok(files)
 }
 
-/// Plans the directory as it would be after `changes` and promotion, in a mirror: symlinks to
-/// every entry of the real directory, managed files copied in their promoted form. Nothing in
-/// the real directory is written (`-lock=false`; a refresh is not saved by a plan).
+/// Plans the directory as it would be after `changes` and promotion, in a [`mirror`]. Nothing
+/// in the real directory is written (`-lock=false`; a plan does not save its refresh).
 pub fn plan_mirror(ctx: &Ctx, dir: &Directory, tf: &Terraform, changes: &ChangeSet, refresh: bool) -> Result<Report> {
+    let mirror = mirror(dir, changes)?;
+    plan_in(ctx, &tf.in_dir(mirror.path()), dir, refresh, &[])
+}
+
+/// Runs `plan -json -lock=false -detailed-exitcode` with `tf` (in a mirror of `dir`), plus
+/// `extra` arguments.
+pub fn plan_in(ctx: &Ctx, tf: &Terraform, dir: &Directory, refresh: bool, extra: &[&str]) -> Result<Report> {
+    if !dir.path().join(".terraform").exists() {
+        tf.init()?;
+    }
+    let mut progress = Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
+    let refresh = if refresh { "-refresh=true" } else { "-refresh=false" };
+    let mut args = vec!["plan", "-json", "-input=false", refresh, "-lock=false", "-detailed-exitcode"];
+    args.extend_from_slice(extra);
+    let report = tf.stream(&args, &mut |e| progress.on_event(e));
+    progress.finish();
+    report
+}
+
+/// A temporary directory that looks like `dir` after `changes` and promotion: symlinks to every
+/// other entry of the real directory (your config, `.terraform`, the state), managed files
+/// copied in their promoted form, changed files written. Terraform plans there without
+/// writing anything in `dir`.
+pub fn mirror(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::TempDir> {
     let mirror = tempfile::Builder::new()
-        .prefix("infrakit-tf-dry-run-")
+        .prefix("infrakit-tf-mirror-")
         .tempdir()
         .context("failed to create a temporary directory")?;
     let m = mirror.path();
     let written: BTreeMap<&str, &Value> = changes.writes.iter().map(|(n, d, _)| (n.as_str(), d)).collect();
     for name in dir.names() {
+        if changes.removals.iter().any(|r| r == name) || written.contains_key(name) {
+            continue;
+        }
         let src = dir.path().join(name);
         match names::split_file_name(name).filter(|(b, _)| names::classify(b).is_some()) {
             None => {
                 std::os::unix::fs::symlink(&src, m.join(name)).with_context(|| format!("failed to mirror `{name}`"))?
             }
             Some((base, _)) => {
-                if changes.removals.iter().any(|r| r == name) || written.contains_key(name) {
-                    continue;
-                }
-                let live = m.join(format!("{base}{}", names::LIVE));
                 // A queued twin wins over the live file, as promotion would have it.
                 if name.ends_with(names::QUEUED) || !dir.has(&format!("{base}{}", names::QUEUED)) {
+                    let live = m.join(format!("{base}{}", names::LIVE));
                     std::fs::copy(&src, &live).with_context(|| format!("failed to mirror `{name}`"))?;
                 }
             }
@@ -318,14 +341,5 @@ pub fn plan_mirror(ctx: &Ctx, dir: &Directory, tf: &Terraform, changes: &ChangeS
         let base = names::split_file_name(name).map_or(name, |(b, _)| b);
         fsio::write_atomic(&m.join(format!("{base}{}", names::LIVE)), &crate::tfdoc::to_bytes(doc), FileMode::Private)?;
     }
-    let tf = tf.in_dir(m);
-    if !dir.path().join(".terraform").exists() {
-        tf.init()?;
-    }
-    let mut progress = Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
-    let refresh = if refresh { "-refresh=true" } else { "-refresh=false" };
-    let args = ["plan", "-json", "-input=false", refresh, "-lock=false", "-detailed-exitcode"];
-    let report = tf.stream(&args, &mut |e| progress.on_event(e));
-    progress.finish();
-    report
+    Ok(mirror)
 }

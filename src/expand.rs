@@ -41,6 +41,8 @@ pub struct Slots {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expansion {
     pub files: BTreeMap<String, Value>,
+    /// Where each spec resource went, in `spec.resources` order: (file base, final name).
+    pub placed: Vec<(String, String)>,
     /// The dedicated key (`/self/dedicated/attachId`), when the spec has dedicated resources.
     pub dedicated_key: Option<String>,
 }
@@ -114,6 +116,7 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         names::check_path_component(&file, "file name")?;
         placed.push(Placed { file, rtype: &r.rtype, name, spec_name: &r.name, props: r.props.clone() });
     }
+    let where_placed: Vec<(String, String)> = placed.iter().map(|p| (p.file.clone(), p.name.clone())).collect();
     let mut seen = BTreeSet::new();
     for Placed { rtype, name, .. } in &placed {
         if !seen.insert((*rtype, name.as_str())) {
@@ -164,7 +167,7 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         .into_iter()
         .map(|(file, resources)| (file, tfdoc::document(resources.iter().map(|(t, n, p)| (*t, n.as_str(), p.clone())))))
         .collect();
-    Ok(Expansion { files, dedicated_key })
+    Ok(Expansion { files, placed: where_placed, dedicated_key })
 }
 
 /// One spec resource with its place in the output.

@@ -9,6 +9,7 @@
 //! logic: `spec` (parsing and checks), `expand` (a spec into file documents), `tfdoc`,
 //! `template`, `names`, `profile`.
 
+pub mod adopt;
 pub mod apply;
 pub mod cli;
 pub mod cmd;

@@ -218,5 +218,18 @@ pub fn parse_state(json: &str) -> Result<BTreeMap<String, StateResource>, String
     Ok(out)
 }
 
+/// `show -json <planfile>`: the live values of each object an import block adopts
+/// (`resource_changes[].change.before` where `change.importing` is set), by address.
+pub fn parse_plan_imports(json: &str) -> Result<BTreeMap<String, Value>, String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| format!("`show -json` of the plan is not JSON: {e}"))?;
+    Ok(v.get("resource_changes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|rc| rc.pointer("/change/importing").is_some_and(|i| !i.is_null()))
+        .filter_map(|rc| Some((rc.get("address")?.as_str()?.to_string(), rc.pointer("/change/before")?.clone())))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests;
