@@ -25,6 +25,9 @@ _infrakit__tf() {
             infrakit__tf,help)
                 cmd="infrakit__tf__subcmd__help"
                 ;;
+            infrakit__tf,import)
+                cmd="infrakit__tf__subcmd__import"
+                ;;
             infrakit__tf,label)
                 cmd="infrakit__tf__subcmd__label"
                 ;;
@@ -49,6 +52,9 @@ _infrakit__tf() {
             infrakit__tf__subcmd__help,help)
                 cmd="infrakit__tf__subcmd__help__subcmd__help"
                 ;;
+            infrakit__tf__subcmd__help,import)
+                cmd="infrakit__tf__subcmd__help__subcmd__import"
+                ;;
             infrakit__tf__subcmd__help,label)
                 cmd="infrakit__tf__subcmd__help__subcmd__label"
                 ;;
@@ -71,7 +77,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -193,7 +199,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__help)
-            opts="validate provision destroy label describe reconcile sweep-orphans help"
+            opts="validate provision destroy label describe reconcile sweep-orphans import help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -235,6 +241,20 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        infrakit__subcmd__tf__subcmd__help__subcmd__import)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -311,6 +331,56 @@ _infrakit__tf() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        infrakit__subcmd__tf__subcmd__import)
+            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --resource)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --exclude-prop)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                --vm-type)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

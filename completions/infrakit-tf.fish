@@ -43,6 +43,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "label" -d '
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "describe" -d 'List instances, one row each, queued or not'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "reconcile" -d 'Converge the directory: prune machines deleted behind Terraform\'s back, apply the queue'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "import" -d 'Adopt machines that already exist (a hand-made first manager) into the group'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
@@ -145,11 +146,28 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s V -l version -d 'Print version'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "validate" -d 'Check an instance spec and report every problem'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "provision" -d 'Create one instance from a spec and print its ID'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "destroy" -d 'Remove instances'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "describe" -d 'List instances, one row each, queued or not'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "reconcile" -d 'Converge the directory: prune machines deleted behind Terraform\'s back, apply the queue'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l resource -d 'A resource to adopt: its type, the existing object\'s cloud ID, and its name in the spec when the type appears more than once (repeatable; one must be the VM)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l group-id -d 'The group\'s ID: the `infrakit.group` tag; must match a group spec\'s `ID`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l exclude-prop -d 'Leave this property out of the adopted resources\' configuration (repeatable)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l dry-run -d 'Show what would be imported and created, and terraform\'s plan; change nothing'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "validate" -d 'Check an instance spec and report every problem'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "provision" -d 'Create one instance from a spec and print its ID'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "destroy" -d 'Remove instances'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "describe" -d 'List instances, one row each, queued or not'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "reconcile" -d 'Converge the directory: prune machines deleted behind Terraform\'s back, apply the queue'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "import" -d 'Adopt machines that already exist (a hand-made first manager) into the group'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -131,9 +131,6 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
     // Find terraform before writing anything: a missing one is bad input, and changes nothing.
     let tf = if mode == Mode::Apply { Some(ctx.terraform(dir)?) } else { None };
     let providers = changes.providers();
-    if let Some(id) = &changes.issued {
-        dir.record_id(id)?;
-    }
     for (name, doc, file_mode) in changes.writes {
         let existed = dir.has(&name);
         let action = match dir.write(&name, &doc, file_mode)? {
@@ -143,6 +140,11 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
         };
         ctx.printer.detail(&format!("{action} {name}"));
         outcome.files.push(FileChange { name, action });
+    }
+    // After the writes: the instance file written above holds the ID too, so a failure in
+    // between cannot hand it out twice.
+    if let Some(id) = &changes.issued {
+        dir.record_id(id)?;
     }
     for name in changes.removals {
         if dir.remove(&name)? {

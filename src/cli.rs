@@ -112,6 +112,39 @@ pub enum Command {
     ///
     /// Lists them with what terraform will destroy, asks (or needs --yes), then applies.
     SweepOrphans(SweepArgs),
+    /// Adopt machines that already exist (a hand-made first manager) into the group
+    ///
+    /// SPEC is an instance spec or an InfraKit group spec (path, `-` or `file://` URL). Each
+    /// --resource names a resource of the spec and the cloud ID of the existing object; the VM
+    /// request makes the instance. Adopted resources keep their live values for the keys the
+    /// spec names and get the instance's tags; no Init is injected. Resources of the spec that
+    /// are not requested are created, as a provision would. All or nothing; importing what is
+    /// already imported changes nothing.
+    Import(ImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The spec: a path, `-` for stdin, or a `file://` URL
+    #[arg(value_name = "SPEC")]
+    pub spec: String,
+
+    /// A resource to adopt: its type, the existing object's cloud ID, and its name in the spec
+    /// when the type appears more than once (repeatable; one must be the VM)
+    #[arg(long = "resource", required = true, value_parser = crate::adopt::parse_request, value_name = "TYPE=ID[:NAME]")]
+    pub resources: Vec<(String, String)>,
+
+    /// The group's ID: the `infrakit.group` tag; must match a group spec's `ID`
+    #[arg(long, value_name = "ID")]
+    pub group_id: Option<String>,
+
+    /// Leave this property out of the adopted resources' configuration (repeatable)
+    #[arg(long = "exclude-prop", value_name = "NAME")]
+    pub exclude: Vec<String>,
+
+    /// Show what would be imported and created, and terraform's plan; change nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -134,10 +134,17 @@ impl Directory {
     /// directory ever issued (`.infrakit-tf-last-id`), whichever is larger. So an ID whose file
     /// was removed but whose machine may still be in Terraform's state is never reused, and
     /// nothing waits for the clock.
-    pub fn next_id(&self, now_secs: u64) -> InstanceId {
+    pub fn next_id(&self, now_secs: u64) -> Result<InstanceId> {
         let issued = std::fs::read_to_string(self.path.join(LAST_ID)).ok().and_then(|s| s.trim().parse::<u64>().ok());
         let highest = self.instance_ids().into_iter().map(|id| id.number()).chain(issued).max();
-        InstanceId::new(now_secs.max(highest.map_or(0, |n| n + 1)))
+        let next = match highest {
+            None => 0,
+            Some(n) => n.checked_add(1).ok_or_else(|| {
+                invalid(format!("no instance ID is left after `instance-{n}` in `{}`", self.path.display()))
+                    .hint("rename or remove that file")
+            })?,
+        };
+        Ok(InstanceId::new(now_secs.max(next)))
     }
 
     /// Remembers the highest ID issued (see [`Directory::next_id`]).
@@ -174,14 +181,22 @@ impl Directory {
                     })
                 })
                 .collect();
-            handles.into_iter().flat_map(|h| h.join().expect("reader thread panicked")).collect()
+            handles.into_iter().flat_map(|h| h.join().expect("reader thread panicked")).flatten().collect()
         })
     }
 
-    fn load_instance(&self, id: &InstanceId, files: &[(String, Suffix)], profiles: &Profiles) -> Instance {
+    /// Reads one instance from its current file. A file that vanished since the listing (a
+    /// concurrent promotion or destroy) falls back to its twin; an instance whose files are all
+    /// gone is skipped.
+    fn load_instance(&self, id: &InstanceId, files: &[(String, Suffix)], profiles: &Profiles) -> Option<Instance> {
         let parse = |name: &str| self.read_doc(name).map_err(|e| format!("{e:#}"));
-        let (file, suffix) = files.iter().max_by_key(|(_, s)| *s).expect("at least one file").clone();
-        let doc = parse(&file);
+        let mut candidates: Vec<&(String, Suffix)> = files.iter().collect();
+        candidates.sort_by_key(|(_, s)| std::cmp::Reverse(*s));
+        let (file, suffix, doc) =
+            candidates.iter().find_map(|(name, suffix)| match std::fs::metadata(self.path.join(name)) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                _ => Some((name.clone(), *suffix, parse(name))),
+            })?;
         let id_text = id.to_string();
         let vm_and_tags = |doc: &Value| {
             let (t, n) = tfdoc::find_vm(doc, profiles, &id_text)?;
@@ -200,7 +215,7 @@ impl Directory {
                 attachments.extend(tfdoc::attachments(&tags));
             }
         }
-        Instance { id: id.clone(), file, suffix, doc, vm, tags, attachments }
+        Some(Instance { id: id.clone(), file, suffix, doc, vm, tags, attachments })
     }
 
     /// Which dedicated slots exist and which are attached, for slot choice. An instance file
@@ -223,8 +238,16 @@ impl Directory {
         Ok(Slots { existing, attached })
     }
 
+    /// Writes a document, unless the file already holds the same JSON value (whatever its
+    /// layout: files written by the reference plugin are Go-indented and are left as they are).
     pub fn write(&self, name: &str, doc: &Value, mode: Mode) -> Result<Written> {
-        fsio::write_atomic(&self.path.join(name), &tfdoc::to_bytes(doc), mode)
+        let path = self.path.join(name);
+        if let Ok(old) = std::fs::read(&path) {
+            if serde_json::from_slice::<Value>(&old).is_ok_and(|old| &old == doc) {
+                return Ok(Written::Unchanged);
+            }
+        }
+        fsio::write_atomic(&path, &tfdoc::to_bytes(doc), mode)
     }
 
     pub fn remove(&self, name: &str) -> Result<bool> {

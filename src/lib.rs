@@ -46,6 +46,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Describe(args) => cmd::describe::run(args, &ctx),
         Command::Reconcile(args) => cmd::reconcile::run(args, &ctx),
         Command::SweepOrphans(args) => cmd::sweep_orphans::run(args, &ctx),
+        Command::Import(args) => cmd::import::run(args, &ctx),
     };
     match result {
         Ok(()) => exit::Code::Ok.into(),

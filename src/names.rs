@@ -144,7 +144,14 @@ fn is_scope_chars(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// Longest logical ID or scope name: a file name (at most 255 bytes) is built from one of them
+/// plus a scope ID, a slot and a suffix.
+pub const MAX_NAME: usize = 200;
+
 fn check_scope_name(s: &str, what: &str) -> Result<(), String> {
+    if s.len() > MAX_NAME {
+        return Err(format!("{what} is too long ({} bytes, at most {MAX_NAME})", s.len()));
+    }
     if !is_scope_chars(s) {
         return Err(format!("{what} `{s}` must be letters, digits, `-` or `_` (it becomes part of a file name)"));
     }
@@ -159,6 +166,8 @@ fn check_scope_name(s: &str, what: &str) -> Result<(), String> {
 pub fn check_path_component(s: &str, what: &str) -> Result<(), String> {
     let problem = if s.is_empty() {
         Some("must not be empty")
+    } else if s.len() > MAX_NAME {
+        Some("is too long (at most 200 bytes)")
     } else if s.contains('/') || s.contains('\\') {
         Some("must not contain `/` or `\\`")
     } else if s.contains("..") {

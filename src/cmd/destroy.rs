@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::{DestroyArgs, Reason};
 use crate::context::Ctx;
-use crate::exit::not_found;
+use crate::exit::{invalid, not_found};
 use crate::names::{self, Kind};
 
 #[derive(Serialize)]
@@ -43,6 +43,22 @@ pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     if args.reason == Reason::Terminate {
         let (leaving, staying): (Vec<_>, Vec<_>) =
             dir.instances(&profiles).into_iter().partition(|i| ids.contains(&i.id));
+        // An instance we cannot read may use any dedicated or global file: removing one would
+        // pull it from under that instance. Refuse, as slot choice does.
+        if let Some(blind) = staying.iter().find(|i| i.doc.is_err() || i.vm.is_none()) {
+            let why = match &blind.doc {
+                Err(e) => e.clone(),
+                Ok(_) => format!(
+                    "`{}` has no VM of a known type (declare it with --vm-type or in infrakit-tf.json)",
+                    blind.file
+                ),
+            };
+            return Err(invalid(format!("cannot tell which files {} still uses: {why}", blind.id))
+                .hint(
+                    "fix that instance file, or destroy with --reason rolling-update (removes only the instance file)",
+                )
+                .into());
+        }
         let still_used: BTreeSet<String> = staying.into_iter().flat_map(|i| i.attachments).collect();
         let attached: BTreeSet<String> = leaving.into_iter().flat_map(|i| i.attachments).collect();
         for base in attached.difference(&still_used) {

@@ -4,6 +4,7 @@
 
 pub mod describe;
 pub mod destroy;
+pub mod import;
 pub mod label;
 pub mod provision;
 pub mod reconcile;
@@ -22,18 +23,26 @@ use crate::spec::{self, Problem, Spec};
 
 /// Reads a spec from a path or `-` (stdin). Returns (how to name it in messages, text).
 pub fn read_spec(path: &Path) -> Result<(String, String)> {
-    if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("failed to read the spec from stdin")?;
-        return Ok(("<stdin>".into(), text));
-    }
-    let label = format!("`{}`", path.display());
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok((label, text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(not_found(format!("spec file {label} does not exist")).into())
+    let (label, bytes) = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).context("failed to read the spec from stdin")?;
+        ("<stdin>".to_string(), bytes)
+    } else {
+        let label = format!("`{}`", path.display());
+        if path.is_dir() {
+            return Err(invalid(format!("spec {label} is a directory, not a file")).into());
         }
-        Err(e) => Err(e).with_context(|| format!("failed to read spec {label}")),
+        match std::fs::read(path) {
+            Ok(bytes) => (label, bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(not_found(format!("spec file {label} does not exist")).into())
+            }
+            Err(e) => return Err(e).with_context(|| format!("failed to read spec {label}")),
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((label, text)),
+        Err(_) => Err(invalid(format!("spec {label} is not UTF-8 text")).into()),
     }
 }
 

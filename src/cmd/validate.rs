@@ -24,7 +24,25 @@ pub fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
     // The directory's configuration file may declare VM types; a missing directory is fine.
     let profiles = Profiles::load(&ctx.dir, &ctx.vm_types)?;
     let (label, text) = read_spec(&args.spec)?;
-    let parsed = spec::parse(&text, &profiles);
+    let parsed = spec::parse(&text, &profiles).and_then(|s| {
+        // The checks expansion makes (names Terraform accepts, one address per resource), with a
+        // stand-in ID: a spec that validates also provisions.
+        // A spec for pets names `/self/logicalId` and gets its logical ID at provision time.
+        let stand_in = text.contains("/self/logicalId").then_some("logical-id");
+        let id = crate::names::InstanceId::new(1);
+        let no_tags = Default::default();
+        let request = crate::expand::Request {
+            spec: &s,
+            profiles: &profiles,
+            id: &id,
+            logical_id: s.logical_id.as_deref().or(stand_in),
+            tags: &no_tags,
+        };
+        match crate::expand::expand(&request, &Default::default()) {
+            Ok(_) => Ok(s),
+            Err(message) => Err(vec![spec::Problem { pointer: String::new(), message }]),
+        }
+    });
     let report = match &parsed {
         Ok(s) => Report {
             spec: label.trim_matches('`').to_string(),

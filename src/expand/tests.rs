@@ -404,12 +404,3 @@ fn undefined_template_variables_are_errors() {
     let err = try_run(&s, 1, None, &Slots::default()).unwrap_err();
     assert_eq!(err, "`aws_instance.h` at `/name`: `/self/logicalId` is undefined: this instance has no logical ID (give --logical-id or LogicalID)");
 }
-
-#[test]
-fn expansion_is_deterministic() {
-    let s = spec(D01);
-    let a = run(&s, 9, None, &Slots::default());
-    let b = run(&s, 9, None, &Slots::default());
-    let bytes = |e: &Expansion| e.files.values().map(tfdoc::to_bytes).collect::<Vec<_>>();
-    assert_eq!(bytes(&a), bytes(&b));
-}

@@ -183,3 +183,30 @@ fn odd_attachments_do_not_block_or_escape() {
     assert!(run.stderr.contains("ignoring attachment `main`"), "{}", run.stderr);
     assert_eq!(s.files(), ["main.tf.json"]);
 }
+
+// A neighbour whose file cannot be read may use the global file: termination refuses rather
+// than pull it from under it; a rolling update (instance file only) still works.
+#[test]
+fn terminate_refuses_when_a_neighbour_cannot_be_read() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", SCOPED);
+    let a = provision(&s, &spec, &[]);
+    let b = provision(&s, &spec, &[]);
+    s.write(&format!("{a}.tf.json.new"), "{broken");
+    let before = s.snapshot();
+    let run = s.run(&["destroy", "--no-apply", &b, "--yes"]).code(3);
+    assert!(run.error_lines()[0].contains(&format!("cannot tell which files {a} still uses")), "{run:#?}");
+    assert!(s.snapshot() == before);
+    s.run(&["destroy", "--no-apply", &b, "--reason", "rolling-update", "--yes"]).ok();
+}
+
+// Files the reference wrote (Go layout) are not rewritten when their content does not change.
+#[test]
+fn unchanged_reference_files_stay_byte_for_byte() {
+    let s = Scratch::new();
+    s.write("instance-1500000000.tf.json", GO_INSTANCE);
+    let before = std::fs::read(s.dir.join("instance-1500000000.tf.json")).unwrap();
+    let out = s.run(&["label", "--no-apply", "instance-1500000000", "tier=web", "--output", "json"]).ok().json();
+    assert_eq!(out["changed"], false);
+    assert_eq!(std::fs::read(s.dir.join("instance-1500000000.tf.json")).unwrap(), before);
+}

@@ -102,6 +102,9 @@ fn names_that_would_escape_the_directory() {
         "logical ID",
     );
     fails(VM_ONLY, &["destroy", "--no-apply", "../../etc/foo", "--yes"], USAGE, "IDs look like `instance-<digits>`");
+    let long = "x".repeat(250);
+    fails(VM_ONLY, &["provision", "--no-apply", "{spec}", "--logical-id", &long], INVALID, "is too long");
+    fails(&scoped(&long), &p, INVALID, "global scope is too long (250 bytes, at most 200)");
     fails(VM_ONLY, &["label", "--no-apply", "../x", "a=b"], USAGE, "is not an instance ID");
 }
 
@@ -117,6 +120,8 @@ fn unknown_ids_and_bad_arguments() {
     fails(VM_ONLY, &["provision", "--no-apply", "missing.json"], NOT_FOUND, "spec file `missing.json` does not exist");
     fails(VM_ONLY, &["validate", "missing.json"], NOT_FOUND, "does not exist");
     fails(VM_ONLY, &["provision", "--no-apply", "{spec}", "--lock-timeout", "soon"], USAGE, "not a duration");
+    fails(VM_ONLY, &["provision", "--no-apply", "."], INVALID, "spec `.` is a directory");
+    fails("\u{0}", &["provision", "--no-apply", "{spec}"], INVALID, "not valid JSON");
 }
 
 // Without a terminal, destroy never prompts: it asks for --yes and removes nothing.
@@ -198,4 +203,54 @@ fn declared_vm_types() {
     let id = run.stdout.trim();
     let vm = &s.read(&format!("{id}.tf.json.new"))["resource"]["fakecloud_instance"][id];
     assert_eq!((vm["user_data"].as_str(), vm["tags"]["infrakit.instance.name"].as_str()), (Some("boot"), Some(id)));
+}
+
+#[test]
+fn spec_that_is_not_text() {
+    let s = Scratch::new();
+    let path = s.root.path().join("bin.json");
+    infrakit_tf::fsio::write_atomic(&path, &[0xff, 0xfe, b'{'], infrakit_tf::fsio::Mode::Public).unwrap();
+    let run = s.run(&["validate", path.to_str().unwrap()]).code(INVALID);
+    assert!(run.error_lines()[0].contains("is not UTF-8 text"), "{run:#?}");
+}
+
+// A second pet with the same logical ID would define its resources twice.
+#[test]
+fn duplicate_logical_id() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", SCOPED);
+    let id = s.run(&["provision", "--no-apply", &spec, "--logical-id", "db1"]).ok().stdout;
+    let before = s.snapshot();
+    let run = s.run(&["provision", "--no-apply", &spec, "--logical-id", "db1"]).code(INVALID);
+    assert!(run.error_lines()[0].contains(&format!("logical ID `db1` is already used by {}", id.trim())), "{run:#?}");
+    assert!(s.snapshot() == before);
+}
+
+// Names that only expansion can judge are checked by validate too.
+#[test]
+fn validate_runs_the_expansion_checks() {
+    let s = Scratch::new();
+    let spec = s.write_outside(
+        "pet.json",
+        r#"{"Properties": {"resource": {"aws_instance": {"h": {}}, "x": {"d": {"@scope": "@dedicated"}}}}, "LogicalID": "1db:x"}"#,
+    );
+    let run = s.run(&["validate", &spec]).code(INVALID);
+    assert!(run.error_lines()[0].contains("which Terraform rejects"), "{run:#?}");
+    // A pet spec naming /self/logicalId validates without a logical ID (it comes at provision).
+    let pet = s.write_outside(
+        "pet2.json",
+        r#"{"Properties": {"resource": {"aws_instance": {"h": {"name": "{{ var `/self/logicalId` }}"}}}}}"#,
+    );
+    s.run(&["validate", &pet]).ok();
+}
+
+#[test]
+fn instance_ids_do_not_overflow() {
+    let s = Scratch::new();
+    s.write("instance-18446744073709551615.tf.json", r#"{"resource": {}}"#);
+    let spec = s.write_outside("spec.json", VM_ONLY);
+    let before = s.snapshot();
+    let run = s.run(&["provision", "--no-apply", &spec]).code(INVALID);
+    assert!(run.error_lines()[0].contains("no instance ID is left after `instance-18446744073709551615`"), "{run:#?}");
+    assert!(s.snapshot() == before);
 }

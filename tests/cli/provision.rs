@@ -85,6 +85,10 @@ fn ids_are_unique_without_waiting() {
     let distinct: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(distinct.len(), 100);
     assert_eq!(s.files().len(), 100);
+    // IDs run ahead of the clock rather than waiting for it: the last is far past "now".
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let last: u64 = ids.last().unwrap().trim_start_matches("instance-").parse().unwrap();
+    assert!(last > now + 50, "IDs waited for the clock: last {last}, now {now}");
 }
 
 // Concurrent provisions take turns on the lock: distinct IDs and distinct dedicated slots.
