@@ -1,0 +1,506 @@
+//! `terraform-provider-fakecloud`: a real Terraform provider (tfplugin6, via `tf-provider`)
+//! for tests. Its "cloud" is a directory holding one JSON file per object, `<dir>/<id>.json`,
+//! so a test can make a machine vanish behind Terraform's back by deleting a file, which the
+//! built-in `terraform_data` cannot simulate.
+//!
+//! Knobs, read at every create so tests can flip them between terraform runs:
+//! - `<dir>/delay-ms` file (else env `FAKECLOUD_DELAY_MS`): create sleeps that many ms;
+//! - `<dir>/fail-create` file exists: create fails with a diagnostic.
+
+// The workspace clippy.toml routes file writes through infrakit-tf's own fsio module; this
+// standalone test binary cannot use it and has its own atomic `store` below.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::{hash_map::RandomState, BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hasher};
+use std::io::ErrorKind;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use tf_provider::schema::{Attribute, AttributeConstraint, AttributeType, Block, Schema};
+use tf_provider::value::{Value, ValueEmpty};
+use tf_provider::{serve, AttributePath, Diagnostics, DynamicResource, Provider, Resource};
+
+/// Map elements are `Value`s too: at plan time one tag may be unknown while the others are known.
+type Tags = Value<BTreeMap<String, Value<String>>>;
+
+fn attr(attr_type: AttributeType, constraint: AttributeConstraint, doc: &str) -> Attribute {
+    Attribute { attr_type, constraint, description: doc.into(), ..Default::default() }
+}
+
+fn string_map() -> AttributeType {
+    AttributeType::Map(Box::new(AttributeType::String))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cloud directory and its object files
+
+/// The cloud directory. tf-provider builds the resources at startup, before terraform sends
+/// the provider configuration, so they share this cell with the provider.
+#[derive(Clone, Default)]
+struct Cloud(Arc<Mutex<Option<PathBuf>>>);
+
+impl Cloud {
+    fn dir(&self, diags: &mut Diagnostics) -> Option<PathBuf> {
+        let dir = self.0.lock().unwrap().clone();
+        if dir.is_none() {
+            diags.root_error_short("fakecloud: provider is not configured");
+        }
+        dir
+    }
+}
+
+fn object_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.json"))
+}
+
+/// Reads `<dir>/<id>.json`. `Ok(None)` means the object does not exist (any more).
+fn load<K: Kind>(dir: &Path, id: &str) -> Result<Option<K>, String> {
+    // An import id is user input: never let it name a file outside the cloud directory.
+    if id.is_empty() || id.starts_with('.') || id.contains(['/', '\\']) {
+        return Ok(None);
+    }
+    let bytes = match std::fs::read(object_path(dir, id)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("fakecloud: reading {id}: {e}")),
+    };
+    let mut json: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes).map_err(|e| format!("fakecloud: {id}.json: {e}"))?;
+    match json.remove("type") {
+        Some(serde_json::Value::String(t)) if t == K::TYPE => {}
+        Some(serde_json::Value::String(t)) => return Err(format!("fakecloud: {id} is a {t}, not a {}", K::TYPE)),
+        _ => return Err(format!("fakecloud: {id}.json has no \"type\"")),
+    }
+    let mut obj: K = serde_json::from_value(json.into()).map_err(|e| format!("fakecloud: {id}.json: {e}"))?;
+    // The file name is the identity; a hand-written file may leave "id" out.
+    *obj.id_mut() = Value::Value(id.to_owned());
+    Ok(Some(obj))
+}
+
+/// Writes the object file atomically (temp file, then rename) so that a concurrent reader
+/// never sees half a file. With `exclusive`, the final name is claimed with a hard link, which
+/// fails if the file exists: two creators (even in two processes) can never share an id.
+fn store<K: Kind>(dir: &Path, id: &str, obj: &K, exclusive: bool) -> std::io::Result<()> {
+    let mut json = serde_json::to_value(obj)?;
+    if let Some(fields) = json.as_object_mut() {
+        fields.insert("type".into(), K::TYPE.into());
+    }
+    let mut text = serde_json::to_vec_pretty(&json)?;
+    text.push(b'\n');
+    // Dot-prefixed and not ending in `.json`, so nobody mistakes it for an object.
+    let tmp = dir.join(format!(".{id}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    let target = object_path(dir, id);
+    let result = if exclusive {
+        std::fs::hard_link(&tmp, &target).and_then(|()| std::fs::remove_file(&tmp))
+    } else {
+        std::fs::rename(&tmp, &target)
+    };
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Enough randomness for ids and IPs without a `rand` dependency: every `RandomState` gets
+/// fresh keys (random per process, then incremented).
+fn random_u32() -> u32 {
+    let mut hasher = RandomState::new().build_hasher();
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    hasher.write_u128(now.as_nanos());
+    hasher.finish() as u32
+}
+
+/// The create delay: the `delay-ms` file wins over the env var, so a test can change it
+/// between runs without restarting anything.
+fn create_delay(dir: &Path) -> Result<Duration, String> {
+    let (text, origin) = match std::fs::read_to_string(dir.join("delay-ms")) {
+        Ok(text) => (text, "file delay-ms"),
+        Err(_) => match std::env::var("FAKECLOUD_DELAY_MS") {
+            Ok(text) => (text, "FAKECLOUD_DELAY_MS"),
+            Err(_) => return Ok(Duration::ZERO),
+        },
+    };
+    // A typo must not silently turn a slow-create test into a fast one.
+    let ms: u64 = text.trim().parse().map_err(|e| format!("fakecloud: {origin}: {text:?}: {e}"))?;
+    Ok(Duration::from_millis(ms))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two resource types: only their attributes and plan rules differ
+
+trait Kind: Serialize + DeserializeOwned + Default + Send + Sync + 'static {
+    const TYPE: &'static str;
+    const ID_PREFIX: &'static str;
+    fn attributes() -> HashMap<String, Attribute>;
+    fn id_mut(&mut self) -> &mut Value<String>;
+    /// Completes a planned state (`prior` is `None` for a create) and returns the attributes
+    /// whose change forces a replacement.
+    fn plan(&mut self, config: &Self, prior: Option<&Self>) -> Vec<AttributePath>;
+    /// Sets the computed attributes of a new object.
+    fn born(&mut self, id: String);
+}
+
+#[derive(Serialize, Deserialize, Default)]
+#[serde(default)]
+struct Instance {
+    id: Value<String>,
+    ip: Value<String>,
+    name: Value<String>,
+    user_data: Value<String>,
+    tags: Tags,
+}
+
+impl Kind for Instance {
+    const TYPE: &'static str = "fakecloud_instance";
+    const ID_PREFIX: &'static str = "i-";
+
+    fn attributes() -> HashMap<String, Attribute> {
+        use AttributeConstraint::*;
+        use AttributeType::String as Str;
+        HashMap::from([
+            ("id".into(), attr(Str, Computed, "Instance id, `i-` and 8 hex digits")),
+            ("ip".into(), attr(Str, Computed, "Private IP, stable for the instance's life")),
+            ("name".into(), attr(Str, Optional, "Name (updated in place)")),
+            ("user_data".into(), attr(Str, Optional, "Boot script (changing it replaces the instance)")),
+            ("tags".into(), attr(string_map(), Optional, "Tags (updated in place)")),
+        ])
+    }
+    fn id_mut(&mut self) -> &mut Value<String> {
+        &mut self.id
+    }
+    fn plan(&mut self, _config: &Self, prior: Option<&Self>) -> Vec<AttributePath> {
+        match prior {
+            None => {
+                self.id = Value::Unknown;
+                self.ip = Value::Unknown;
+                vec![]
+            }
+            // Like a real VM: user data is only read at boot.
+            Some(prior) if prior.user_data != self.user_data => vec![AttributePath::new("user_data")],
+            Some(_) => vec![],
+        }
+    }
+    fn born(&mut self, id: String) {
+        let r = random_u32();
+        self.ip = Value::Value(format!("10.0.{}.{}", (r >> 8) & 0xff, (r & 0xff) % 254 + 1));
+        self.id = Value::Value(id);
+    }
+}
+
+#[derive(Serialize, Deserialize, Default)]
+#[serde(default)]
+struct Volume {
+    id: Value<String>,
+    size: Value<i64>,
+    tags: Tags,
+}
+
+const DEFAULT_VOLUME_SIZE: i64 = 10;
+
+impl Kind for Volume {
+    const TYPE: &'static str = "fakecloud_volume";
+    const ID_PREFIX: &'static str = "vol-";
+
+    fn attributes() -> HashMap<String, Attribute> {
+        use AttributeConstraint::*;
+        HashMap::from([
+            ("id".into(), attr(AttributeType::String, Computed, "Volume id, `vol-` and 8 hex digits")),
+            // Optional+computed: tfplugin6 schemas carry no defaults, the plan fills it in.
+            ("size".into(), attr(AttributeType::Number, OptionalComputed, "Size in GB (default 10, updated in place)")),
+            ("tags".into(), attr(string_map(), Optional, "Tags (updated in place)")),
+        ])
+    }
+    fn id_mut(&mut self) -> &mut Value<String> {
+        &mut self.id
+    }
+    fn plan(&mut self, config: &Self, prior: Option<&Self>) -> Vec<AttributePath> {
+        // Terraform proposes the prior size when the config has none; removing `size` from
+        // the config must go back to the default instead.
+        if config.size.is_null() {
+            self.size = Value::Value(DEFAULT_VOLUME_SIZE);
+        }
+        if prior.is_none() {
+            self.id = Value::Unknown;
+        }
+        vec![]
+    }
+    fn born(&mut self, id: String) {
+        self.id = Value::Value(id);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file semantics shared by both resource types
+
+struct FileResource<K> {
+    cloud: Cloud,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Kind> FileResource<K> {
+    fn boxed(cloud: &Cloud) -> Box<dyn DynamicResource> {
+        Box::new(Self { cloud: cloud.clone(), kind: PhantomData })
+    }
+}
+
+fn known_id(diags: &mut Diagnostics, id: &mut Value<String>) -> Option<String> {
+    match id {
+        Value::Value(id) => Some(id.clone()),
+        _ => {
+            diags.root_error_short("fakecloud: object has no id");
+            None
+        }
+    }
+}
+
+#[async_trait]
+impl<K: Kind> Resource for FileResource<K> {
+    type State<'a> = K;
+    type PrivateState<'a> = ValueEmpty;
+    type ProviderMetaState<'a> = ValueEmpty;
+
+    fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
+        let block = Block { attributes: K::attributes(), description: K::TYPE.into(), ..Default::default() };
+        Some(Schema { version: 0, block })
+    }
+
+    async fn read<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        mut state: K,
+        private: ValueEmpty,
+        _meta: ValueEmpty,
+    ) -> Option<(K, ValueEmpty)> {
+        let dir = self.cloud.dir(diags)?;
+        let id = known_id(diags, state.id_mut())?;
+        match load::<K>(&dir, &id) {
+            // The file is the truth: out-of-band edits show up as drift.
+            Ok(Some(obj)) => Some((obj, private)),
+            // No file: the machine vanished; `None` makes terraform drop it from state.
+            Ok(None) => None,
+            Err(e) => {
+                diags.root_error_short(e);
+                Some((state, private))
+            }
+        }
+    }
+
+    async fn plan_create<'a>(
+        &self,
+        _diags: &mut Diagnostics,
+        mut proposed: K,
+        config: K,
+        _meta: ValueEmpty,
+    ) -> Option<(K, ValueEmpty)> {
+        proposed.plan(&config, None);
+        Some((proposed, ValueEmpty::Null))
+    }
+
+    async fn plan_update<'a>(
+        &self,
+        _diags: &mut Diagnostics,
+        prior: K,
+        mut proposed: K,
+        config: K,
+        private: ValueEmpty,
+        _meta: ValueEmpty,
+    ) -> Option<(K, ValueEmpty, Vec<AttributePath>)> {
+        let replace = proposed.plan(&config, Some(&prior));
+        Some((proposed, private, replace))
+    }
+
+    async fn plan_destroy<'a>(
+        &self,
+        _diags: &mut Diagnostics,
+        _prior: K,
+        private: ValueEmpty,
+        _meta: ValueEmpty,
+    ) -> Option<ValueEmpty> {
+        Some(private)
+    }
+
+    async fn create<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        mut planned: K,
+        _config: K,
+        private: ValueEmpty,
+        _meta: ValueEmpty,
+    ) -> Option<(K, ValueEmpty)> {
+        let dir = self.cloud.dir(diags)?;
+        match create_delay(&dir) {
+            // Async sleep: the runtime has one thread and must keep serving other calls.
+            Ok(delay) => tokio::time::sleep(delay).await,
+            Err(e) => {
+                diags.root_error_short(e);
+                return None;
+            }
+        }
+        let knob = dir.join("fail-create");
+        if knob.exists() {
+            let detail = format!("remove {} to allow creates again", knob.display());
+            diags.root_error("fakecloud: create refused (fail-create is set)", detail);
+            return None;
+        }
+        loop {
+            let id = format!("{}{:08x}", K::ID_PREFIX, random_u32());
+            planned.born(id.clone());
+            match store(&dir, &id, &planned, true) {
+                Ok(()) => return Some((planned, private)),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    diags.root_error_short(format!("fakecloud: writing {id}: {e}"));
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn update<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        _prior: K,
+        mut planned: K,
+        _config: K,
+        private: ValueEmpty,
+        _meta: ValueEmpty,
+    ) -> Option<(K, ValueEmpty)> {
+        let dir = self.cloud.dir(diags)?;
+        let id = known_id(diags, planned.id_mut())?;
+        // Updating a vanished machine fails, as in a real cloud (e.g. with -refresh=false).
+        match load::<K>(&dir, &id) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                diags.root_error_short(format!("fakecloud: no object {id}"));
+                return None;
+            }
+            Err(e) => {
+                diags.root_error_short(e);
+                return None;
+            }
+        }
+        if let Err(e) = store(&dir, &id, &planned, false) {
+            diags.root_error_short(format!("fakecloud: writing {id}: {e}"));
+            return None;
+        }
+        Some((planned, private))
+    }
+
+    async fn destroy<'a>(
+        &self,
+        diags: &mut Diagnostics,
+        mut prior: K,
+        _private: ValueEmpty,
+        _meta: ValueEmpty,
+    ) -> Option<()> {
+        let dir = self.cloud.dir(diags)?;
+        let id = known_id(diags, prior.id_mut())?;
+        match std::fs::remove_file(object_path(&dir, &id)) {
+            // Already gone is what destroy wants anyway.
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                diags.root_error_short(format!("fakecloud: deleting {id}: {e}"));
+                None
+            }
+            _ => Some(()),
+        }
+    }
+
+    async fn import<'a>(&self, diags: &mut Diagnostics, id: String) -> Option<(K, ValueEmpty)> {
+        let dir = self.cloud.dir(diags)?;
+        match load::<K>(&dir, &id) {
+            Ok(Some(obj)) => Some((obj, ValueEmpty::Null)),
+            Ok(None) => {
+                diags.root_error_short(format!("fakecloud: no object {id}"));
+                None
+            }
+            Err(e) => {
+                diags.root_error_short(e);
+                None
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The provider
+
+#[derive(Serialize, Deserialize, Default)]
+#[serde(default)]
+struct Config {
+    dir: Value<String>,
+}
+
+struct FakeCloud {
+    cloud: Cloud,
+}
+
+#[async_trait]
+impl Provider for FakeCloud {
+    type Config<'a> = Config;
+    type MetaState<'a> = ValueEmpty;
+
+    fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
+        let dir =
+            attr(AttributeType::String, AttributeConstraint::Optional, "Cloud directory (default: env FAKECLOUD_DIR)");
+        let block = Block {
+            attributes: HashMap::from([("dir".into(), dir)]),
+            description: "fakecloud".into(),
+            ..Default::default()
+        };
+        Some(Schema { version: 0, block })
+    }
+
+    async fn configure<'a>(&self, diags: &mut Diagnostics, _terraform_version: String, config: Config) -> Option<()> {
+        let dir = match config.dir {
+            Value::Value(dir) if !dir.is_empty() => dir,
+            _ => match std::env::var("FAKECLOUD_DIR") {
+                Ok(dir) if !dir.is_empty() => dir,
+                _ => {
+                    diags.error(
+                        "fakecloud: no cloud directory",
+                        "set `dir` in the provider block or the FAKECLOUD_DIR environment variable",
+                        AttributePath::new("dir"),
+                    );
+                    return None;
+                }
+            },
+        };
+        // Tests point it at a fresh temp path; creating it saves them a step.
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            diags.root_error_short(format!("fakecloud: creating {dir}: {e}"));
+            return None;
+        }
+        *self.cloud.0.lock().unwrap() = Some(PathBuf::from(dir));
+        Some(())
+    }
+
+    fn get_resources(&self, _diags: &mut Diagnostics) -> Option<HashMap<String, Box<dyn DynamicResource>>> {
+        // tf-provider prefixes these with the provider name: fakecloud_instance, fakecloud_volume.
+        Some(HashMap::from([
+            ("instance".to_owned(), FileResource::<Instance>::boxed(&self.cloud)),
+            ("volume".to_owned(), FileResource::<Volume>::boxed(&self.cloud)),
+        ]))
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // Ctrl-C in a terminal reaches the whole process group; terraform stops its plugins over
+    // gRPC, and a plugin killed by the signal makes terraform report "Plugin did not respond".
+    // SAFETY: sets a signal disposition to SIG_IGN; no other thread exists yet.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    // tf-provider appends a captured backtrace to every diagnostic when RUST_BACKTRACE is set
+    // (common in test environments), burying the message. Panics still honour RUST_BACKTRACE.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
+    // One thread is plenty: creates sleep asynchronously and file I/O is tiny.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(serve("fakecloud", FakeCloud { cloud: Cloud::default() }))?;
+    Ok(())
+}
