@@ -2,9 +2,11 @@
 //! `infrakit-tf` binary on a real temporary directory.
 
 mod apply;
+mod cloud;
 mod describe;
 mod destroy_label;
 mod errors;
+mod fakecloud;
 mod faults;
 mod generated;
 mod lock;

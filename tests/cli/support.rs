@@ -166,6 +166,9 @@ impl Scratch {
                 if meta.is_dir() {
                     stack.push(p.clone());
                     out.insert(p, (Vec::new(), meta.permissions().mode()));
+                } else if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(&p).unwrap();
+                    out.insert(p, (target.into_os_string().into_encoded_bytes(), 0));
                 } else {
                     out.insert(p.clone(), (std::fs::read(&p).unwrap(), meta.permissions().mode()));
                 }

@@ -1,0 +1,126 @@
+//! A scratch directory wired to the `fakecloud` provider (tests/fakecloud): a real provider
+//! whose cloud is a directory of JSON files, so machines can vanish behind Terraform's back.
+//! It is installed the way a user's provider is: from a filesystem mirror, by the `init` that
+//! infrakit-tf runs on first use (no dev_overrides, so terraform prints no override warning).
+#![allow(clippy::disallowed_methods)] // builds the provider with cargo
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::support::{Run, Scratch};
+
+/// Builds the provider once per test run; `.ci/test` has built it already.
+fn provider() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "fakecloud"])
+            .current_dir(root)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the fakecloud provider failed (it needs protoc: .ci/test installs it)");
+        let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
+        target.join("debug/terraform-provider-fakecloud")
+    })
+}
+
+pub struct Cloud {
+    pub s: Scratch,
+    pub cloud: PathBuf,
+    rc: PathBuf,
+}
+
+/// The group's spec: a VM, a dedicated data volume and a shared (global) volume.
+pub const WEB: &str = r##"{"Properties": {"resource": {
+    "fakecloud_instance": {"vm": {"name": "web", "user_data": "#!/bin/sh\necho {{ var `/self/instId` }}"}},
+    "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 5}, "nfs": {"@scope": "shared", "size": 50}}}},
+  "Tags": {"infrakit.group": "web"}}"##;
+
+impl Cloud {
+    pub fn new() -> Self {
+        let s = Scratch::new();
+        let root = s.root.path().to_path_buf();
+        let cloud = root.join("cloud");
+        let pkg = root.join("mirror/registry.terraform.io/infrakit/fakecloud/0.0.1/linux_amd64");
+        std::fs::create_dir_all(&cloud).unwrap();
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::os::unix::fs::symlink(provider(), pkg.join("terraform-provider-fakecloud")).unwrap();
+        let rc = root.join("fakecloud.tfrc");
+        let config = format!(
+            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"infrakit/fakecloud\"]\n  }}\n  direct {{\n    exclude = [\"infrakit/fakecloud\"]\n  }}\n}}\n",
+            root.join("mirror").display()
+        );
+        s.write_outside("fakecloud.tfrc", &config);
+        s.write(
+            "main.tf",
+            &format!(
+                "terraform {{\n  required_providers {{\n    fakecloud = {{ source = \"infrakit/fakecloud\" }}\n  }}\n}}\n\nprovider \"fakecloud\" {{\n  dir = \"{}\"\n}}\n",
+                cloud.display()
+            ),
+        );
+        // The VM type is declared in the directory's configuration file, as a user would.
+        s.write("infrakit-tf.json", r#"{"vm_types": {"fakecloud_instance": {}}}"#);
+        s.write_outside("web.json", WEB);
+        Cloud { s, cloud, rc }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.s.run_with(args, None, &[("TF_CLI_CONFIG_FILE", self.rc.to_str().unwrap())])
+    }
+
+    pub fn spec(&self) -> String {
+        self.s.root.path().join("web.json").to_str().unwrap().to_string()
+    }
+
+    /// The objects in the cloud, by cloud ID.
+    pub fn objects(&self) -> std::collections::BTreeMap<String, Value> {
+        std::fs::read_dir(&self.cloud)
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.unwrap().path();
+                let name = p.file_name()?.to_str()?.strip_suffix(".json")?.to_string();
+                Some((name, serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?))
+            })
+            .collect()
+    }
+
+    /// A machine vanishes behind Terraform's back.
+    pub fn vanish(&self, cloud_id: &str) {
+        infrakit_tf::fsio::remove(&self.cloud.join(format!("{cloud_id}.json"))).unwrap();
+    }
+
+    /// describe's JSON rows.
+    pub fn describe(&self) -> Vec<Value> {
+        self.run(&["describe", "--output", "json"]).ok().json().as_array().unwrap().clone()
+    }
+
+    /// Cloud ID of an instance's VM, from describe.
+    pub fn machine(&self, id: &str) -> String {
+        let rows = self.describe();
+        let row = rows.iter().find(|r| r["ID"] == id).unwrap_or_else(|| panic!("{id} not described"));
+        row["attributes"]["id"].as_str().unwrap_or_else(|| panic!("{id} has no machine: {row}")).to_string()
+    }
+
+    /// Terraform's state: address → the object's cloud ID.
+    pub fn state(&self) -> std::collections::BTreeMap<String, String> {
+        let out = std::process::Command::new(crate::terraform::terraform_program())
+            .args(["show", "-json"])
+            .current_dir(&self.s.dir)
+            .env("TF_CLI_CONFIG_FILE", &self.rc)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["values"]["root_module"]["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (r["address"].as_str().unwrap().to_string(), r["values"]["id"].as_str().unwrap_or_default().to_string())
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,127 @@
+//! reconcile and sweep-orphans against a cloud where machines really vanish (fakecloud).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use crate::cloud::Cloud;
+use crate::support::BIN;
+
+fn provision(c: &Cloud) -> String {
+    c.run(&["provision", &c.spec()]).ok().stdout.trim().to_string()
+}
+
+// The scenario, end to end.
+#[test]
+fn a_vanished_machine_is_pruned_and_its_slot_reattached() {
+    let c = Cloud::new();
+    let ids: Vec<String> = (0..3).map(|_| provision(&c)).collect();
+    let machines: Vec<String> = ids.iter().map(|id| c.machine(id)).collect();
+    assert_eq!(c.objects().len(), 3 + 3 + 1, "3 VMs, 3 slots, 1 shared volume");
+
+    // Machine 2 vanishes behind Terraform's back.
+    c.vanish(&machines[1]);
+    let before = (c.s.snapshot(), c.objects());
+    let run = c.run(&["reconcile", "--check", "--output", "json"]).code(10);
+    let check = run.json();
+    assert_eq!(
+        check["drift"],
+        json!([{"address": format!("fakecloud_instance.{}", ids[1]), "action": "delete"}]),
+        "{check}"
+    );
+    assert!((c.s.snapshot(), c.objects()) == before, "--check changed something");
+
+    let out = c.run(&["reconcile", "--output", "json"]).ok().json();
+    assert_eq!(
+        out["pruned"],
+        json!([{"ID": ids[1], "file": format!("{}.tf.json", ids[1]), "vm": format!("fakecloud_instance.{}", ids[1])}])
+    );
+    assert_eq!(out["destroyed"], 0, "the VM was already gone; its slot stays: {out}");
+    let files = c.s.files();
+    assert!(!files.contains(&format!("{}.tf.json", ids[1])));
+    assert!(files.contains(&"default_dedicated_2.tf.json".to_string()), "the slot stays: {files:?}");
+    assert!(files.contains(&"shared_global.tf.json".to_string()));
+    // The other machines were not touched.
+    assert_eq!((c.machine(&ids[0]), c.machine(&ids[2])), (machines[0].clone(), machines[2].clone()));
+    c.run(&["reconcile", "--check"]).ok();
+
+    // The next provision re-attaches the orphaned slot: the same volume, not a new one.
+    let slot_volume = c.state()["fakecloud_volume.default-2-data"].clone();
+    let d = provision(&c);
+    let tags = &c.s.read(&format!("{d}.tf.json"))["resource"]["fakecloud_instance"][&d]["tags"];
+    assert_eq!(tags["infrakit.attach"], "default_dedicated_2,shared_global");
+    assert_eq!(c.state()["fakecloud_volume.default-2-data"], slot_volume);
+    assert!(c.objects().contains_key(&slot_volume), "the slot's volume is still in the cloud");
+
+    // A rolling update followed by a scale-down leaks slot 1; sweep-orphans takes it, file and
+    // state and cloud, and leaves the rest alone.
+    let leaked = c.state()["fakecloud_volume.default-1-data"].clone();
+    c.run(&["destroy", &ids[0], "--reason", "rolling-update", "--yes"]).ok();
+    let keep: BTreeSet<String> = c.objects().keys().filter(|k| **k != leaked).cloned().collect();
+    let out = c.run(&["sweep-orphans", "--yes", "--output", "json"]).ok().json();
+    assert_eq!(
+        out["orphans"],
+        json!([{"file": "default_dedicated_1.tf.json", "kind": "dedicated", "why": "no instance is attached to it"}])
+    );
+    assert!(!c.s.files().contains(&"default_dedicated_1.tf.json".to_string()));
+    assert!(!c.state().contains_key("fakecloud_volume.default-1-data"));
+    assert_eq!(c.objects().keys().cloned().collect::<BTreeSet<_>>(), keep, "only the leaked volume went");
+}
+
+// Several machines vanish at once (a provider's bad minute): beyond --max-destroy, nothing is
+// pruned or applied.
+#[test]
+fn mass_vanishing_is_refused() {
+    let c = Cloud::new();
+    let ids: Vec<String> = (0..3).map(|_| provision(&c)).collect();
+    for id in &ids[..2] {
+        c.vanish(&c.machine(id));
+    }
+    let before = (c.s.snapshot(), c.objects(), c.state());
+    let run = c.run(&["reconcile", "--max-destroy", "1"]).code(11);
+    assert!(run.error_lines()[0].contains("2 vanished machine(s)"), "{run:#?}");
+    assert!((c.s.snapshot(), c.objects(), c.state()) == before, "something was pruned or applied");
+    // With a limit that allows it, the same run converges.
+    let out = c.run(&["reconcile", "--max-destroy", "5", "--output", "json"]).ok().json();
+    assert_eq!(out["pruned"].as_array().unwrap().len(), 2);
+}
+
+// A reconcile killed with SIGKILL in the middle of an apply (with its terraform): the next
+// reconcile converges and nothing the user asked for is lost.
+#[test]
+#[allow(clippy::disallowed_methods)] // the test spawns the binary in its own process group
+fn sigkill_mid_apply_then_converge() {
+    let c = Cloud::new();
+    for _ in 0..2 {
+        c.run(&["provision", "--no-apply", &c.spec()]).ok();
+    }
+    infrakit_tf::fsio::write_atomic(&c.cloud.join("delay-ms"), b"3000", infrakit_tf::fsio::Mode::Public).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--dir", c.s.dir.to_str().unwrap(), "reconcile"]).process_group(0);
+    if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
+        cmd.env("INFRAKIT_TF_TERRAFORM", tf);
+    }
+    let rc = c.s.root.path().join("fakecloud.tfrc");
+    let mut child = cmd.env("TF_CLI_CONFIG_FILE", &rc).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("creating fakecloud_instance") {
+        line.clear();
+    }
+    assert!(line.contains("creating fakecloud_instance"), "the apply never started");
+    // SAFETY: kill(2) on our own child's process group.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    child.wait().unwrap();
+    infrakit_tf::fsio::remove(&c.cloud.join("delay-ms")).unwrap();
+
+    let out = c.run(&["reconcile", "--output", "json"]).ok().json();
+    assert!(out["applied"].as_bool().unwrap(), "{out}");
+    let rows = c.describe();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["status"] == "created"), "{rows:?}");
+    assert_eq!(c.objects().len(), 2 + 2 + 1, "two VMs, two slots, the shared volume; no duplicate");
+    c.run(&["reconcile", "--check"]).ok();
+}
