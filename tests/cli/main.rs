@@ -9,6 +9,7 @@ mod errors;
 mod fakecloud;
 mod faults;
 mod generated;
+mod import;
 mod lock;
 mod provision;
 mod readme;
