@@ -217,6 +217,12 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         rollback(ctx, &dir, &tf, &adopted_addrs, &previous);
         return Err(err.context(format!("import of {id} failed; what it wrote was removed")));
     }
+    // The files are live now.
+    for a in &mut imported {
+        if let Some(base) = a.file.strip_suffix(names::QUEUED) {
+            a.file = format!("{base}{}", names::LIVE);
+        }
+    }
     ctx.printer.status(&format!(
         "imported {id}: {} object(s) adopted, {} resource(s) created",
         imported.len(),

@@ -47,6 +47,7 @@ fn adopts_a_hand_made_manager_and_its_volume() {
     let id = out["ID"].as_str().unwrap().to_string();
     assert_eq!((out["status"].as_str(), out["LogicalID"].as_str()), (Some("imported"), Some("mgr1")), "{out}");
     assert_eq!(out["created"], json!([]), "everything of the spec was adopted");
+    assert_eq!(out["imported"][0]["file"], format!("{id}.tf.json"), "the live name: {out}");
 
     // In state under the new instance's name, with the original cloud IDs; nothing re-created.
     let state = c.state();
