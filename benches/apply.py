@@ -14,16 +14,13 @@ and their ratio are reported. Target: ours <= 1.15 x bare. Usage:
 """
 import argparse
 import glob
-import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import alternate, release_binary, scratch
 
 
 def main():
@@ -35,20 +32,9 @@ def main():
     args = ap.parse_args()
     if not args.terraform:
         sys.exit("no terraform: give --terraform PATH")
-    if not args.bin:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
-        args.bin = os.path.join(ROOT, "target", "release", "infrakit-tf")
+    args.bin = release_binary(args.bin)
     with tempfile.TemporaryDirectory() as tmp:
-        d = os.path.join(tmp, "dir")
-        os.mkdir(d)
-        rc = os.path.join(tmp, "terraformrc")
-        open(rc, "w").close()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("INFRAKIT_TF_", "TF_"))}
-        env.update(TF_CLI_CONFIG_FILE=rc, INFRAKIT_TF_TERRAFORM=args.terraform, TF_IN_AUTOMATION="1")
-        spec = os.path.join(tmp, "vm.json")
-        with open(spec, "w") as f:
-            json.dump({"Properties": {"resource": {"terraform_data": {"vm": {"input": {"size": "small"}}}}},
-                       "Tags": {"infrakit.group": "bench"}}, f)
+        d, env, spec = scratch(tmp, args.terraform)
         quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
         ours = [args.bin, "--dir", d, "-q", "provision", spec]
         bare = [args.terraform, "apply", "-auto-approve", "-input=false", "-refresh=false"]
@@ -65,16 +51,7 @@ def main():
         queue_and_promote()
         subprocess.run(bare, **quiet)
 
-        t_ours, t_bare = [], []
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            subprocess.run(ours, **quiet)
-            t_ours.append(time.perf_counter() - t0)
-            queue_and_promote()
-            t0 = time.perf_counter()
-            subprocess.run(bare, **quiet)
-            t_bare.append(time.perf_counter() - t0)
-    mo, mb = statistics.median(t_ours), statistics.median(t_bare)
+        mo, mb = alternate((ours, quiet), (bare, quiet), args.repeat, between=queue_and_promote)
     ratio = mo / mb
     print(f"{args.instances} applied instances, median of {args.repeat} runs each ({args.terraform})")
     print(f"  ours  {mo * 1000:8.1f} ms   infrakit-tf provision (apply)")
