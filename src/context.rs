@@ -46,6 +46,15 @@ impl Ctx {
         Profiles::load(dir.path(), &self.vm_types)
     }
 
+    /// The profiles of a directory that must exist, without listing it (before the lock:
+    /// the listing that counts is taken under it).
+    pub fn profiles_of_existing_dir(&self) -> Result<Profiles> {
+        if !self.dir.is_dir() {
+            return Err(crate::directory::missing(&self.dir).into());
+        }
+        Profiles::load(&self.dir, &self.vm_types)
+    }
+
     /// The terraform runner for `dir`: discovered, version-checked.
     pub fn terraform(&self, dir: &Directory) -> Result<Terraform> {
         let program = terraform::discover(self.terraform.as_deref())?;

@@ -85,6 +85,15 @@ impl Directory {
         &self.path
     }
 
+    /// Whether Terraform may hold state for this directory: a local state file or workspace
+    /// states, or a backend recorded by `init` (remote state). When none is there, nothing can
+    /// be in state and `terraform show` need not run.
+    pub fn may_have_state(&self) -> bool {
+        self.has("terraform.tfstate")
+            || self.has("terraform.tfstate.d")
+            || self.path.join(".terraform/terraform.tfstate").exists()
+    }
+
     /// Every entry name in the directory.
     pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
         self.names.iter().map(String::as_str)
@@ -192,11 +201,18 @@ impl Directory {
         let parse = |name: &str| self.read_doc(name).map_err(|e| format!("{e:#}"));
         let mut candidates: Vec<&(String, Suffix)> = files.iter().collect();
         candidates.sort_by_key(|(_, s)| std::cmp::Reverse(*s));
-        let (file, suffix, doc) =
-            candidates.iter().find_map(|(name, suffix)| match std::fs::metadata(self.path.join(name)) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                _ => Some((name.clone(), *suffix, parse(name))),
-            })?;
+        // One read per file, no stat: this is describe's hot path.
+        let (file, suffix, doc) = candidates.iter().find_map(|(name, suffix)| {
+            let path = self.path.join(name);
+            let doc = match std::fs::read(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+                Err(e) => Err(format!("failed to read `{}`: {e}", path.display())),
+                Ok(bytes) => {
+                    serde_json::from_slice(&bytes).map_err(|e| format!("`{}` is not valid JSON: {e}", path.display()))
+                }
+            };
+            Some((name.clone(), *suffix, doc))
+        })?;
         let id_text = id.to_string();
         let vm_and_tags = |doc: &Value| {
             let (t, n) = tfdoc::find_vm(doc, profiles, &id_text)?;

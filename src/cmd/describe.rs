@@ -70,8 +70,11 @@ pub fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles(&dir)?;
     let filter: BTreeMap<String, String> = args.tags.into_iter().collect();
     let instances = dir.instances(&profiles);
-    // Only a live file can be in state: a directory of queued files needs no terraform.
-    let state = if instances.iter().any(|i| i.suffix == Suffix::Live) {
+    // Only a live file can be in state, and only where state can exist: a directory of queued
+    // files, or one never applied, needs no terraform (and then its live files are pending).
+    let state = if !dir.may_have_state() {
+        instances.iter().any(|i| i.suffix == Suffix::Live).then(BTreeMap::new)
+    } else if instances.iter().any(|i| i.suffix == Suffix::Live) {
         match ctx.terraform(&dir).and_then(|tf| tf.show()) {
             Ok(state) => Some(state),
             Err(e) => {

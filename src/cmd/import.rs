@@ -63,8 +63,7 @@ struct Report {
 }
 
 pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
-    let dir = ctx.directory()?;
-    let profiles = ctx.profiles(&dir)?;
+    let profiles = ctx.profiles_of_existing_dir()?;
     let path = std::path::PathBuf::from(args.spec.strip_prefix("file://").unwrap_or(&args.spec));
     let (label, text) = read_spec(&path)?;
     let doc: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("spec {label}: not valid JSON: {e}")))?;

@@ -26,8 +26,7 @@ struct Report {
 }
 
 pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
-    let dir = ctx.directory()?;
-    let profiles = ctx.profiles(&dir)?;
+    let profiles = ctx.profiles_of_existing_dir()?;
     let spec = load_spec(&args.spec, &profiles, &ctx.printer)?;
     let logical_id = args.logical_id.clone().or_else(|| spec.logical_id.clone());
     if let Some(lid) = &logical_id {
@@ -37,7 +36,7 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let mode = Mode::from_flags(args.no_apply, args.dry_run);
 
     let _lock = if mode == Mode::DryRun { None } else { Some(ctx.lock()?) };
-    let dir = ctx.directory()?; // listed again: another run may have written while we waited
+    let dir = ctx.directory()?; // listed under the lock: what another run wrote is seen
     if let Some(lid) = &logical_id {
         // Two pets with one logical ID would define the same resources twice, and every apply
         // of the directory would fail.
