@@ -186,8 +186,13 @@ fn missing_terraform_changes_nothing() {
     let run = s.run_with(&["provision", &vm], None, &[("INFRAKIT_TF_TERRAFORM", ""), ("PATH", "/nonexistent")]).code(9);
     assert!(run.error_lines()[0].contains("neither `terraform` nor `tofu` is on PATH"), "{run:#?}");
     assert!(s.snapshot() == before);
-    // describe still works without terraform, from the files alone, and says so.
+    // A directory never applied has no state: describe needs no terraform to say `pending`.
     s.write("instance-1.tf.json", r#"{"resource": {"aws_instance": {"instance-1": {}}}}"#);
+    let run = s.run_with(&["describe", "--output", "json"], None, &[("INFRAKIT_TF_TERRAFORM", "/nonexistent/terraform")]).ok();
+    assert_eq!(run.json()[0]["status"], "pending");
+    // Where state may exist, describe still works without terraform, from the files alone,
+    // and says so.
+    s.write("terraform.tfstate", "{}");
     let run = s
         .run_with(&["describe", "--output", "json"], None, &[("INFRAKIT_TF_TERRAFORM", "/nonexistent/terraform")])
         .ok();
