@@ -188,7 +188,9 @@ fn missing_terraform_changes_nothing() {
     assert!(s.snapshot() == before);
     // A directory never applied has no state: describe needs no terraform to say `pending`.
     s.write("instance-1.tf.json", r#"{"resource": {"aws_instance": {"instance-1": {}}}}"#);
-    let run = s.run_with(&["describe", "--output", "json"], None, &[("INFRAKIT_TF_TERRAFORM", "/nonexistent/terraform")]).ok();
+    let run = s
+        .run_with(&["describe", "--output", "json"], None, &[("INFRAKIT_TF_TERRAFORM", "/nonexistent/terraform")])
+        .ok();
     assert_eq!(run.json()[0]["status"], "pending");
     // Where state may exist, describe still works without terraform, from the files alone,
     // and says so.
