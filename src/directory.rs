@@ -50,6 +50,19 @@ impl Instance {
         self.tags.get(tfdoc::LOGICAL_ID_TAG).map(String::as_str)
     }
 
+    /// Why nothing can be said about what this instance uses (its attachments, its VM): a file
+    /// that does not parse, or one with no VM of a known type. `None` when it is readable.
+    pub fn unreadable(&self) -> Option<String> {
+        match &self.doc {
+            Err(e) => Some(e.clone()),
+            Ok(_) if self.vm.is_none() => Some(format!(
+                "`{}` has no VM of a known type (declare it with --vm-type or in infrakit-tf.json)",
+                self.file
+            )),
+            Ok(_) => None,
+        }
+    }
+
     pub fn vm_props(&self) -> Option<&serde_json::Map<String, Value>> {
         let (t, n) = self.vm.as_ref()?;
         tfdoc::resource(self.doc.as_ref().ok()?, t, n)

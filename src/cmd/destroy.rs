@@ -45,14 +45,7 @@ pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
             dir.instances(&profiles).into_iter().partition(|i| ids.contains(&i.id));
         // An instance we cannot read may use any dedicated or global file: removing one would
         // pull it from under that instance. Refuse, as slot choice does.
-        if let Some(blind) = staying.iter().find(|i| i.doc.is_err() || i.vm.is_none()) {
-            let why = match &blind.doc {
-                Err(e) => e.clone(),
-                Ok(_) => format!(
-                    "`{}` has no VM of a known type (declare it with --vm-type or in infrakit-tf.json)",
-                    blind.file
-                ),
-            };
+        if let Some((blind, why)) = staying.iter().find_map(|i| Some((i, i.unreadable()?))) {
             return Err(invalid(format!("cannot tell which files {} still uses: {why}", blind.id))
                 .hint(
                     "fix that instance file, or destroy with --reason rolling-update (removes only the instance file)",

@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::apply::{self, ChangeSet, Mode, Outcome, PlannedChange};
 use crate::cli::SweepArgs;
 use crate::context::Ctx;
+use crate::exit::invalid;
 use crate::names::{Kind, Suffix};
 
 #[derive(Debug, Serialize)]
@@ -40,16 +41,23 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     let _lock = if args.dry_run { None } else { Some(ctx.lock()?) };
     let dir = ctx.directory()?;
     let profiles = ctx.profiles(&dir)?;
-    let tf = ctx.terraform(&dir)?;
-    let state = tf.show()?;
     let instances = dir.instances(&profiles);
 
+    // An instance we cannot read may own anything: its VM may be in state under a type we do
+    // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.
+    if let Some((blind, why)) = instances.iter().find_map(|i| Some((i, i.unreadable()?))) {
+        return Err(invalid(format!("cannot tell what {} owns: {why}", blind.id))
+            .hint("fix or remove that instance file, then re-run sweep-orphans")
+            .into());
+    }
+    let state = ctx.terraform(&dir)?.show()?;
     let mut orphans = Vec::new();
     let mut swept_ids = BTreeSet::new();
-    for inst in instances.iter().filter(|i| i.suffix == Suffix::Live && i.doc.is_ok()) {
-        let vm = inst.vm.as_ref().map(|(t, n)| format!("{t}.{n}"));
-        if !vm.as_ref().is_some_and(|a| state.contains_key(a)) {
-            let why = vm.map_or("it has no VM".into(), |a| format!("its VM `{a}` is not in Terraform's state"));
+    for inst in instances.iter().filter(|i| i.suffix == Suffix::Live) {
+        let (t, n) = inst.vm.as_ref().expect("readable instances have a VM");
+        let vm = format!("{t}.{n}");
+        if !state.contains_key(&vm) {
+            let why = format!("its VM `{vm}` is not in Terraform's state");
             orphans.push(Orphan { file: inst.file.clone(), kind: "instance", why });
             swept_ids.insert(inst.id.clone());
         }

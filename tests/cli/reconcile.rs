@@ -124,3 +124,28 @@ fn sweep_orphans_removes_a_leaked_slot() {
     let again = s.run(&["sweep-orphans", "--output", "json"]).ok().json();
     assert_eq!(again["orphans"], serde_json::json!([]));
 }
+
+// An instance file that cannot be read may use the leaked slot, or own a VM under a type we do
+// not know: sweep-orphans refuses rather than sweep around it.
+#[test]
+fn sweep_orphans_refuses_around_an_unreadable_instance() {
+    let s = Scratch::example();
+    let a = s.run(&["provision", &spec(&s)]).ok().stdout.trim().to_string();
+    let b = s.run(&["provision", &spec(&s)]).ok().stdout.trim().to_string();
+    s.run(&["destroy", &a, "--reason", "rolling-update", "--yes"]).ok();
+    let file = format!("{b}.tf.json");
+    let good = std::fs::read_to_string(s.dir.join(&file)).unwrap();
+    for (broken, why) in [
+        ("{ not json".to_string(), "not valid JSON"),
+        (good.replace("terraform_data", "mystery_vm"), "has no VM of a known type"),
+    ] {
+        s.write(&file, &broken);
+        let before = s.snapshot();
+        let run = s.run(&["sweep-orphans", "--yes"]).code(3);
+        let err = &run.error_lines()[0];
+        assert!(err.contains(&format!("cannot tell what {b} owns")) && err.contains(why), "{run:#?}");
+        assert!(s.snapshot() == before, "nothing swept");
+    }
+    s.write(&file, &good);
+    assert!(state(&s.dir).contains(&"terraform_data.web-1-data".to_string()), "the slot is still there");
+}
