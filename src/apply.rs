@@ -154,6 +154,7 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
     }
     let Some(tf) = tf else { return Ok((outcome, None)) };
     promote(ctx, dir.path())?;
+    settle_imports(dir.path())?;
     // The queued files written above are live now: report the names they have.
     for f in outcome.files.iter_mut().filter(|f| f.action != "removed") {
         if let Some(base) = f.name.strip_suffix(names::QUEUED) {
@@ -172,6 +173,8 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
     })();
     match result {
         Ok(s) => {
+            // Every import block has been carried out.
+            dir.remove(names::IMPORT_FILE)?;
             ctx.printer.status(&format!(
                 "applied: {} added, {} changed, {} destroyed in {:.2}s",
                 s.added, s.changed, s.destroyed, s.elapsed_seconds
@@ -216,6 +219,41 @@ pub fn promote(ctx: &Ctx, dir: &Path) -> Result<usize> {
     Ok(promoted)
 }
 
+/// Settles a leftover import-blocks file ([`names::IMPORT_FILE`]) in `path` before terraform
+/// runs there: one left by an import that was interrupted, or whose failure could not be
+/// undone. A block whose target a managed file declares is kept, so that the next apply adopts
+/// that object rather than create a second one (a block whose object is already in state does
+/// nothing). A block whose target is gone is dropped: terraform refuses it. Returns how many
+/// blocks are kept.
+pub fn settle_imports(path: &Path) -> Result<usize> {
+    let file = path.join(names::IMPORT_FILE);
+    let Ok(bytes) = std::fs::read(&file) else { return Ok(0) };
+    let blocks: Vec<Value> = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|doc| doc.get("import")?.as_array().cloned())
+        .unwrap_or_default();
+    let listing = Directory::open(path)?;
+    let mut declared = BTreeSet::new();
+    for (name, ..) in listing.managed() {
+        let Ok(doc) = listing.read_doc(name) else { continue };
+        for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
+            declared.extend(by_name.as_object().into_iter().flat_map(|m| m.keys()).map(|n| format!("{rtype}.{n}")));
+        }
+    }
+    let total = blocks.len();
+    let kept: Vec<Value> = blocks
+        .into_iter()
+        .filter(|b| b.get("to").and_then(Value::as_str).is_some_and(|to| declared.contains(to)))
+        .collect();
+    if kept.is_empty() {
+        fsio::remove(&file)?;
+    } else if kept.len() < total {
+        let doc = serde_json::json!({ "import": kept });
+        fsio::write_atomic(&file, &crate::tfdoc::to_bytes(&doc), FileMode::Public)?;
+    }
+    Ok(kept.len())
+}
+
 /// What `init` last saw, kept in `.terraform/infrakit-tf-init.json`.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 struct InitMarker {
@@ -258,7 +296,7 @@ fn user_config(dir: &Path) -> Result<BTreeMap<String, (u64, u64)>> {
         let is_config = [".tf", ".tf.json", ".tofu", ".tofu.json"].iter().any(|s| name.ends_with(s))
             || name == ".terraform.lock.hcl";
         let managed = names::split_file_name(&name).and_then(|(b, _)| names::classify(b)).is_some();
-        if is_config && !managed {
+        if is_config && !managed && name != names::IMPORT_FILE {
             let meta = entry.metadata()?;
             let mtime = meta
                 .modified()
@@ -343,5 +381,41 @@ pub fn mirror(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::TempDir>
         let base = names::split_file_name(name).map_or(name, |(b, _)| b);
         fsio::write_atomic(&m.join(format!("{base}{}", names::LIVE)), &crate::tfdoc::to_bytes(doc), FileMode::Private)?;
     }
+    settle_imports(m)?;
     Ok(mirror)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(dir: &Path, name: &str, doc: Value) {
+        fsio::write_atomic(&dir.join(name), &crate::tfdoc::to_bytes(&doc), FileMode::Public).unwrap();
+    }
+
+    fn blocks(dir: &Path) -> Option<Value> {
+        std::fs::read(dir.join(names::IMPORT_FILE)).ok().map(|b| serde_json::from_slice(&b).unwrap())
+    }
+
+    #[test]
+    fn settling_keeps_the_import_blocks_of_declared_resources_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let to = |addr: &str| serde_json::json!({"to": addr, "id": "x"});
+        put(d, "instance-1.tf.json", serde_json::json!({"resource": {"aws_instance": {"instance-1": {}}}}));
+        put(d, "main.tf.json", serde_json::json!({"resource": {"aws_vpc": {"net": {}}}}));
+        put(
+            d,
+            names::IMPORT_FILE,
+            serde_json::json!({"import": [to("aws_instance.instance-1"), to("aws_instance.instance-2"), to("aws_vpc.net")]}),
+        );
+        assert_eq!(settle_imports(d).unwrap(), 1, "only managed files declare what an import adopts");
+        assert_eq!(blocks(d), Some(serde_json::json!({"import": [to("aws_instance.instance-1")]})));
+        assert_eq!(settle_imports(d).unwrap(), 1, "settling again changes nothing");
+
+        fsio::remove(&d.join("instance-1.tf.json")).unwrap();
+        assert_eq!(settle_imports(d).unwrap(), 0);
+        assert_eq!(blocks(d), None, "no block left: the file goes");
+        assert_eq!(settle_imports(d).unwrap(), 0, "no file: nothing to do");
+    }
 }

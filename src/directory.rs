@@ -249,6 +249,20 @@ impl Directory {
 
     /// Which dedicated slots exist and which are attached, for slot choice. An instance file
     /// that cannot be read is an error here: its slot could otherwise be handed out twice.
+    /// Refuses a logical ID another instance already has: two pets with one logical ID would
+    /// define the same resources twice, and every apply of the directory would fail.
+    pub fn check_logical_id_free(&self, profiles: &Profiles, lid: &str) -> Result<()> {
+        match self.instances(profiles).iter().find(|i| i.logical_id() == Some(lid)) {
+            None => Ok(()),
+            Some(twin) => Err(invalid(format!("logical ID `{lid}` is already used by {}", twin.id))
+                .hint(format!(
+                    "destroy {} first (a rolling update keeps its slot), or pick another logical ID",
+                    twin.id
+                ))
+                .into()),
+        }
+    }
+
     pub fn slots(&self, profiles: &Profiles) -> Result<Slots> {
         let existing = self
             .managed()

@@ -10,6 +10,9 @@ use std::fmt;
 
 pub const LIVE: &str = ".tf.json";
 pub const QUEUED: &str = ".tf.json.new";
+/// Import blocks live in this file while an import runs (see `apply::settle_imports`). Not a
+/// managed name: never listed, described or swept.
+pub const IMPORT_FILE: &str = "infrakit-tf-import.tf.json";
 
 /// Whether a managed file is live or queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

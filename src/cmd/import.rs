@@ -1,20 +1,25 @@
 //! `import SPEC --resource TYPE=ID[:NAME]...`: adopt existing objects into a new instance.
 //!
 //! 1. The spec (instance or group spec) is expanded as a provision would, with a new ID and no
-//!    Init; each request is matched to a spec resource, hence to its address and file.
+//!    Init; each request is matched to a spec resource, hence to its address and file. An
+//!    adopted dedicated object gets a fresh slot, never an orphaned one.
 //! 2. Objects already in Terraform's state are recognised by cloud ID: all of them → nothing
-//!    to do (exit 0); some of them → an error (never adopted twice).
+//!    to do (exit 0); some of them → an error (never adopted twice). A logical ID in use, or a
+//!    target address that already holds an object, is refused.
 //! 3. A discovery plan in a mirror (expanded files plus an import-blocks file) reads each
 //!    object's live values (`show -json` of the plan); a wrong cloud ID fails here, before
 //!    anything is written.
 //! 4. Each adopted resource keeps its live values for the keys the spec names (less
 //!    `--exclude-prop`); the VM gets the instance's tags on top.
-//! 5. The files and the import blocks are written and applied (import, tag update, creation of
-//!    the spec's unrequested resources); the import-blocks file is removed.
+//! 5. The files and the import blocks ([`IMPORT_FILE`]) are written and applied (import, tag
+//!    update, creation of the spec's unrequested resources); a successful apply removes the
+//!    import blocks. A leftover import-blocks file (a killed import) is finished by the next
+//!    apply (`apply::settle_imports`); until then, import refuses to start.
 //!
 //! All or nothing: when the apply fails, the adopted addresses are removed from state (the
 //! machines themselves are left alone), the files written are removed or restored, and a
-//! second apply removes what the failed one created.
+//! second apply removes what the failed one created. If an adopted address cannot be removed
+//! from state, the files stay (removing them would destroy the machine).
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -31,14 +36,10 @@ use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
 use crate::fsio::Mode as FileMode;
-use crate::names::{self, Kind};
+use crate::names::{self, Kind, Scope, IMPORT_FILE};
 use crate::spec;
 use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfjson;
-
-/// The import blocks live in this file while an import runs (a user-file name: not ours to
-/// list, describe or sweep).
-pub const IMPORT_FILE: &str = "infrakit-tf-import.tf.json";
 
 #[derive(Debug, Serialize)]
 struct Adopted {
@@ -74,6 +75,11 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
 
     let _lock = if args.dry_run { None } else { Some(ctx.lock()?) };
     let dir = ctx.directory()?;
+    if dir.has(IMPORT_FILE) {
+        return Err(invalid(format!("a previous import did not finish: `{IMPORT_FILE}` is still in the directory"))
+            .hint("run `infrakit-tf reconcile` to finish it (it adopts what that import wrote), then import again")
+            .into());
+    }
     let tf = ctx.terraform(&dir)?;
     let state = tf.show()?;
     let managed: Vec<Option<&String>> = requests
@@ -121,8 +127,16 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         .into());
     }
 
-    // 1. Expand as a provision would.
-    let slots = if spec.needs_slot() { dir.slots(&profiles)? } else { Slots::default() };
+    if let Some(lid) = &spec.logical_id {
+        names::check_path_component(lid, "logical ID").map_err(invalid)?;
+        dir.check_logical_id_free(&profiles, lid)?;
+    }
+    // 1. Expand as a provision would; but an adopted dedicated object gets a fresh slot, never
+    //    an orphaned one (whose object is still in state).
+    let mut slots = if spec.needs_slot() { dir.slots(&profiles)? } else { Slots::default() };
+    if requests.iter().any(|m| matches!(spec.resources[m.index].scope, Scope::Dedicated(_))) {
+        slots.attached.extend(slots.existing.iter().cloned());
+    }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let id = dir.next_id(now)?;
     let no_tags = BTreeMap::new();
@@ -135,6 +149,14 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         let (file, name) = &expansion.placed[m.index];
         (file.clone(), format!("{}.{name}", spec.resources[m.index].rtype), name.clone())
     };
+    if let Some((m, addr)) = requests.iter().map(|m| (m, target(m).1)).find(|(_, a)| state.contains_key(a)) {
+        return Err(invalid(format!(
+            "cannot adopt {} `{}` as `{addr}`: that address already holds another object in Terraform's state",
+            spec.resources[m.index].rtype, m.cloud_id
+        ))
+        .hint("a shared (global) or pet (logical ID) resource exists already: import only what is new")
+        .into());
+    }
     let import_doc =
         json!({"import": requests.iter().map(|m| json!({"to": target(m).1, "id": m.cloud_id})).collect::<Vec<_>>()});
     let file_mode = |base: &str| {
@@ -189,7 +211,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     let created: Vec<String> = (0..spec.resources.len())
         .filter(|i| !requests.iter().any(|m| m.index == *i))
         .map(|i| format!("{}.{}", spec.resources[i].rtype, expansion.placed[i].1))
-        .filter(|a| !adopted_addrs.contains(&a.as_str()))
+        .filter(|a| !adopted_addrs.contains(&a.as_str()) && !state.contains_key(a))
         .collect();
     let changes = || ChangeSet { issued: Some(id.clone()), writes: writes_of(&files), ..ChangeSet::default() };
 
@@ -210,11 +232,11 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     let previous: Vec<(String, Option<Vec<u8>>)> =
         changes().writes.iter().map(|(n, _, _)| (n.clone(), std::fs::read(dir.path().join(n)).ok())).collect();
     let (mut outcome, failure) = apply::commit(ctx, &dir, changes(), Mode::Apply)?;
-    dir.remove(IMPORT_FILE)?;
     outcome.files.retain(|f| f.name != IMPORT_FILE);
     if let Some(err) = failure {
-        rollback(ctx, &dir, &tf, &adopted_addrs, &previous);
-        return Err(err.context(format!("import of {id} failed; what it wrote was removed")));
+        let undone = rollback(ctx, &dir, &tf, &adopted_addrs, &previous);
+        let what = if undone { "what it wrote was removed" } else { "it could not be undone (see the warnings)" };
+        return Err(err.context(format!("import of {id} failed; {what}")));
     }
     // The files are live now.
     for a in &mut imported {
@@ -239,20 +261,41 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
 }
 
 /// Undoes a failed import: forget the adopted objects (never destroy them), put the files
-/// back as they were, and apply to remove whatever the failed apply created.
+/// back as they were, and apply to remove whatever the failed apply created. When an adopted
+/// object cannot be forgotten, nothing else is undone: removing its file would make the next
+/// apply destroy it. The files and the import blocks stay, so that `reconcile` finishes the
+/// import instead. Returns whether the import was undone.
 fn rollback(
     ctx: &Ctx,
     dir: &crate::directory::Directory,
     tf: &crate::terraform::Terraform,
     adopted: &[&str],
     previous: &[(String, Option<Vec<u8>>)],
-) {
-    let state = tf.show().unwrap_or_default();
+) -> bool {
+    // Every adopted address was checked to be absent from state before the import, so each
+    // one in state now was put there by this import.
+    let state = match tf.show() {
+        Ok(state) => state,
+        Err(e) => {
+            ctx.printer.warn(&format!("rollback: cannot read the state: {e:#}"));
+            return false;
+        }
+    };
+    let mut forgotten = true;
     for addr in adopted.iter().filter(|a| state.contains_key(**a)) {
         if let Err(e) = tf.output(&["state", "rm", "-no-color", addr]) {
             ctx.printer.warn(&format!("rollback: could not forget `{addr}`: {e:#}"));
+            forgotten = false;
         }
     }
+    if !forgotten {
+        ctx.printer.warn(
+            "rollback stopped: the imported files are kept so that nothing adopted is destroyed; \
+             run `infrakit-tf reconcile` to finish the import",
+        );
+        return false;
+    }
+    let mut restored = true;
     for (name, old) in previous {
         let live = names::split_file_name(name).map_or(name.clone(), |(b, _)| format!("{b}{}", names::LIVE));
         let result = match old {
@@ -261,14 +304,17 @@ fn rollback(
         };
         if let Err(e) = result {
             ctx.printer.warn(&format!("rollback: {e:#}"));
+            restored = false;
         }
     }
     let mut progress = crate::progress::Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
-    if let Err(e) =
-        tf.stream(&["apply", "-auto-approve", "-input=false", "-json", "-refresh=false"], &mut |e| progress.on_event(e))
-    {
+    let cleaned = tf
+        .stream(&["apply", "-auto-approve", "-input=false", "-json", "-refresh=false"], &mut |e| progress.on_event(e));
+    progress.finish();
+    if let Err(e) = &cleaned {
         ctx.printer.warn(&format!("rollback: the cleaning apply failed: {e:#}"));
     }
+    restored && cleaned.is_ok()
 }
 
 fn print(ctx: &Ctx, report: &Report) -> Result<()> {

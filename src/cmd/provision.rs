@@ -38,16 +38,7 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let _lock = if mode == Mode::DryRun { None } else { Some(ctx.lock()?) };
     let dir = ctx.directory()?; // listed under the lock: what another run wrote is seen
     if let Some(lid) = &logical_id {
-        // Two pets with one logical ID would define the same resources twice, and every apply
-        // of the directory would fail.
-        if let Some(twin) = dir.instances(&profiles).iter().find(|i| i.logical_id() == Some(lid.as_str())) {
-            return Err(invalid(format!("logical ID `{lid}` is already used by {}", twin.id))
-                .hint(format!(
-                    "destroy {} first (a rolling update keeps its slot), or pick another logical ID",
-                    twin.id
-                ))
-                .into());
-        }
+        dir.check_logical_id_free(&profiles, lid)?;
     }
     let slots = if spec.needs_slot() { dir.slots(&profiles)? } else { Slots::default() };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -84,6 +84,8 @@ pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let promoted_ids: BTreeSet<String> =
         instances.iter().filter(|i| i.suffix == Suffix::Queued).map(|i| i.id.to_string()).collect();
     apply::promote(ctx, dir.path())?;
+    // An import that did not finish: its blocks are applied now (see `settle_imports`).
+    let importing = apply::settle_imports(dir.path())? > 0;
     apply::init_if_needed(ctx, dir.path(), &tf, &providers(&dir, &instances))?;
     let plan_dir = tempfile::Builder::new()
         .prefix("infrakit-tf-plan-")
@@ -133,6 +135,9 @@ pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         progress_line(ctx, &format!("pruned {} ({vm} vanished)", inst.id));
         report.pruned.push(Pruned { id: inst.id.to_string(), file, vm: vm.clone() });
     }
+    if importing && !report.pruned.is_empty() {
+        apply::settle_imports(dir.path())?;
+    }
 
     let applied = if !report.pruned.is_empty() {
         Some(tf.stream(&["apply", "-auto-approve", "-input=false", "-json"], &mut |e| progress.on_event(e))?)
@@ -144,6 +149,9 @@ pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     };
     progress.finish();
     if let Some(applied) = applied {
+        if importing {
+            dir.remove(names::IMPORT_FILE)?;
+        }
         report.terraform_runs += 1;
         report.applied = true;
         let c = applied.applied.unwrap_or_default();

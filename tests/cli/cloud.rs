@@ -71,6 +71,52 @@ impl Cloud {
         self.s.run_with(args, None, &[("TF_CLI_CONFIG_FILE", self.rc.to_str().unwrap())])
     }
 
+    /// Runs infrakit-tf ARGS in its own process group until a line of its stderr contains
+    /// `needle`, then kills the whole group (infrakit-tf and its terraform) with SIGKILL: a
+    /// crash, or a machine losing power. Returns the stderr read until then.
+    pub fn kill_during(&self, args: &[&str], needle: &str) -> String {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(crate::support::BIN);
+        cmd.arg("--dir").arg(&self.s.dir).args(args).process_group(0);
+        if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
+            cmd.env("INFRAKIT_TF_TERRAFORM", tf);
+        }
+        let mut child = cmd
+            .env("TF_CLI_CONFIG_FILE", &self.rc)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (mut seen, mut line) = (String::new(), String::new());
+        let found = loop {
+            line.clear();
+            if err.read_line(&mut line).unwrap() == 0 {
+                break false;
+            }
+            seen.push_str(&line);
+            if line.contains(needle) {
+                break true;
+            }
+        };
+        // SAFETY: kill(2) on our own child's process group.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        child.wait().unwrap();
+        assert!(found, "never saw `{needle}`: {seen}");
+        seen
+    }
+
+    /// Makes every create sleep `ms` milliseconds (0: no delay).
+    pub fn delay_creates(&self, ms: u64) {
+        let knob = self.cloud.join("delay-ms");
+        if ms == 0 {
+            infrakit_tf::fsio::remove(&knob).unwrap();
+        } else {
+            infrakit_tf::fsio::write_atomic(&knob, ms.to_string().as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+        }
+    }
+
     pub fn spec(&self) -> String {
         self.s.root.path().join("web.json").to_str().unwrap().to_string()
     }

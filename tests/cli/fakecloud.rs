@@ -1,14 +1,10 @@
 //! reconcile and sweep-orphans against a cloud where machines really vanish (fakecloud).
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 
 use serde_json::json;
 
 use crate::cloud::Cloud;
-use crate::support::BIN;
 
 fn provision(c: &Cloud) -> String {
     c.run(&["provision", &c.spec()]).ok().stdout.trim().to_string()
@@ -92,30 +88,14 @@ fn mass_vanishing_is_refused() {
 // A reconcile killed with SIGKILL in the middle of an apply (with its terraform): the next
 // reconcile converges and nothing the user asked for is lost.
 #[test]
-#[allow(clippy::disallowed_methods)] // the test spawns the binary in its own process group
 fn sigkill_mid_apply_then_converge() {
     let c = Cloud::new();
     for _ in 0..2 {
         c.run(&["provision", "--no-apply", &c.spec()]).ok();
     }
-    infrakit_tf::fsio::write_atomic(&c.cloud.join("delay-ms"), b"3000", infrakit_tf::fsio::Mode::Public).unwrap();
-    let mut cmd = Command::new(BIN);
-    cmd.args(["--dir", c.s.dir.to_str().unwrap(), "reconcile"]).process_group(0);
-    if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
-        cmd.env("INFRAKIT_TF_TERRAFORM", tf);
-    }
-    let rc = c.s.root.path().join("fakecloud.tfrc");
-    let mut child = cmd.env("TF_CLI_CONFIG_FILE", &rc).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("creating fakecloud_instance") {
-        line.clear();
-    }
-    assert!(line.contains("creating fakecloud_instance"), "the apply never started");
-    // SAFETY: kill(2) on our own child's process group.
-    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-    child.wait().unwrap();
-    infrakit_tf::fsio::remove(&c.cloud.join("delay-ms")).unwrap();
+    c.delay_creates(3000);
+    c.kill_during(&["reconcile"], "creating fakecloud_instance");
+    c.delay_creates(0);
 
     let out = c.run(&["reconcile", "--output", "json"]).ok().json();
     assert!(out["applied"].as_bool().unwrap(), "{out}");

@@ -144,19 +144,22 @@ fn a_failed_apply_rolls_back() {
     assert_eq!(run.code, 7, "{run:#?}");
     assert!(run.error_lines()[0].contains("import of instance-"), "{run:#?}");
     assert!(run.stderr.contains("create refused"), "{run:#?}");
-    // Terraform's own bookkeeping (the state file, the backup `state rm` makes) aside, and the
-    // remembered last ID: the state's content is compared below.
+    // Terraform's own bookkeeping (`.terraform`, the state file, the backup `state rm` makes)
+    // aside, and the remembered last ID: the state's content is compared below.
+    // The cloud's objects are compared below: the adopted machine keeps tags the apply set.
     let ours = |p: &std::path::PathBuf| {
         let name = p.file_name().unwrap().to_string_lossy();
-        !name.starts_with("terraform.tfstate") && name != ".infrakit-tf-last-id"
+        p.starts_with(&c.s.dir)
+            && !p.starts_with(c.s.dir.join(".terraform"))
+            && !name.starts_with("terraform.tfstate")
+            && name != ".infrakit-tf-last-id"
     };
     let mut after = c.s.snapshot();
     after.retain(|p, _| ours(p));
     let mut expected = before.0.clone();
     expected.retain(|p, _| ours(p));
-    let keys =
-        |m: &std::collections::BTreeMap<std::path::PathBuf, (Vec<u8>, u32)>| m.keys().cloned().collect::<Vec<_>>();
-    assert_eq!(keys(&after), keys(&expected), "files");
+    let differ: Vec<_> = after.keys().chain(expected.keys()).filter(|p| after.get(*p) != expected.get(*p)).collect();
+    assert!(differ.is_empty(), "files changed by the failed import: {differ:?}");
     assert_eq!(c.state(), before.2, "state");
     let (now, then) = (&c.objects()["i-0000abcd"], &before.1["i-0000abcd"]);
     for key in ["id", "ip", "user_data", "name"] {
@@ -180,4 +183,127 @@ fn dry_run_changes_nothing() {
     assert_eq!(out["created"], json!(["fakecloud_volume.default-mgr1-data"]));
     assert_eq!(out["terraform"]["added"], 1, "{out}");
     assert!((c.s.snapshot(), c.objects()) == before);
+}
+
+// An import killed mid-apply (with its terraform) leaves its files and its import blocks: a
+// second import is refused until `reconcile` finishes the first, which adopts the machine
+// rather than create a second one.
+#[test]
+fn a_crashed_import_is_finished_by_reconcile() {
+    let c = Cloud::new();
+    hand_made(&c);
+    c.run(&["reconcile"]).ok();
+    c.delay_creates(30_000); // the unrequested volume's create hangs
+    let spec = c.s.write_outside("managers.json", MANAGERS);
+    c.kill_during(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"], "creating fakecloud_volume");
+    c.delay_creates(0);
+    assert!(c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()), "{:?}", c.s.files());
+
+    let before = c.s.snapshot();
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(3);
+    assert!(run.error_lines()[0].contains("a previous import did not finish"), "{run:#?}");
+    assert!(c.s.snapshot() == before, "the refused import changed something");
+
+    let out = c.run(&["reconcile", "--output", "json"]).ok().json();
+    assert!(out["applied"].as_bool().unwrap(), "{out}");
+    let rows = c.describe();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let id = rows[0]["ID"].as_str().unwrap();
+    assert_eq!(c.state()[&format!("fakecloud_instance.{id}")], "i-0000abcd", "adopted, not re-created");
+    let vms = c.objects().values().filter(|o| o["type"] == "fakecloud_instance").count();
+    assert_eq!(vms, 1, "no second machine");
+    assert!(!c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()), "the import blocks are gone");
+    c.run(&["reconcile", "--check"]).ok();
+}
+
+// The logical ID a group spec gives (its first) is taken: a second machine is not adopted
+// under it.
+#[test]
+fn a_logical_id_in_use_is_refused() {
+    let c = Cloud::new();
+    hand_made(&c);
+    import(&c, &[]).ok();
+    let mut second = c.objects()["i-0000abcd"].clone();
+    second["id"] = json!("i-0000f00d");
+    infrakit_tf::fsio::write_atomic(
+        &c.cloud.join("i-0000f00d.json"),
+        second.to_string().as_bytes(),
+        infrakit_tf::fsio::Mode::Public,
+    )
+    .unwrap();
+    let before = (c.s.snapshot(), c.state());
+    let spec = c.s.write_outside("managers.json", MANAGERS);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000f00d"]).code(3);
+    assert!(run.error_lines()[0].contains("logical ID `mgr1` is already used by instance-"), "{run:#?}");
+    assert!((c.s.snapshot(), c.state()) == before);
+}
+
+/// A cattle spec (no logical ID): a VM and a dedicated data volume.
+const WORKERS: &str = r##"{"Properties": {"resource": {
+    "fakecloud_instance": {"vm": {"name": "worker"}},
+    "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 10}}}},
+  "Tags": {"infrakit.group": "workers"}}"##;
+
+// An orphaned slot (left by a rolling update) still holds its volume: an adopted volume gets a
+// fresh slot, and the orphan keeps its own.
+#[test]
+fn an_adopted_volume_never_takes_an_orphaned_slot() {
+    let c = Cloud::new();
+    let spec = c.s.write_outside("workers.json", WORKERS);
+    let first = c.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    c.run(&["destroy", &first, "--reason", "rolling-update", "--yes"]).ok();
+    let orphan = c.state()["fakecloud_volume.default-1-data"].clone();
+    hand_made(&c);
+    let out = c
+        .run(&[
+            "import",
+            &spec,
+            "--resource",
+            "fakecloud_instance=i-0000abcd",
+            "--resource",
+            "fakecloud_volume=vol-0000beef",
+            "--output",
+            "json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(out["imported"][1]["address"], "fakecloud_volume.default-2-data", "{out}");
+    let state = c.state();
+    assert_eq!(state["fakecloud_volume.default-2-data"], "vol-0000beef");
+    assert_eq!(state["fakecloud_volume.default-1-data"], orphan, "the orphan's volume is untouched");
+}
+
+// When the rollback cannot forget an adopted machine (`state rm` fails: injected with a
+// wrapper around the real terraform), removing its file would have the next apply destroy
+// it. So the files and the import blocks stay, and `reconcile` finishes the import.
+#[test]
+fn a_rollback_that_cannot_forget_keeps_the_machine() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cloud::new();
+    hand_made(&c);
+    c.run(&["reconcile"]).ok();
+    let wrapper = c.s.root.path().join("terraform-no-state-rm");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = state ]; then echo 'state rm refused' >&2; exit 1; fi\nexec '{}' \"$@\"\n",
+        crate::terraform::terraform_program().display()
+    );
+    infrakit_tf::fsio::write_atomic(&wrapper, script.as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Mode::Public).unwrap();
+
+    let spec = c.s.write_outside("managers.json", MANAGERS);
+    let tf = wrapper.to_str().unwrap();
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd", "--terraform", tf]).code(7);
+    assert!(run.error_lines().last().unwrap().contains("could not be undone"), "{run:#?}");
+    assert!(run.stderr.contains("rollback stopped: the imported files are kept"), "{run:#?}");
+    let id = c.describe()[0]["ID"].as_str().unwrap().to_string();
+    assert_eq!(c.state()[&format!("fakecloud_instance.{id}")], "i-0000abcd", "still adopted");
+    assert!(c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()));
+
+    infrakit_tf::fsio::remove(&c.cloud.join("fail-create")).unwrap();
+    c.run(&["reconcile"]).ok();
+    assert_eq!(c.state()[&format!("fakecloud_instance.{id}")], "i-0000abcd", "never destroyed");
+    assert_eq!(c.objects()["i-0000abcd"]["ip"], "10.0.9.9", "never replaced");
+    assert!(!c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()));
+    c.run(&["reconcile", "--check"]).ok();
 }
