@@ -56,17 +56,27 @@ pub struct ChangeSet {
 }
 
 impl ChangeSet {
-    /// Resource types written, for deciding whether `init` must run (a new provider).
-    fn providers(&self) -> BTreeSet<String> {
-        self.writes
-            .iter()
-            .filter_map(|(_, doc, _)| doc.get("resource")?.as_object())
-            .flat_map(|types| types.keys())
-            .filter_map(|t| t.split('_').next())
-            .filter(|p| *p != "terraform")
-            .map(str::to_string)
-            .collect()
+    /// Provider prefixes of what the next apply will see that the last `init` may not have:
+    /// the files written and the queued files it promotes. For deciding whether `init` must run.
+    fn providers(&self, dir: &Directory) -> BTreeSet<String> {
+        let queued: Vec<Value> = dir
+            .managed()
+            .filter(|(_, _, _, suffix)| *suffix == Suffix::Queued)
+            .filter_map(|(name, ..)| dir.read_doc(name).ok())
+            .collect();
+        providers_of(self.writes.iter().map(|(_, doc, _)| doc).chain(&queued))
     }
+}
+
+/// Provider prefixes (`aws` of `aws_instance`) of the resource types the documents declare.
+pub fn providers_of<'a>(docs: impl IntoIterator<Item = &'a Value>) -> BTreeSet<String> {
+    docs.into_iter()
+        .filter_map(|doc| doc.get("resource")?.as_object())
+        .flat_map(|types| types.keys())
+        .filter_map(|t| t.split('_').next())
+        .filter(|p| *p != "terraform")
+        .map(str::to_string)
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -130,7 +140,7 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
     }
     // Find terraform before writing anything: a missing one is bad input, and changes nothing.
     let tf = if mode == Mode::Apply { Some(ctx.terraform(dir)?) } else { None };
-    let providers = changes.providers();
+    let providers = changes.providers(dir);
     for (name, doc, file_mode) in changes.writes {
         let existed = dir.has(&name);
         let action = match dir.write(&name, &doc, file_mode)? {
@@ -264,18 +274,14 @@ struct InitMarker {
 }
 
 const MARKER: &str = ".terraform/infrakit-tf-init.json";
+const LOCK_FILE: &str = ".terraform.lock.hcl";
 
 /// Runs `init` on first use, when the user's configuration changed, or when a new provider
 /// prefix appears; not on every command.
 pub fn init_if_needed(ctx: &Ctx, dir: &Path, tf: &Terraform, providers: &BTreeSet<String>) -> Result<()> {
     let marker_path = dir.join(MARKER);
-    let old: Option<InitMarker> = std::fs::read(&marker_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    let config = user_config(dir)?;
-    let needed = match &old {
-        None => true,
-        Some(m) => m.config != config || !providers.is_subset(&m.providers),
-    };
-    if !needed {
+    let old = read_marker(dir);
+    if !init_needed(dir, old.as_ref(), providers)? {
         return Ok(());
     }
     ctx.printer.status("running terraform init (first use, new provider or changed configuration)");
@@ -288,13 +294,24 @@ pub fn init_if_needed(ctx: &Ctx, dir: &Path, tf: &Terraform, providers: &BTreeSe
     Ok(())
 }
 
+fn read_marker(dir: &Path) -> Option<InitMarker> {
+    std::fs::read(dir.join(MARKER)).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+fn init_needed(dir: &Path, marker: Option<&InitMarker>, providers: &BTreeSet<String>) -> Result<bool> {
+    Ok(match marker {
+        None => true,
+        Some(m) => m.config != user_config(dir)? || !providers.is_subset(&m.providers),
+    })
+}
+
 fn user_config(dir: &Path) -> Result<BTreeMap<String, (u64, u64)>> {
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("failed to list `{}`", dir.display()))? {
         let entry = entry?;
         let Ok(name) = entry.file_name().into_string() else { continue };
-        let is_config = [".tf", ".tf.json", ".tofu", ".tofu.json"].iter().any(|s| name.ends_with(s))
-            || name == ".terraform.lock.hcl";
+        let is_config =
+            [".tf", ".tf.json", ".tofu", ".tofu.json"].iter().any(|s| name.ends_with(s)) || name == LOCK_FILE;
         let managed = names::split_file_name(&name).and_then(|(b, _)| names::classify(b)).is_some();
         if is_config && !managed && name != names::IMPORT_FILE {
             let meta = entry.metadata()?;
@@ -330,13 +347,30 @@ fn preview_files(dir: &Directory, changes: &ChangeSet) -> Result<Vec<FileChange>
 /// in the real directory is written (`-lock=false`; a plan does not save its refresh).
 pub fn plan_mirror(ctx: &Ctx, dir: &Directory, tf: &Terraform, changes: &ChangeSet, refresh: bool) -> Result<Report> {
     let mirror = mirror(dir, changes)?;
-    plan_in(ctx, &tf.in_dir(mirror.path()), dir, refresh, &[])
+    plan_in(ctx, &tf.in_dir(mirror.path()), dir, changes, refresh, &[])
 }
 
-/// Runs `plan -json -lock=false -detailed-exitcode` with `tf` (in a mirror of `dir`), plus
-/// `extra` arguments.
-pub fn plan_in(ctx: &Ctx, tf: &Terraform, dir: &Directory, refresh: bool, extra: &[&str]) -> Result<Report> {
-    if !dir.path().join(".terraform").exists() {
+/// Runs `plan -json -lock=false -detailed-exitcode` with `tf` in a [`mirror`] of `dir` after
+/// `changes`, plus `extra` arguments. When the real directory would need `init` first (see
+/// [`init_if_needed`]), `init` runs in the mirror: the lock file is copied there first, so
+/// your `.terraform.lock.hcl` is left alone (providers it installs go to the shared
+/// `.terraform`, which is a cache); the marker is not updated, so the next apply runs `init`.
+pub fn plan_in(
+    ctx: &Ctx,
+    tf: &Terraform,
+    dir: &Directory,
+    changes: &ChangeSet,
+    refresh: bool,
+    extra: &[&str],
+) -> Result<Report> {
+    if init_needed(dir.path(), read_marker(dir.path()).as_ref(), &changes.providers(dir))? {
+        let lock = tf.dir().join(LOCK_FILE);
+        if lock.is_symlink() {
+            let bytes = std::fs::read(&lock).with_context(|| format!("failed to read `{LOCK_FILE}`"))?;
+            fsio::remove(&lock)?; // the link, not your file
+            fsio::write_atomic(&lock, &bytes, FileMode::Public)?;
+        }
+        ctx.printer.detail("running terraform init in the mirror");
         tf.init()?;
     }
     let mut progress = Progress::new(ctx.printer.quiet(), ctx.printer.verbose());

@@ -122,6 +122,11 @@ impl Terraform {
         }
     }
 
+    /// The directory it runs in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn program(&self) -> &Path {
         &self.program
     }

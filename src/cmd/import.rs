@@ -178,7 +178,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     let mtf = tf.in_dir(mirror.path());
     let plan_file = mirror.path().join(".infrakit-tf-import.plan");
     let out_arg = format!("-out={}", plan_file.display());
-    apply::plan_in(ctx, &mtf, &dir, false, &[&out_arg])?;
+    apply::plan_in(ctx, &mtf, &dir, &discovery, false, &[&out_arg])?;
     let live = tfjson::parse_plan_imports(&mtf.output(&["show", "-json", plan_file.to_str().context("plan path")?])?)
         .map_err(invalid)?;
 

@@ -167,24 +167,13 @@ fn fill_plan(report: &mut Report, plan: &TfReport) {
 
 /// Provider prefixes of every managed resource type (for `init` on a new provider).
 fn providers(dir: &crate::directory::Directory, instances: &[crate::directory::Instance]) -> BTreeSet<String> {
-    let mut types: BTreeSet<String> = instances
-        .iter()
-        .filter_map(|i| {
-            i.doc.as_ref().ok()?.get("resource")?.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>())
-        })
-        .flatten()
-        .collect();
     // The listing predates promotion: every managed file now has its live name.
-    for (_, base, kind, _) in dir.managed() {
-        if !matches!(kind, Kind::Instance(_)) {
-            if let Ok(doc) = dir.read_doc(&format!("{base}{}", names::LIVE)) {
-                types.extend(
-                    doc.get("resource").and_then(|r| r.as_object()).into_iter().flat_map(|m| m.keys().cloned()),
-                );
-            }
-        }
-    }
-    types.iter().filter_map(|t| t.split('_').next()).filter(|p| *p != "terraform").map(str::to_string).collect()
+    let others: Vec<serde_json::Value> = dir
+        .managed()
+        .filter(|(_, _, kind, _)| !matches!(kind, Kind::Instance(_)))
+        .filter_map(|(_, base, _, _)| dir.read_doc(&format!("{base}{}", names::LIVE)).ok())
+        .collect();
+    apply::providers_of(instances.iter().filter_map(|i| i.doc.as_ref().ok()).chain(&others))
 }
 
 fn resource_count(doc: Option<&serde_json::Value>) -> usize {

@@ -44,13 +44,17 @@ impl Cloud {
         let s = Scratch::new();
         let root = s.root.path().to_path_buf();
         let cloud = root.join("cloud");
-        let pkg = root.join("mirror/registry.terraform.io/infrakit/fakecloud/0.0.1/linux_amd64");
         std::fs::create_dir_all(&cloud).unwrap();
-        std::fs::create_dir_all(&pkg).unwrap();
-        std::os::unix::fs::symlink(provider(), pkg.join("terraform-provider-fakecloud")).unwrap();
+        // Also as `hashicorp/fakecloud`: what a configuration that never declares the provider
+        // gets, from resource types alone.
+        for namespace in ["infrakit", "hashicorp"] {
+            let pkg = root.join(format!("mirror/registry.terraform.io/{namespace}/fakecloud/0.0.1/linux_amd64"));
+            std::fs::create_dir_all(&pkg).unwrap();
+            std::os::unix::fs::symlink(provider(), pkg.join("terraform-provider-fakecloud")).unwrap();
+        }
         let rc = root.join("fakecloud.tfrc");
         let config = format!(
-            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"infrakit/fakecloud\"]\n  }}\n  direct {{\n    exclude = [\"infrakit/fakecloud\"]\n  }}\n}}\n",
+            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"infrakit/fakecloud\", \"hashicorp/fakecloud\"]\n  }}\n  direct {{\n    exclude = [\"infrakit/fakecloud\", \"hashicorp/fakecloud\"]\n  }}\n}}\n",
             root.join("mirror").display()
         );
         s.write_outside("fakecloud.tfrc", &config);
@@ -68,7 +72,8 @@ impl Cloud {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
-        self.s.run_with(args, None, &[("TF_CLI_CONFIG_FILE", self.rc.to_str().unwrap())])
+        let env = [("TF_CLI_CONFIG_FILE", self.rc.to_str().unwrap()), ("FAKECLOUD_DIR", self.cloud.to_str().unwrap())];
+        self.s.run_with(args, None, &env)
     }
 
     /// Runs infrakit-tf ARGS in its own process group until a line of its stderr contains

@@ -105,3 +105,27 @@ fn sigkill_mid_apply_then_converge() {
     assert_eq!(c.objects().len(), 2 + 2 + 1, "two VMs, two slots, the shared volume; no duplicate");
     c.run(&["reconcile", "--check"]).ok();
 }
+
+// A queued file brings a provider the configuration never declares (`fakecloud_*` resources
+// alone: terraform resolves `hashicorp/fakecloud`). The next apply of anything, or a dry run,
+// promotes or plans it and so runs `init` first; a dry run leaves the lock file alone.
+#[test]
+fn a_queued_file_with_a_new_provider_gets_init() {
+    let c = Cloud::new();
+    c.s.write("main.tf", "resource \"terraform_data\" \"network\" {}\n");
+    let plain = c.s.write_outside("plain.json", r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#);
+    c.run(&["provision", &plain]).ok();
+    let lock = || std::fs::read_to_string(c.s.dir.join(".terraform.lock.hcl")).unwrap_or_default();
+    assert!(!lock().contains("fakecloud"), "not yet: {}", lock());
+    c.run(&["provision", "--no-apply", &c.spec()]).ok();
+
+    let before = lock();
+    let dry = c.run(&["provision", "--dry-run", &plain, "--output", "json"]).ok().json();
+    assert_eq!(dry["terraform"]["added"], 1 + 3, "the plain VM, and the queued VM, slot and shared volume: {dry}");
+    assert_eq!(lock(), before, "a dry run does not change the lock file");
+
+    c.run(&["provision", &plain]).ok();
+    assert!(lock().contains("registry.terraform.io/hashicorp/fakecloud"), "{}", lock());
+    assert_eq!(c.objects().len(), 3, "the queued VM, its slot and the shared volume were created");
+    assert_eq!(c.describe().len(), 3);
+}
