@@ -256,14 +256,17 @@ impl Terraform {
                 .into());
             }
         };
-        if running.interrupted() || running.terminated() {
+        let detailed_changes = args.contains(&"-detailed-exitcode") && status.code() == Some(2);
+        let finished = status.success() || detailed_changes;
+        // What terraform did decides, not the signal alone: an interrupt that reached only us
+        // (`kill -INT <our pid>`), or came as terraform finished, changed nothing.
+        if (running.interrupted() || running.terminated()) && !finished {
             return Err(Failure::new(Code::Interrupted, "interrupted: terraform stopped and saved its state")
                 .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
                 .into());
         }
         let tail: Vec<String> = tail.lock().expect("tail lock").iter().cloned().collect();
-        let detailed_changes = args.contains(&"-detailed-exitcode") && status.code() == Some(2);
-        if status.success() || detailed_changes {
+        if finished {
             report.has_changes = detailed_changes;
             if garbage > 0 && report.planned.is_none() && report.applied.is_none() {
                 return Err(Failure::new(

@@ -8,7 +8,7 @@ use crate::support::Scratch;
 const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
 
 /// A fake terraform: `version -json` answers `version`, `init` succeeds, `apply` runs `apply`.
-fn fake(s: &Scratch, version: &str, apply: &str) -> String {
+pub fn fake(s: &Scratch, version: &str, apply: &str) -> String {
     let path = s.root.path().join("fake-terraform");
     let script = format!(
         "#!/bin/sh\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) {apply} ;;\n  *) exit 3 ;;\nesac\n"
