@@ -140,7 +140,7 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
     }
     // Find terraform before writing anything: a missing one is bad input, and changes nothing.
     let tf = if mode == Mode::Apply { Some(ctx.terraform(dir)?) } else { None };
-    let providers = changes.providers(dir);
+    let providers = if tf.is_some() { changes.providers(dir) } else { BTreeSet::new() };
     for (name, doc, file_mode) in changes.writes {
         let existed = dir.has(&name);
         let action = match dir.write(&name, &doc, file_mode)? {
