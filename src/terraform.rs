@@ -208,7 +208,11 @@ impl Terraform {
             }
         });
         let tail_w = tail.clone();
-        std::thread::spawn(move || keep_tail(stderr, &tail_w));
+        let (stderr_done_tx, stderr_done) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            keep_tail(stderr, &tail_w);
+            let _ = stderr_done_tx.send(());
+        });
 
         let mut report = Report::default();
         let mut garbage = 0usize;
@@ -256,6 +260,9 @@ impl Terraform {
                 .into());
             }
         };
+        // Let the stderr reader reach the end, so a crash's last words make it into the error
+        // (bounded: a grandchild may hold the pipe open).
+        let _ = stderr_done.recv_timeout(Duration::from_millis(500));
         let detailed_changes = args.contains(&"-detailed-exitcode") && status.code() == Some(2);
         let finished = status.success() || detailed_changes;
         // What terraform did decides, not the signal alone: an interrupt that reached only us
