@@ -117,18 +117,25 @@ pub fn match_requests(spec: &Spec, requests: &[(String, String)]) -> Result<Vec<
     Ok(out)
 }
 
+/// Terraform's meta-arguments: configuration of the resource block, never attributes of the
+/// object, so the state has no value for them and the spec's stands (a `lifecycle
+/// { ignore_changes }` or a `provider` alias must survive adoption).
+const META_ARGUMENTS: [&str; 7] =
+    ["lifecycle", "depends_on", "provider", "provisioner", "connection", "count", "for_each"];
+
 /// The props written for an adopted resource: for each key the spec names (less `exclude`),
-/// the live value when the object has one. Keys the object has no value for are left out, so
-/// adopting never rewrites a running machine.
+/// the live value when the object has one, and the spec's own meta-arguments. Attributes the
+/// object has no value for are left out, so adopting never rewrites a running machine.
 pub fn adopt_props(
     spec_props: &Map<String, Value>,
     live: &Map<String, Value>,
     exclude: &[String],
 ) -> Map<String, Value> {
     spec_props
-        .keys()
-        .filter(|k| !exclude.contains(k))
-        .filter_map(|k| match live.get(k) {
+        .iter()
+        .filter(|(k, _)| !exclude.contains(k))
+        .filter_map(|(k, spec_value)| match live.get(k) {
+            _ if META_ARGUMENTS.contains(&k.as_str()) => Some((k.clone(), spec_value.clone())),
             Some(Value::Null) | None => None,
             Some(v) => Some((k.clone(), v.clone())),
         })
@@ -197,9 +204,16 @@ mod tests {
 
     #[test]
     fn live_values_win_for_named_keys() {
-        let spec = json!({"user_data": "new", "size": 2, "name": "x", "gone": 1});
+        let lifecycle = json!({"ignore_changes": ["user_data"]});
+        let spec = json!({"user_data": "new", "size": 2, "name": "x", "gone": 1, "lifecycle": lifecycle,
+            "depends_on": ["terraform_data.net"]});
         let live = json!({"user_data": "old", "size": 8, "name": "x", "gone": null, "ip": "10.0.0.1"});
         let out = adopt_props(spec.as_object().unwrap(), live.as_object().unwrap(), &["size".into()]);
-        assert_eq!(Value::Object(out), json!({"user_data": "old", "name": "x"}));
+        assert_eq!(
+            Value::Object(out),
+            json!({"user_data": "old", "name": "x", "lifecycle": lifecycle, "depends_on": ["terraform_data.net"]})
+        );
+        let out = adopt_props(spec.as_object().unwrap(), live.as_object().unwrap(), &["lifecycle".into()]);
+        assert!(!out.contains_key("lifecycle"), "a meta-argument can be excluded too");
     }
 }

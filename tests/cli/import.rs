@@ -31,7 +31,12 @@ fn hand_made(c: &Cloud) {
 }
 
 fn import(c: &Cloud, extra: &[&str]) -> crate::support::Run {
-    let spec = c.s.write_outside("managers.json", MANAGERS);
+    import_spec(c, MANAGERS, extra)
+}
+
+/// `import` with another group spec.
+fn import_spec(c: &Cloud, spec: &str, extra: &[&str]) -> crate::support::Run {
+    let spec = c.s.write_outside("managers.json", spec);
     let url = format!("file://{spec}");
     let mut args =
         vec!["import", url.as_str(), "--group-id", "managers", "--resource", "fakecloud_instance=i-0000abcd"];
@@ -95,6 +100,30 @@ fn unrequested_resources_are_created_and_said() {
     assert_eq!(out["created"], json!(["fakecloud_volume.default-mgr1-data"]), "{out}");
     assert_eq!(c.objects().len(), 3, "the hand-made two, plus the slot's new volume");
     assert_eq!(c.objects()["vol-0000beef"]["tags"], json!({}), "the unrequested hand-made volume is left alone");
+}
+
+// `--exclude-prop` leaves a key out of the adopted resource, and the spec's meta-arguments
+// (here `lifecycle { ignore_changes }`) survive adoption: together they keep the hand-made
+// name, which the excluded key alone would have cleared.
+#[test]
+fn excluded_props_stay_out_and_lifecycle_survives() {
+    let c = Cloud::new();
+    hand_made(&c);
+    let ignoring = MANAGERS.replace(
+        r#""tags": {"role": "manager"}}"#,
+        r#""tags": {"role": "manager"}, "lifecycle": {"ignore_changes": ["name"]}}"#,
+    );
+    assert_ne!(ignoring, MANAGERS);
+    let out = import_spec(&c, &ignoring, &["--exclude-prop", "name", "--output", "json"]).ok().json();
+    let id = out["ID"].as_str().unwrap();
+    let vm = &c.s.read(&format!("{id}.tf.json"))["resource"]["fakecloud_instance"][id];
+    assert!(vm.get("name").is_none(), "the excluded key is not written: {vm}");
+    assert_eq!(vm["lifecycle"], json!({"ignore_changes": ["name"]}), "{vm}");
+    let machine = &c.objects()["i-0000abcd"];
+    assert_eq!(machine["name"], "manager", "the hand-made name is kept: {machine}");
+    assert_eq!(machine["tags"]["infrakit.instance.name"], id);
+    let out = c.run(&["reconcile", "--check", "--output", "json"]).ok().json();
+    assert_eq!(out["pending"], false, "nothing left to converge: {out}");
 }
 
 #[test]
