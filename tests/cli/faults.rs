@@ -1,8 +1,6 @@
 //! Faults a real terraform will not produce on demand, injected with a scripted fake: garbage
 //! output, a crash mid-stream, a version too old. Everything else runs the real terraform.
 
-use std::os::unix::fs::PermissionsExt;
-
 use crate::support::Scratch;
 
 const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
@@ -13,8 +11,7 @@ pub fn fake(s: &Scratch, version: &str, apply: &str) -> String {
     let script = format!(
         "#!/bin/sh\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) {apply} ;;\n  *) exit 3 ;;\nesac\n"
     );
-    infrakit_tf::fsio::write_atomic(&path, script.as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_executable(&path, &script);
     path.to_str().unwrap().to_string()
 }
 

@@ -307,7 +307,6 @@ fn an_adopted_volume_never_takes_an_orphaned_slot() {
 // it. So the files and the import blocks stay, and `reconcile` finishes the import.
 #[test]
 fn a_rollback_that_cannot_forget_keeps_the_machine() {
-    use std::os::unix::fs::PermissionsExt;
     let c = Cloud::new();
     hand_made(&c);
     c.run(&["reconcile"]).ok();
@@ -316,8 +315,7 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
         "#!/bin/sh\nif [ \"$1\" = state ]; then echo 'state rm refused' >&2; exit 1; fi\nexec '{}' \"$@\"\n",
         crate::terraform::terraform_program().display()
     );
-    infrakit_tf::fsio::write_atomic(&wrapper, script.as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_executable(&wrapper, &script);
     infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Mode::Public).unwrap();
 
     let spec = c.s.write_outside("managers.json", MANAGERS);

@@ -188,3 +188,20 @@ pub const SCOPED: &str = r#"{"Properties": {"resource": {
 
 pub const VM_ONLY: &str =
     r#"{"Properties": {"resource": {"aws_instance": {"host": {"ami": "x"}}}}, "Tags": {"tier": "web"}}"#;
+
+/// Writes an executable script that tests run at once. Another process writes it: a file this
+/// process had open for writing could still be open in a child forked meanwhile by a parallel
+/// test (until that child execs), and running it would then fail with "Text file busy".
+#[allow(clippy::disallowed_methods)] // test support, not terraform: a one-line `sh` writer
+pub fn write_executable(path: &Path, script: &str) {
+    let tmp = path.with_extension("tmp");
+    let mut child = Command::new("sh")
+        .args(["-c", r#"cat > "$1" && chmod 755 "$1" && mv "$1" "$2""#, "sh"])
+        .arg(&tmp)
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    child.stdin.take().expect("piped").write_all(script.as_bytes()).expect("write script");
+    assert!(child.wait().expect("wait").success(), "could not write {}", path.display());
+}
