@@ -134,10 +134,9 @@ pub fn adopt_props(
     spec_props
         .iter()
         .filter(|(k, _)| !exclude.contains(k))
-        .filter_map(|(k, spec_value)| match live.get(k) {
-            _ if META_ARGUMENTS.contains(&k.as_str()) => Some((k.clone(), spec_value.clone())),
-            Some(Value::Null) | None => None,
-            Some(v) => Some((k.clone(), v.clone())),
+        .filter_map(|(k, spec_value)| {
+            let value = if META_ARGUMENTS.contains(&k.as_str()) { Some(spec_value) } else { live.get(k) };
+            value.filter(|v| !v.is_null()).map(|v| (k.clone(), v.clone()))
         })
         .collect()
 }
