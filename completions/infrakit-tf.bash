@@ -77,7 +77,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -99,6 +99,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -115,7 +119,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__describe)
-            opts="-q -v -h -V --tag --properties --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --tag --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -141,6 +145,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -157,7 +165,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__destroy)
-            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -180,6 +188,10 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -339,7 +351,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__import)
-            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -373,6 +385,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -389,7 +405,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__label)
-            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -411,6 +427,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -427,7 +447,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__provision)
-            opts="-q -v -h -V --logical-id --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --logical-id --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -457,6 +477,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -473,7 +497,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -499,6 +523,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --terraform-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -515,7 +543,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__sweep__subcmd__orphans)
-            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -534,6 +562,10 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -553,7 +585,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__validate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -572,6 +604,10 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -9,6 +9,11 @@
 //! - `DryRun`: nothing is written; terraform plans the would-be directory in a mirror (a
 //!   temporary directory of symlinks to the real files, with the changed files written there).
 //!
+//! The file change itself is all or nothing (`journal`): written together, or not at all,
+//! whatever kills the process. Before anything is written for an apply, the queued files it
+//! would promote must be readable and the state must not be lost (`state_guard`), so a
+//! refused apply changes nothing.
+//!
 //! After a failed apply the directory keeps what was asked for, promoted: the files describe
 //! the wanted state and terraform's state holds what it managed to do (a failed create is
 //! marked tainted). Re-running `terraform apply` through any infrakit-tf command, or
@@ -24,8 +29,9 @@ use serde_json::Value;
 
 use crate::context::Ctx;
 use crate::directory::Directory;
-use crate::fsio::{self, Mode as FileMode, Written};
-use crate::names::{self, Suffix};
+use crate::fsio::{self, Mode as FileMode};
+use crate::journal::{self, FileOp};
+use crate::names::{self, Kind, Suffix};
 use crate::progress::Progress;
 use crate::terraform::{Report, Terraform};
 
@@ -49,8 +55,6 @@ impl Mode {
 /// Files to write (name → document, mode) and files to remove.
 #[derive(Debug, Default)]
 pub struct ChangeSet {
-    /// A newly issued instance ID, recorded before the files are written.
-    pub issued: Option<crate::names::InstanceId>,
     pub writes: Vec<(String, Value, FileMode)>,
     pub removals: Vec<String>,
 }
@@ -138,30 +142,19 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
         outcome.planned = PlannedChange::list(&report.changes);
         return Ok((outcome, None));
     }
-    // Find terraform before writing anything: a missing one is bad input, and changes nothing.
+    // Everything that can refuse the apply comes before the first write: a missing terraform,
+    // a queued file that would break every apply, a lost state. Refused, nothing changes.
     let tf = if mode == Mode::Apply { Some(ctx.terraform(dir)?) } else { None };
+    if tf.is_some() {
+        preflight(dir, &changes)?;
+    }
     let providers = if tf.is_some() { changes.providers(dir) } else { BTreeSet::new() };
-    for (name, doc, file_mode) in changes.writes {
-        let existed = dir.has(&name);
-        let action = match dir.write(&name, &doc, file_mode)? {
-            Written::Unchanged => "unchanged",
-            Written::Changed if existed => "updated",
-            Written::Changed => "created",
-        };
-        ctx.printer.detail(&format!("{action} {name}"));
-        outcome.files.push(FileChange { name, action });
+    let (ops, files) = file_ops(dir, changes)?;
+    journal::commit(dir.path(), &ops)?;
+    for f in &files {
+        ctx.printer.detail(&format!("{} {}", f.action, f.name));
     }
-    // After the writes: the instance file written above holds the ID too, so a failure in
-    // between cannot hand it out twice.
-    if let Some(id) = &changes.issued {
-        dir.record_id(id)?;
-    }
-    for name in changes.removals {
-        if dir.remove(&name)? {
-            ctx.printer.detail(&format!("removed {name}"));
-            outcome.files.push(FileChange { name, action: "removed" });
-        }
-    }
+    outcome.files = files;
     let Some(tf) = tf else { return Ok((outcome, None)) };
     promote(ctx, dir.path())?;
     settle_imports(dir.path())?;
@@ -198,6 +191,63 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
             Ok((outcome, Some(e)))
         }
     }
+}
+
+/// The checks an apply must pass before anything is written: every queued file it would
+/// promote (those `changes` does not replace) is a readable document, and the state is not
+/// lost (`state_guard`).
+pub fn preflight(dir: &Directory, changes: &ChangeSet) -> Result<()> {
+    let replaced: BTreeSet<&str> =
+        changes.writes.iter().map(|(n, ..)| n.as_str()).chain(changes.removals.iter().map(String::as_str)).collect();
+    for (name, ..) in dir.managed().filter(|(n, _, _, s)| *s == Suffix::Queued && !replaced.contains(n)) {
+        let readable = dir
+            .read_doc(name)
+            .and_then(|doc| doc.is_object().then_some(()).ok_or_else(|| anyhow::anyhow!("it is not a JSON object")));
+        if let Err(e) = readable {
+            return Err(crate::exit::invalid(format!(
+                "queued file `{name}` cannot be applied ({e:#}): promoting it would make every apply fail"
+            ))
+            .hint("fix it, or remove it (it was never applied), then re-run")
+            .into());
+        }
+    }
+    crate::state_guard::check(dir)
+}
+
+/// The file operations of `changes` (unchanged documents left out) and what each does. A
+/// change that removes instance files raises the ID record past them, in the same all or
+/// nothing change, so that their IDs (whose machines may still be in state) are never reused.
+fn file_ops(dir: &Directory, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<FileChange>)> {
+    let mut ops = Vec::new();
+    let mut files = Vec::new();
+    for (name, doc, file_mode) in changes.writes {
+        let action = if dir.holds(&name, &doc) {
+            "unchanged"
+        } else {
+            ops.push(FileOp { name: name.clone(), after: Some((crate::tfdoc::to_bytes(&doc), file_mode)) });
+            if dir.has(&name) {
+                "updated"
+            } else {
+                "created"
+            }
+        };
+        files.push(FileChange { name, action });
+    }
+    let mut highest_removed = None;
+    for name in changes.removals.into_iter().filter(|n| dir.has(n)) {
+        if let Some(Kind::Instance(id)) = names::split_file_name(&name).and_then(|(b, _)| names::classify(b)) {
+            highest_removed = highest_removed.max(Some(id.number()));
+        }
+        ops.push(FileOp { name: name.clone(), after: None });
+        files.push(FileChange { name, action: "removed" });
+    }
+    if let Some(n) = highest_removed.filter(|n| !matches!(dir.last_issued(), Some(last) if last >= *n)) {
+        ops.push(FileOp {
+            name: crate::directory::LAST_ID.to_string(),
+            after: Some((format!("{n}\n").into_bytes(), FileMode::Public)),
+        });
+    }
+    Ok((ops, files))
 }
 
 const APPLY: &[&str] = &["apply", "-auto-approve", "-input=false", "-json", "-refresh=false"];
@@ -288,7 +338,7 @@ pub fn init_if_needed(ctx: &Ctx, dir: &Path, tf: &Terraform, providers: &BTreeSe
     tf.init()?;
     let mut all = old.map(|m| m.providers).unwrap_or_default();
     all.extend(providers.iter().cloned());
-    std::fs::create_dir_all(dir.join(".terraform")).context("failed to create `.terraform`")?;
+    fsio::create_dir_all(&dir.join(".terraform"))?;
     let marker = InitMarker { config: user_config(dir)?, providers: all };
     fsio::write_atomic(&marker_path, &serde_json::to_vec_pretty(&marker)?, FileMode::Public)?;
     Ok(())
@@ -364,6 +414,9 @@ pub fn plan_in(
     extra: &[&str],
 ) -> Result<Report> {
     if init_needed(dir.path(), read_marker(dir.path()).as_ref(), &changes.providers(dir))? {
+        // `init` installs providers into the real `.terraform` (the mirror links it): that is
+        // a write, so it happens under the directory lock, like every other.
+        let _lock = if crate::lock::held() { None } else { Some(ctx.lock()?) };
         let lock = tf.dir().join(LOCK_FILE);
         if lock.is_symlink() {
             let bytes = std::fs::read(&lock).with_context(|| format!("failed to read `{LOCK_FILE}`"))?;
@@ -399,14 +452,12 @@ pub fn mirror(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::TempDir>
         }
         let src = dir.path().join(name);
         match names::split_file_name(name).filter(|(b, _)| names::classify(b).is_some()) {
-            None => {
-                std::os::unix::fs::symlink(&src, m.join(name)).with_context(|| format!("failed to mirror `{name}`"))?
-            }
+            None => fsio::symlink(&src, &m.join(name))?,
             Some((base, _)) => {
                 // A queued twin wins over the live file, as promotion would have it.
                 if name.ends_with(names::QUEUED) || !dir.has(&format!("{base}{}", names::QUEUED)) {
                     let live = m.join(format!("{base}{}", names::LIVE));
-                    std::fs::copy(&src, &live).with_context(|| format!("failed to mirror `{name}`"))?;
+                    fsio::copy(&src, &live)?;
                 }
             }
         }

@@ -51,6 +51,14 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
     pub lock_timeout: Duration,
 
+    /// The longest one terraform run may take; then it gets one interrupt and, after a grace
+    /// period (as long as this timeout, at most 60s), is killed (exit 14)
+    ///
+    /// Applies to every terraform run, long (apply, plan) or short (version, init, show).
+    /// A number with a unit: `500ms`, `30s`, `5m`, `1h`; a bare number is seconds.
+    #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM_TIMEOUT", value_parser = parse_duration, default_value = "1h", value_name = "DURATION")]
+    pub terraform_timeout: Duration,
+
     /// The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`
     #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM", value_name = "PATH")]
     pub terraform: Option<PathBuf>,

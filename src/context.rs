@@ -7,6 +7,8 @@ use anyhow::Result;
 
 use crate::cli::GlobalArgs;
 use crate::directory::Directory;
+use crate::fsio;
+use crate::journal;
 use crate::lock::{self, DirLock};
 use crate::output::Printer;
 use crate::profile::Profiles;
@@ -22,6 +24,8 @@ pub struct Ctx {
     pub assume_yes: bool,
     pub vm_types: Vec<String>,
     pub lock_timeout: Duration,
+    /// `--terraform-timeout`: the longest any one terraform run may take.
+    pub terraform_timeout: Duration,
 }
 
 impl Ctx {
@@ -34,6 +38,7 @@ impl Ctx {
             assume_yes: args.yes,
             vm_types: args.vm_types.into_iter().filter(|t| !t.is_empty()).collect(),
             lock_timeout: args.lock_timeout,
+            terraform_timeout: args.terraform_timeout,
         }
     }
 
@@ -58,13 +63,32 @@ impl Ctx {
     /// The terraform runner for `dir`: discovered, version-checked.
     pub fn terraform(&self, dir: &Directory) -> Result<Terraform> {
         let program = terraform::discover(self.terraform.as_deref())?;
-        let tf = Terraform::open(program, dir.path(), self.tf_env.clone())?;
+        let tf = Terraform::open(program, dir.path(), self.tf_env.clone(), self.terraform_timeout)?;
         self.printer.detail(&format!("using {} {}", tf.program().display(), tf.version));
         Ok(tf)
     }
 
-    /// Takes the directory lock (for commands that write). List the directory *after* this.
+    /// Takes the directory lock (for commands that write), waiting up to `--lock-timeout`.
+    /// List the directory *after* this.
     pub fn lock(&self) -> Result<DirLock> {
-        lock::lock(&self.dir, self.lock_timeout, &self.printer)
+        self.lock_within(self.lock_timeout)
+    }
+
+    /// Takes the directory lock, waiting up to `timeout`, then settles what a killed run left:
+    /// a half-done change is undone (`journal::recover`) and stray temporary files go. A
+    /// directory that cannot be written fails here, before anything is changed.
+    pub fn lock_within(&self, timeout: Duration) -> Result<DirLock> {
+        let lock = lock::lock(&self.dir, timeout, &self.printer)?;
+        fsio::check_writable(&self.dir)?;
+        let undone = journal::recover(&self.dir)?;
+        if !undone.is_empty() {
+            self.printer.warn(&format!(
+                "an earlier run was interrupted while changing {} file(s); its change was undone: {}",
+                undone.len(),
+                undone.join(", ")
+            ));
+        }
+        fsio::remove_stale_temps(&self.dir)?;
+        Ok(lock)
     }
 }

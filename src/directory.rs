@@ -16,12 +16,12 @@ use serde_json::Value;
 
 use crate::exit::{invalid, not_found};
 use crate::expand::Slots;
-use crate::fsio::{self, Mode, Written};
+use crate::fsio;
 use crate::names::{self, InstanceId, Kind, Suffix};
 use crate::profile::Profiles;
 use crate::tfdoc;
 
-/// The highest instance number this directory has issued.
+/// The highest instance number whose file was removed (see [`Directory::last_issued`]).
 pub const LAST_ID: &str = ".infrakit-tf-last-id";
 
 pub struct Directory {
@@ -94,6 +94,11 @@ impl Directory {
         Ok(Directory { path: abs, names })
     }
 
+    /// The same directory, listed again (after a step that renamed files in it).
+    pub fn relisted(&self) -> Result<Self> {
+        Directory::open(&self.path)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -157,8 +162,7 @@ impl Directory {
     /// was removed but whose machine may still be in Terraform's state is never reused, and
     /// nothing waits for the clock.
     pub fn next_id(&self, now_secs: u64) -> Result<InstanceId> {
-        let issued = std::fs::read_to_string(self.path.join(LAST_ID)).ok().and_then(|s| s.trim().parse::<u64>().ok());
-        let highest = self.instance_ids().into_iter().map(|id| id.number()).chain(issued).max();
+        let highest = self.instance_ids().into_iter().map(|id| id.number()).chain(self.last_issued()).max();
         let next = match highest {
             None => 0,
             Some(n) => n.checked_add(1).ok_or_else(|| {
@@ -169,9 +173,10 @@ impl Directory {
         Ok(InstanceId::new(now_secs.max(next)))
     }
 
-    /// Remembers the highest ID issued (see [`Directory::next_id`]).
-    pub fn record_id(&self, id: &InstanceId) -> Result<()> {
-        fsio::write_atomic(&self.path.join(LAST_ID), format!("{}\n", id.number()).as_bytes(), Mode::Public).map(drop)
+    /// The ID record: the highest instance number whose file was ever removed (an ID whose
+    /// file exists needs no record: the file holds it). See [`Directory::next_id`].
+    pub fn last_issued(&self) -> Option<u64> {
+        std::fs::read_to_string(self.path.join(LAST_ID)).ok().and_then(|s| s.trim().parse::<u64>().ok())
     }
 
     /// Reads and parses one managed file.
@@ -281,16 +286,13 @@ impl Directory {
         Ok(Slots { existing, attached })
     }
 
-    /// Writes a document, unless the file already holds the same JSON value (whatever its
-    /// layout: files written by the reference plugin are Go-indented and are left as they are).
-    pub fn write(&self, name: &str, doc: &Value, mode: Mode) -> Result<Written> {
-        let path = self.path.join(name);
-        if let Ok(old) = std::fs::read(&path) {
-            if serde_json::from_slice::<Value>(&old).is_ok_and(|old| &old == doc) {
-                return Ok(Written::Unchanged);
-            }
-        }
-        fsio::write_atomic(&path, &tfdoc::to_bytes(doc), mode)
+    /// Whether `name` already holds `doc`, whatever its layout: files written by the reference
+    /// plugin are Go-indented and are left as they are when their value is unchanged.
+    pub fn holds(&self, name: &str, doc: &Value) -> bool {
+        std::fs::read(self.path.join(name))
+            .ok()
+            .and_then(|old| serde_json::from_slice::<Value>(&old).ok())
+            .is_some_and(|old| &old == doc)
     }
 
     pub fn remove(&self, name: &str) -> Result<bool> {

@@ -34,8 +34,16 @@ pub enum Code {
     TerraformMissing = 9,
     /// `reconcile --check`: drift or changes are pending.
     Pending = 10,
-    /// `reconcile`: the run would destroy more than `--max-destroy` resources; nothing applied.
+    /// `reconcile`: the run would destroy more than `--max-destroy` resources, or re-create
+    /// more than `--max-create` that should already exist; nothing applied.
     TooManyDestroys = 11,
+    /// The directory cannot be written: read-only, full, or no permission. Nothing was changed.
+    Unwritable = 12,
+    /// Terraform's state is missing, empty, unreadable, of another lineage or older than the
+    /// last run recorded, while the directory has live instances: nothing was planned or applied.
+    StateLost = 13,
+    /// Terraform ran longer than `--terraform-timeout`: it was interrupted, then killed.
+    TerraformTimeout = 14,
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130,
 }
@@ -54,7 +62,10 @@ impl Code {
         (Code::StateLocked, "the Terraform state is locked by another terraform process"),
         (Code::TerraformMissing, "no usable terraform: not found, or older than 1.0"),
         (Code::Pending, "reconcile --check: drift or changes are pending"),
-        (Code::TooManyDestroys, "reconcile would destroy more than --max-destroy resources; nothing applied"),
+        (Code::TooManyDestroys, "reconcile would destroy more than --max-destroy (or re-create more than --max-create) resources; nothing applied"),
+        (Code::Unwritable, "the directory cannot be written (read-only, full disk, permissions); nothing was changed"),
+        (Code::StateLost, "Terraform's state is missing, empty, of another lineage or older than the last run; nothing applied"),
+        (Code::TerraformTimeout, "terraform ran longer than --terraform-timeout and was stopped"),
         (Code::Interrupted, "interrupted; terraform stopped gracefully and saved its state"),
     ];
 }

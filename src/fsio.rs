@@ -1,10 +1,18 @@
-//! Every file write and removal goes through here (clippy bans `std::fs::write` and
-//! `remove_file` elsewhere).
+//! Every file-system mutation goes through here (clippy bans `std::fs::write`, `remove_file`,
+//! `rename`, `copy`, `create_dir_all` and `symlink` elsewhere), so that there is one place
+//! that makes writes atomic, one that classifies write errors, and one crash point per
+//! mutation for the crash-point tests (`fault::point`).
 //!
 //! `write_atomic` writes a temporary file in the destination directory, syncs it, renames it
 //! over the destination and syncs the directory, so a reader (terraform, another infrakit-tf,
 //! a crash) sees the old bytes or the new bytes, never a mix. Unchanged bytes are not
-//! rewritten. See <https://lwn.net/Articles/457667/> for why the directory sync matters.
+//! rewritten. See <https://lwn.net/Articles/457667/> for why the directory sync matters. A
+//! crash can leave a temporary file (`.infrakit-tf-*.tmp`) behind: [`remove_stale_temps`]
+//! clears them under the directory lock.
+//!
+//! A write that fails because the file system is read-only or full, or because permission is
+//! denied, is a classified [`Code::Unwritable`] failure: the operator's fix is the disk, not
+//! infrakit-tf.
 #![allow(clippy::disallowed_methods)]
 
 use std::fs::{self, File, Permissions};
@@ -12,7 +20,10 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+
+use crate::exit::{Code, Failure};
+use crate::fault;
 
 /// Who may read a file we write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +32,8 @@ pub enum Mode {
     Public,
     /// 0600: carries Init (user data), which often holds secrets.
     Private,
+    /// Exactly these permission bits (restoring a file as it was).
+    Exact(u32),
 }
 
 impl Mode {
@@ -28,12 +41,14 @@ impl Mode {
         match self {
             Mode::Public => 0o644,
             Mode::Private => 0o600,
+            Mode::Exact(bits) => bits,
         }
     }
 }
 
 /// Prefix of our temporary files: a leading `.` keeps terraform and our listing away from them.
 pub const TEMP_PREFIX: &str = ".infrakit-tf-";
+const TEMP_SUFFIX: &str = ".tmp";
 
 /// What `write_atomic` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,45 +62,122 @@ pub enum Written {
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Mode) -> Result<Written> {
     let existing = match fs::read(path) {
         Ok(old) if old == bytes => return Ok(Written::Unchanged),
-        Ok(_) => Some(fs::metadata(path).with_context(|| format!("failed to stat `{}`", path.display()))?),
+        Ok(_) => Some(fs::metadata(path).map_err(|e| error(e, "stat", path))?),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", path.display())),
+        Err(e) => return Err(error(e, "read", path)),
     };
     let bits = match (&existing, mode) {
+        (_, Mode::Exact(bits)) => bits,
         (Some(meta), Mode::Private) => meta.permissions().mode() & 0o770,
         (Some(meta), Mode::Public) => meta.permissions().mode() & 0o7777,
         (None, mode) => mode.bits(),
     };
+    fault::point(|| format!("write {}", path.display()));
     let dir = parent(path);
     let write = || -> io::Result<()> {
-        let mut tmp = tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(".tmp").tempfile_in(dir)?;
+        let mut tmp = tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX).tempfile_in(dir)?;
         tmp.as_file().set_permissions(Permissions::from_mode(bits))?;
         tmp.write_all(bytes)?;
         tmp.as_file().sync_all()?;
         tmp.persist(path).map_err(|e| e.error)?;
         sync_dir(dir)
     };
-    write().with_context(|| format!("failed to write `{}`", path.display()))?;
+    write().map_err(|e| error(e, "write", path))?;
     Ok(Written::Changed)
 }
 
 /// Removes a file; a file that is already gone is not an error (another run, or the user, got
 /// there first and the outcome is the same).
 pub fn remove(path: &Path) -> Result<bool> {
+    if fs::symlink_metadata(path).is_err() {
+        return Ok(false);
+    }
+    fault::point(|| format!("remove {}", path.display()));
     match fs::remove_file(path) {
         Ok(()) => {
-            sync_dir(parent(path)).with_context(|| format!("failed to sync `{}`", parent(path).display()))?;
+            sync_dir(parent(path)).map_err(|e| error(e, "sync", parent(path)))?;
             Ok(true)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e).with_context(|| format!("failed to remove `{}`", path.display())),
+        Err(e) => Err(error(e, "remove", path)),
     }
 }
 
 /// Renames `from` over `to` (same directory: atomic) and syncs the directory.
 pub fn rename(from: &Path, to: &Path) -> Result<()> {
-    fs::rename(from, to).with_context(|| format!("failed to rename `{}` to `{}`", from.display(), to.display()))?;
-    sync_dir(parent(to)).with_context(|| format!("failed to sync `{}`", parent(to).display()))
+    fault::point(|| format!("rename {} {}", from.display(), to.display()));
+    fs::rename(from, to).map_err(|e| error(e, "rename", from))?;
+    sync_dir(parent(to)).map_err(|e| error(e, "sync", parent(to)))
+}
+
+/// Creates a directory and its parents.
+pub fn create_dir_all(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Ok(());
+    }
+    fault::point(|| format!("mkdir {}", path.display()));
+    fs::create_dir_all(path).map_err(|e| error(e, "create", path))
+}
+
+/// A symbolic link at `link` to `target` (the dry-run mirror).
+pub fn symlink(target: &Path, link: &Path) -> Result<()> {
+    fault::point(|| format!("symlink {}", link.display()));
+    std::os::unix::fs::symlink(target, link).map_err(|e| error(e, "link", link))
+}
+
+/// Copies a file's bytes (the dry-run mirror).
+pub fn copy(from: &Path, to: &Path) -> Result<()> {
+    fault::point(|| format!("copy {}", to.display()));
+    fs::copy(from, to).map(drop).map_err(|e| error(e, "copy", to))
+}
+
+/// Removes the temporary files a killed write left in `dir` (`.infrakit-tf-*.tmp`). Only run
+/// under the directory lock: a live writer's temporary file is never touched then.
+pub fn remove_stale_temps(dir: &Path) -> Result<usize> {
+    let mut removed = 0;
+    let entries = fs::read_dir(dir).map_err(|e| error(e, "list", dir))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) && remove(&entry.path())? {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Whether `dir` can be written at all (a read-only mount, say): checked before a command
+/// starts changing anything, so that it fails before its first write, with the right code.
+pub fn check_writable(dir: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
+        anyhow::Error::from(Failure::new(Code::Invalid, format!("`{}` holds a NUL byte", dir.display())))
+    })?;
+    // SAFETY: access(2) reads a NUL-terminated path and has no other precondition.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0 {
+        return Ok(());
+    }
+    Err(error(io::Error::last_os_error(), "write to", dir))
+}
+
+/// An I/O error with its path; a read-only or full file system, or a permission denied, is
+/// classified [`Code::Unwritable`].
+fn error(e: io::Error, verb: &str, path: &Path) -> anyhow::Error {
+    let message = format!("failed to {verb} `{}`", path.display());
+    let unwritable = matches!(
+        e.raw_os_error(),
+        Some(libc::EROFS | libc::ENOSPC | libc::EDQUOT | libc::EACCES | libc::EPERM | libc::EFBIG)
+    );
+    if unwritable {
+        let hint = match e.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => "free some space on that file system, then re-run",
+            Some(libc::EROFS) => "the file system is mounted read-only: remount it read-write, then re-run",
+            _ => "give this user write permission on the directory, then re-run",
+        };
+        anyhow::Error::new(e).context(Failure::new(Code::Unwritable, message).hint(hint))
+    } else {
+        anyhow::Error::new(e).context(message)
+    }
 }
 
 fn parent(path: &Path) -> &Path {

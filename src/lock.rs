@@ -2,15 +2,28 @@
 //! command that writes. Locking the directory (not a lock file inside it) means a failed
 //! command leaves no file behind, and the lock is released by the kernel when the process
 //! exits, however it exits. Files are opened close-on-exec, so terraform never inherits it.
+//!
+//! Terraform outlives us: if infrakit-tf is killed while terraform runs, terraform carries on
+//! and saves its state (its output goes to files, not to a pipe whose reader died; see
+//! `terraform.rs`). The directory must stay locked until it ends, so while a terraform runs
+//! for this directory its PID and start time are recorded in [`RUNNING`]. A command that takes
+//! the flock and finds that record naming a live process waits for it as for a held lock (same
+//! `--lock-timeout`, same exit code 5), then removes the record. A record whose process is gone
+//! (or whose PID now belongs to another process: the start time differs) is simply removed.
+//! The flock is not handed to terraform instead because terraform's own children (provider
+//! plugins, a provisioner's daemon) would inherit it and could keep it forever.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use fs4::fs_std::FileExt;
+use serde::{Deserialize, Serialize};
 
 use crate::exit::{Code, Failure};
+use crate::fsio;
 use crate::output::Printer;
 
 /// Held while alive.
@@ -19,9 +32,30 @@ pub struct DirLock {
     _dir: File,
 }
 
+/// The record of a terraform running for the locked directory.
+pub const RUNNING: &str = ".infrakit-tf-terraform.json";
+
 const POLL: Duration = Duration::from_millis(100);
 
-/// Takes the lock, waiting up to `timeout` and saying so once when it has to wait.
+/// The directory this process holds the lock of, if any: where a running terraform is recorded.
+static HELD: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Running {
+    pid: u32,
+    /// The process's start time (clock ticks since boot), which tells a reused PID apart.
+    start: u64,
+    command: String,
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        *HELD.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Takes the lock, waiting up to `timeout` and saying so once when it has to wait: for
+/// another infrakit-tf run, or for a terraform that an earlier, killed run left running.
 pub fn lock(dir: &Path, timeout: Duration, printer: &Printer) -> Result<DirLock> {
     let file = match File::open(dir) {
         Ok(file) => file,
@@ -30,29 +64,86 @@ pub fn lock(dir: &Path, timeout: Duration, printer: &Printer) -> Result<DirLock>
     };
     let deadline = Instant::now() + timeout;
     let mut said = false;
-    loop {
-        if FileExt::try_lock_exclusive(&file).with_context(|| format!("failed to lock `{}`", dir.display()))? {
-            return Ok(DirLock { _dir: file });
-        }
+    let mut wait = |what: &str| -> Result<()> {
         let now = Instant::now();
         if now >= deadline {
-            return Err(Failure::new(
-                Code::Locked,
-                format!("`{}` is locked by another infrakit-tf run", dir.display()),
-            )
-            .hint(format!("wait for it to finish, or give --lock-timeout more than {}", human(timeout)))
-            .into());
+            return Err(Failure::new(Code::Locked, format!("`{}` is locked by {what}", dir.display()))
+                .hint(format!("wait for it to finish, or give --lock-timeout more than {}", human(timeout)))
+                .into());
         }
         if !said {
             printer.status(&format!(
-                "waiting up to {} for another infrakit-tf run to release `{}` (--lock-timeout)",
+                "waiting up to {} for {what} to release `{}` (--lock-timeout)",
                 human(timeout),
                 dir.display()
             ));
             said = true;
         }
         std::thread::sleep(POLL.min(deadline - now));
+        Ok(())
+    };
+    while !FileExt::try_lock_exclusive(&file).with_context(|| format!("failed to lock `{}`", dir.display()))? {
+        wait("another infrakit-tf run")?;
     }
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let record = abs.join(RUNNING);
+    loop {
+        match read_running(&record) {
+            None => break,
+            Some(r) if alive(&r) => wait(&format!(
+                "terraform (pid {}, `{}`, left running by an earlier infrakit-tf run)",
+                r.pid, r.command
+            ))?,
+            Some(_) => {
+                fsio::remove(&record)?;
+                break;
+            }
+        }
+    }
+    *HELD.lock().unwrap_or_else(|e| e.into_inner()) = Some(abs);
+    Ok(DirLock { _dir: file })
+}
+
+/// Records that terraform runs as `pid` for the locked directory (nothing when this process
+/// holds no lock: a dry run plans in a mirror and changes nothing).
+pub fn note_running(pid: u32, command: &str) -> Result<()> {
+    let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
+    let Some(start) = start_time(pid) else { return Ok(()) }; // already gone
+    let running = Running { pid, start, command: command.to_string() };
+    fsio::write_atomic(&dir.join(RUNNING), &serde_json::to_vec(&running)?, fsio::Mode::Public).map(drop)
+}
+
+/// Terraform has ended (and been reaped): forget its record.
+pub fn note_done() -> Result<()> {
+    let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
+    fsio::remove(&dir.join(RUNNING)).map(drop)
+}
+
+/// Whether this process holds a directory lock.
+pub fn held() -> bool {
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+}
+
+fn read_running(path: &Path) -> Option<Running> {
+    let bytes = std::fs::read(path).ok()?;
+    // A record that does not parse was cut by a crash of its write: atomic writes make that
+    // impossible, so treat it as no record rather than wedge the directory.
+    Some(serde_json::from_slice(&bytes).unwrap_or(Running { pid: 0, start: 0, command: String::new() }))
+}
+
+fn alive(r: &Running) -> bool {
+    r.pid != 0 && start_time(r.pid) == Some(r.start)
+}
+
+/// A live (not zombie) process's start time, from `/proc/<pid>/stat` (field 22).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: split after the last.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
 }
 
 fn human(d: Duration) -> String {
@@ -60,5 +151,19 @@ fn human(d: Duration) -> String {
         format!("{}ms", d.as_millis())
     } else {
         format!("{}s", d.as_secs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_process_is_alive_and_a_reused_pid_is_not() {
+        let me = std::process::id();
+        let start = start_time(me).expect("our own start time");
+        assert!(alive(&Running { pid: me, start, command: String::new() }));
+        assert!(!alive(&Running { pid: me, start: start + 1, command: String::new() }), "another process");
+        assert!(!alive(&Running { pid: 0, start, command: String::new() }));
     }
 }

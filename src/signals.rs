@@ -5,6 +5,11 @@
 //! both signals keep their default action: the process ends at once, which is safe because
 //! every write is atomic and the directory lock dies with the process.
 //!
+//! A stop, once asked for, stays asked for: the flags are never reset, and no further
+//! terraform run starts in this process ([`stop_requested`] is checked before each spawn). So
+//! a SIGINT that reached only our process during a plan (terraform never saw it and finished
+//! normally) still prevents the apply that would have followed.
+//!
 //! The pattern follows uv's `child.rs` and just's `signal_handler.rs`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,10 +47,7 @@ pub struct ChildRunning(());
 
 impl ChildRunning {
     pub fn start() -> Self {
-        let f = flags();
-        f.interrupted.store(false, Ordering::SeqCst);
-        f.terminated.store(false, Ordering::SeqCst);
-        f.idle.store(false, Ordering::SeqCst);
+        flags().idle.store(false, Ordering::SeqCst);
         ChildRunning(())
     }
 
@@ -64,10 +66,25 @@ impl Drop for ChildRunning {
     }
 }
 
+/// Whether SIGINT or SIGTERM arrived at any time during this process's life.
+pub fn stop_requested() -> bool {
+    let f = flags();
+    f.interrupted.load(Ordering::SeqCst) || f.terminated.load(Ordering::SeqCst)
+}
+
 /// Sends SIGINT to one process (terraform's PID, not its group).
 pub fn interrupt(pid: u32) {
+    send(pid, libc::SIGINT);
+}
+
+/// Sends SIGKILL to one process: a terraform that did not stop within its grace period.
+pub fn kill(pid: u32) {
+    send(pid, libc::SIGKILL);
+}
+
+fn send(pid: u32, signal: i32) {
     // SAFETY: kill(2) with a valid signal number has no memory-safety preconditions.
     unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGINT);
+        libc::kill(pid as libc::pid_t, signal);
     }
 }

@@ -12,11 +12,10 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
-use std::io::{BufRead, BufReader, Read};
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -24,12 +23,19 @@ use anyhow::{Context, Result};
 use crate::exit::{Code, Failure};
 use crate::signals::{self, ChildRunning};
 use crate::tfjson::{self, Changes, Diagnostic, Event, StateResource};
+use crate::{fault, lock, state_guard};
 
-/// How long to wait for terraform to stop after an interrupt before leaving it to finish on
-/// its own (it keeps its state lock until then; nothing is killed, so no state is lost).
+/// How long to wait for terraform to stop after Ctrl-C or SIGTERM before leaving it to finish
+/// on its own (the directory stays locked until then; nothing is killed, so no state is lost).
 const STOP_GRACE: Duration = Duration::from_secs(120);
+/// The longest grace between the timeout's interrupt and the kill.
+const MAX_KILL_GRACE: Duration = Duration::from_secs(60);
+/// The longest pause between two looks at terraform's output and exit.
+const MAX_NAP: Duration = Duration::from_millis(10);
 /// Lines of stderr kept for error messages.
 const TAIL: usize = 20;
+/// Verbs after which the state may have changed, so its lineage and serial are recorded.
+const WRITES_STATE: &[&str] = &["apply", "import", "state", "destroy", "refresh", "taint", "untaint"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
@@ -43,6 +49,10 @@ pub struct Terraform {
     pub flavor: Flavor,
     dir: PathBuf,
     env: Vec<(String, String)>,
+    /// `--terraform-timeout`.
+    timeout: Duration,
+    /// Whether runs here touch the real state (not a dry-run mirror): see `state_guard`.
+    records_state: bool,
 }
 
 /// What a streamed run reported.
@@ -91,12 +101,20 @@ fn find_program(name: &std::ffi::OsStr) -> Option<PathBuf> {
 
 impl Terraform {
     /// Probes `version -json` and refuses anything before 1.0.
-    pub fn open(program: PathBuf, dir: &Path, env: Vec<(String, String)>) -> Result<Self> {
+    pub fn open(program: PathBuf, dir: &Path, env: Vec<(String, String)>, timeout: Duration) -> Result<Self> {
         let flavor = match program.file_name().and_then(|n| n.to_str()) {
             Some(n) if n.contains("tofu") => Flavor::OpenTofu,
             _ => Flavor::Terraform,
         };
-        let mut tf = Terraform { program, version: String::new(), flavor, dir: dir.to_path_buf(), env };
+        let mut tf = Terraform {
+            program,
+            version: String::new(),
+            flavor,
+            dir: dir.to_path_buf(),
+            env,
+            timeout,
+            records_state: true,
+        };
         let out = tf.output(&["version", "-json"])?;
         let version = tfjson::parse_version(&out).ok_or_else(|| {
             missing(format!("`{} version -json` did not print a version: is it terraform?", tf.program.display()))
@@ -119,6 +137,8 @@ impl Terraform {
             flavor: self.flavor,
             dir: dir.to_path_buf(),
             env: self.env.clone(),
+            timeout: self.timeout,
+            records_state: false,
         }
     }
 
@@ -155,17 +175,10 @@ impl Terraform {
 
     /// Runs to completion and returns stdout; stderr's tail goes into the error.
     pub fn output(&self, args: &[&str]) -> Result<String> {
-        let out = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| self.spawn_error(e))?;
-        if out.status.success() {
-            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
-        }
-        let tail: Vec<String> = String::from_utf8_lossy(&out.stderr).lines().map(str::to_string).collect();
-        Err(self.exit_error(args, out.status, &[], &tail))
+        let mut stdout = Vec::new();
+        let ran = self.run(args, Sink::Capture(&mut stdout))?;
+        self.conclude(args, ran)?;
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
     }
 
     fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
@@ -189,106 +202,140 @@ impl Terraform {
 
     /// Runs a `-json` command, streaming each event to `sink` as it arrives.
     pub fn stream(&self, args: &[&str], sink: &mut dyn FnMut(&Event)) -> Result<Report> {
-        let mut child = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| self.spawn_error(e))?;
-        let running = ChildRunning::start();
-        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL)));
-        let (tx, rx) = mpsc::channel::<String>();
-        let stdout = child.stdout.take().expect("piped");
-        let stderr = child.stderr.take().expect("piped");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let tail_w = tail.clone();
-        let (stderr_done_tx, stderr_done) = mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            keep_tail(stderr, &tail_w);
-            let _ = stderr_done_tx.send(());
-        });
+        let ran = self.run(args, Sink::Events(sink))?;
+        let garbage = ran.garbage;
+        let last_words = ran.tail.back().cloned().unwrap_or_default();
+        let report = self.conclude(args, ran)?;
+        if garbage > 0 && report.planned.is_none() && report.applied.is_none() {
+            return Err(Failure::new(
+                Code::TerraformFailed,
+                format!(
+                    "{} printed output that is not its JSON stream ({garbage} line(s)): {}",
+                    self.display(args),
+                    last_words
+                ),
+            )
+            .into());
+        }
+        Ok(report)
+    }
 
-        let mut report = Report::default();
-        let mut garbage = 0usize;
-        let mut handle = |line: String, report: &mut Report| match tfjson::parse_line(&line) {
-            Some(event) => {
-                record(report, &event);
-                sink(&event);
-            }
-            None if line.trim().is_empty() => {}
-            None => {
-                garbage += 1;
-                push_tail(&tail, line);
-            }
-        };
-        let mut stop_deadline: Option<Instant> = None;
+    /// Runs terraform under supervision: every run, long or short, goes through here.
+    ///
+    /// - Its stdout and stderr are unlinked temporary files that we follow, not pipes: if we
+    ///   die, terraform's next write does not kill it (a pipe without a reader would, and a
+    ///   terraform killed mid-write can leave a 0-byte state), so it finishes and saves its
+    ///   state. While it runs, `lock` records it, so the directory stays locked until it ends.
+    /// - Signals (see `signals`): Ctrl-C reaches terraform from the terminal; SIGTERM is
+    ///   forwarded once as SIGINT; after either we wait up to [`STOP_GRACE`] for it to stop. A
+    ///   stop asked for before the run means it never starts.
+    /// - `--terraform-timeout`: one SIGINT when the run is over time, then SIGKILL after a
+    ///   grace period as long as the timeout (at most a minute).
+    fn run(&self, args: &[&str], mut sink: Sink<'_>) -> Result<Ran> {
+        let display = self.display(args);
+        if signals::stop_requested() {
+            return Err(Failure::new(Code::Interrupted, format!("interrupted: {display} was not started"))
+                .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
+                .into());
+        }
+        let (mut stdout, stdout_w) = Followed::create()?;
+        let (mut stderr, stderr_w) = Followed::create()?;
+        let mut child =
+            self.command(args).stdout(stdout_w).stderr(stderr_w).spawn().map_err(|e| self.spawn_error(e))?;
+        let running = ChildRunning::start();
+        let pid = child.id();
+        fault::point(|| format!("spawned {display}"));
+        // Best effort: without the record, terraform's own state lock still guards its state.
+        let _ = lock::note_running(pid, &display);
+
+        let started = Instant::now();
+        let grace = self.timeout.min(MAX_KILL_GRACE);
+        let mut ran = Ran::default();
         let mut forwarded = false;
+        let mut stop_deadline: Option<Instant> = None;
+        let mut kill_at: Option<Instant> = None;
+        let mut nap = Duration::from_millis(1);
         let status = loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(line) => handle(line, &mut report),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break wait(&mut child)?,
+            let got = ran.read(&mut stdout, &mut stderr, &mut sink)?;
+            if let Some(status) = child.try_wait().context("failed to wait for terraform")? {
+                // Terraform has exited: everything it wrote is in the files now.
+                while ran.read(&mut stdout, &mut stderr, &mut sink)? {}
+                ran.finish(&mut stdout, &mut stderr, &mut sink);
+                break status;
             }
             if running.terminated() && !forwarded {
-                signals::interrupt(child.id());
+                signals::interrupt(pid);
                 forwarded = true;
             }
-            if (running.interrupted() || running.terminated()) && stop_deadline.is_none() {
+            if signals::stop_requested() && stop_deadline.is_none() {
                 stop_deadline = Some(Instant::now() + STOP_GRACE);
-            }
-            if let Some(status) = child.try_wait().context("failed to wait for terraform")? {
-                // Drain what is left of stdout (bounded: a grandchild may hold the pipe).
-                while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-                    handle(line, &mut report);
-                }
-                break status;
             }
             if stop_deadline.is_some_and(|d| Instant::now() > d) {
                 return Err(Failure::new(
                     Code::Interrupted,
-                    format!(
-                        "interrupted: terraform (pid {}) is still stopping and keeps its state lock until it ends",
-                        child.id()
-                    ),
+                    format!("interrupted: terraform (pid {pid}) is still stopping; the directory stays locked until it ends"),
                 )
                 .into());
             }
+            if kill_at.is_none() && started.elapsed() >= self.timeout {
+                signals::interrupt(pid);
+                ran.timed_out = true;
+                kill_at = Some(Instant::now() + grace);
+            }
+            if kill_at.is_some_and(|k| Instant::now() >= k) && !ran.killed {
+                signals::kill(pid);
+                ran.killed = true;
+            }
+            if got {
+                nap = Duration::from_millis(1);
+            } else {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(MAX_NAP);
+            }
         };
-        // Let the stderr reader reach the end, so a crash's last words make it into the error
-        // (bounded: a grandchild may hold the pipe open).
-        let _ = stderr_done.recv_timeout(Duration::from_millis(500));
+        drop(running);
+        let _ = lock::note_done(); // a stale record names a dead process: the next lock drops it
+        if self.records_state && args.first().is_some_and(|verb| WRITES_STATE.contains(verb)) {
+            // A failed write leaves an older record, which the check still accepts.
+            let _ = state_guard::record(&self.dir);
+        }
+        ran.status = Some(status);
+        Ok(ran)
+    }
+
+    /// How a finished run ended, as a typed outcome: success (with its report), interrupted,
+    /// timed out, or failed.
+    fn conclude(&self, args: &[&str], ran: Ran) -> Result<Report> {
+        let status = ran.status.expect("a finished run has a status");
+        let tail: Vec<String> = ran.tail.iter().cloned().collect();
+        if ran.timed_out {
+            let how = if ran.killed { "interrupted, then killed" } else { "interrupted" };
+            return Err(Failure::new(
+                Code::TerraformTimeout,
+                format!(
+                    "{} ran longer than --terraform-timeout ({:?}): it was {how}",
+                    self.display(args),
+                    self.timeout
+                ),
+            )
+            .hint(format!("raise --terraform-timeout if it was just slow; {}", tail_hint(&tail)))
+            .into());
+        }
         let detailed_changes = args.contains(&"-detailed-exitcode") && status.code() == Some(2);
         let finished = status.success() || detailed_changes;
         // What terraform did decides, not the signal alone: an interrupt that reached only us
         // (`kill -INT <our pid>`), or came as terraform finished, changed nothing.
-        if (running.interrupted() || running.terminated()) && !finished {
+        if signals::stop_requested() && !finished {
             return Err(Failure::new(Code::Interrupted, "interrupted: terraform stopped and saved its state")
                 .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
                 .into());
         }
-        let tail: Vec<String> = tail.lock().expect("tail lock").iter().cloned().collect();
         if finished {
+            let mut report = ran.report;
             report.has_changes = detailed_changes;
-            if garbage > 0 && report.planned.is_none() && report.applied.is_none() {
-                return Err(Failure::new(
-                    Code::TerraformFailed,
-                    format!(
-                        "{} printed output that is not its JSON stream ({garbage} line(s)): {}",
-                        self.display(args),
-                        tail.last().map_or("", String::as_str)
-                    ),
-                )
-                .into());
-            }
             return Ok(report);
         }
-        Err(self.exit_error(args, status, &report.diagnostics, &tail))
+        Err(self.exit_error(args, status, &ran.report.diagnostics, &tail))
     }
 
     fn exit_error(
@@ -310,7 +357,11 @@ impl Terraform {
         }
         let code = status.code().unwrap_or(-1);
         let first = diagnostics.iter().find(|d| d.is_error());
-        if diagnostics.iter().any(|d| d.summary.contains("Error acquiring the state lock")) {
+        // "Error acquiring the state lock" is also what a read-only directory gets; only a lock
+        // held by another process comes with that holder's "Lock Info".
+        let held =
+            |d: &Diagnostic| d.summary.contains("Error acquiring the state lock") && d.detail.contains("Lock Info");
+        if diagnostics.iter().any(held) {
             return Failure::new(
                 Code::StateLocked,
                 format!("{cmd} failed: the Terraform state is locked by another process"),
@@ -346,22 +397,138 @@ fn record(report: &mut Report, event: &Event) {
     }
 }
 
-fn wait(child: &mut Child) -> Result<ExitStatus> {
-    child.wait().context("failed to wait for terraform")
+fn push_tail(tail: &mut VecDeque<String>, line: String) {
+    if tail.len() == TAIL {
+        tail.pop_front();
+    }
+    tail.push_back(line);
 }
 
-fn keep_tail(stream: impl Read, tail: &Mutex<VecDeque<String>>) {
-    for line in BufReader::new(stream).lines().map_while(Result::ok) {
-        push_tail(tail, line);
+/// Where a run's stdout goes.
+enum Sink<'a> {
+    /// `-json` events, one per line, as they arrive.
+    Events(&'a mut dyn FnMut(&Event)),
+    /// Kept whole (`show -json`, `version -json`).
+    Capture(&'a mut Vec<u8>),
+}
+
+/// What a run produced so far, and how it ended.
+#[derive(Default)]
+struct Ran {
+    status: Option<ExitStatus>,
+    report: Report,
+    tail: VecDeque<String>,
+    /// Lines of stdout that are not terraform's JSON stream.
+    garbage: usize,
+    timed_out: bool,
+    killed: bool,
+}
+
+impl Ran {
+    /// Takes in what terraform appended to its stdout and stderr. Whether there was any.
+    fn read(&mut self, stdout: &mut Followed, stderr: &mut Followed, sink: &mut Sink<'_>) -> Result<bool> {
+        let got_out = match sink {
+            Sink::Capture(buf) => stdout.read_into(buf)?,
+            Sink::Events(events) => {
+                let (report, tail, garbage) = (&mut self.report, &mut self.tail, &mut self.garbage);
+                stdout.read_lines(&mut |line| on_stdout_line(line, report, tail, garbage, &mut **events))?
+            }
+        };
+        let tail = &mut self.tail;
+        let got_err = stderr.read_lines(&mut |line| push_tail(tail, line))?;
+        Ok(got_out || got_err)
+    }
+
+    /// The last lines, when they lack a final newline.
+    fn finish(&mut self, stdout: &mut Followed, stderr: &mut Followed, sink: &mut Sink<'_>) {
+        if let Sink::Events(events) = sink {
+            if let Some(line) = stdout.rest() {
+                on_stdout_line(line, &mut self.report, &mut self.tail, &mut self.garbage, &mut **events);
+            }
+        }
+        if let Some(line) = stderr.rest() {
+            push_tail(&mut self.tail, line);
+        }
     }
 }
 
-fn push_tail(tail: &Mutex<VecDeque<String>>, line: String) {
-    let mut t = tail.lock().expect("tail lock");
-    if t.len() == TAIL {
-        t.pop_front();
+fn on_stdout_line(
+    line: String,
+    report: &mut Report,
+    tail: &mut VecDeque<String>,
+    garbage: &mut usize,
+    sink: &mut dyn FnMut(&Event),
+) {
+    match tfjson::parse_line(&line) {
+        Some(event) => {
+            record(report, &event);
+            sink(&event);
+        }
+        None if line.trim().is_empty() => {}
+        None => {
+            *garbage += 1;
+            push_tail(tail, line);
+        }
     }
-    t.push_back(line);
+}
+
+/// A file terraform writes (its stdout or stderr) and we follow, like `tail -f`. It is created
+/// and at once unlinked: nothing is left behind, whoever dies first.
+struct Followed {
+    reader: File,
+    partial: Vec<u8>,
+}
+
+impl Followed {
+    /// The follower, and the handle to give terraform.
+    fn create() -> Result<(Followed, File)> {
+        let make = || -> io::Result<(Followed, File)> {
+            let tmp = tempfile::Builder::new().prefix("infrakit-tf-terraform-").tempfile()?;
+            // A second open file description: its own offset, independent of terraform's.
+            let reader = tmp.reopen()?;
+            let (writer, path) = tmp.into_parts();
+            drop(path); // unlinks the name; both handles stay open
+            Ok((Followed { reader, partial: Vec::new() }, writer))
+        };
+        make().context("failed to create a temporary file for terraform's output")
+    }
+
+    /// Appends what is new to `out`. Whether there was anything.
+    fn read_into(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        let n = self.reader.read_to_end(out).context("failed to read terraform's output")?;
+        Ok(n > 0)
+    }
+
+    /// Calls `line` for each new complete line. Whether there was anything new.
+    fn read_lines(&mut self, line: &mut dyn FnMut(String)) -> Result<bool> {
+        let start = self.partial.len();
+        if !self.read_into_partial()? {
+            return Ok(false);
+        }
+        let mut from = 0;
+        let mut search = start;
+        while let Some(i) = self.partial[search..].iter().position(|b| *b == b'\n') {
+            let end = search + i;
+            line(String::from_utf8_lossy(&self.partial[from..end]).into_owned());
+            from = end + 1;
+            search = from;
+        }
+        self.partial.drain(..from);
+        Ok(true)
+    }
+
+    fn read_into_partial(&mut self) -> Result<bool> {
+        let mut buf = std::mem::take(&mut self.partial);
+        let got = self.read_into(&mut buf);
+        self.partial = buf;
+        got
+    }
+
+    /// What is left after the last newline.
+    fn rest(&mut self) -> Option<String> {
+        let rest = std::mem::take(&mut self.partial);
+        (!rest.is_empty()).then(|| String::from_utf8_lossy(&rest).into_owned())
+    }
 }
 
 fn tail_hint(tail: &[String]) -> String {

@@ -213,7 +213,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         .map(|i| format!("{}.{}", spec.resources[i].rtype, expansion.placed[i].1))
         .filter(|a| !adopted_addrs.contains(&a.as_str()) && !state.contains_key(a))
         .collect();
-    let changes = || ChangeSet { issued: Some(id.clone()), writes: writes_of(&files), ..ChangeSet::default() };
+    let changes = || ChangeSet { writes: writes_of(&files), ..ChangeSet::default() };
 
     if args.dry_run {
         let (outcome, _) = apply::commit(ctx, &dir, changes(), Mode::DryRun)?;

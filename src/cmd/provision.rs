@@ -60,8 +60,7 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
             (dir.target(&base), doc, file_mode)
         })
         .collect();
-    let (outcome, failure) =
-        apply::commit(ctx, &dir, ChangeSet { issued: Some(id.clone()), writes, removals: vec![] }, mode)?;
+    let (outcome, failure) = apply::commit(ctx, &dir, ChangeSet { writes, removals: vec![] }, mode)?;
     let verb = match mode {
         Mode::DryRun => "would provision",
         Mode::Queue => "provisioned (queued)",

@@ -27,7 +27,6 @@ use crate::apply::{self, ChangeSet, PlannedChange};
 use crate::cli::ReconcileArgs;
 use crate::context::Ctx;
 use crate::exit::{Code, Failure};
-use crate::lock;
 use crate::names::{self, Kind, Suffix};
 use crate::progress::{utc_now, Progress};
 use crate::terraform::Report as TfReport;
@@ -64,10 +63,11 @@ struct Report {
 pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
-    let _lock = lock::lock(&ctx.dir, timeout, &ctx.printer)?;
+    let _lock = ctx.lock_within(timeout)?;
     let dir = ctx.directory()?;
     let profiles = ctx.profiles(&dir)?;
     let tf = ctx.terraform(&dir)?;
+    apply::preflight(&dir, &ChangeSet::default())?;
     let instances = dir.instances(&profiles);
     let queued: Vec<String> =
         dir.managed().filter(|(_, _, _, s)| *s == Suffix::Queued).map(|(n, _, _, _)| n.to_string()).collect();
@@ -129,9 +129,11 @@ pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
         .into());
     }
-    for (inst, vm) in &doomed {
-        let file = format!("{}{}", inst.id, names::LIVE);
-        dir.remove(&file)?;
+    // All pruned files go together, or none (a killed prune is undone and found again).
+    let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
+    let removals = ChangeSet { removals: pruned_files.clone(), ..ChangeSet::default() };
+    apply::commit(ctx, &dir.relisted()?, removals, apply::Mode::Queue)?;
+    for ((inst, vm), file) in doomed.iter().zip(pruned_files) {
         progress_line(ctx, &format!("pruned {} ({vm} vanished)", inst.id));
         report.pruned.push(Pruned { id: inst.id.to_string(), file, vm: vm.clone() });
     }
@@ -139,15 +141,22 @@ pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         apply::settle_imports(dir.path())?;
     }
 
+    // A refresh that found objects gone is saved by applying its plan, even one with no
+    // changes: otherwise every later run finds the same drift and `--check` never says 0.
     let applied = if !report.pruned.is_empty() {
         Some(tf.stream(&["apply", "-auto-approve", "-input=false", "-json"], &mut |e| progress.on_event(e))?)
-    } else if plan.has_changes {
+    } else if plan.has_changes || !plan.drift.is_empty() {
         let plan_arg = plan_file.to_str().context("plan path is not UTF-8")?;
         Some(tf.stream(&["apply", "-auto-approve", "-input=false", "-json", plan_arg], &mut |e| progress.on_event(e))?)
     } else {
         None
     };
     progress.finish();
+    if importing && applied.is_none() {
+        // The plan included the import blocks and found nothing to do: they were carried out
+        // by an apply whose end the importing run did not see.
+        dir.remove(names::IMPORT_FILE)?;
+    }
     if let Some(applied) = applied {
         if importing {
             dir.remove(names::IMPORT_FILE)?;

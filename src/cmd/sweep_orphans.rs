@@ -19,7 +19,7 @@ use crate::apply::{self, ChangeSet, Mode, Outcome, PlannedChange};
 use crate::cli::SweepArgs;
 use crate::context::Ctx;
 use crate::exit::invalid;
-use crate::names::{Kind, Suffix};
+use crate::names::{Kind, Suffix, IMPORT_FILE};
 
 #[derive(Debug, Serialize)]
 struct Orphan {
@@ -42,6 +42,13 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     let dir = ctx.directory()?;
     let profiles = ctx.profiles(&dir)?;
     let instances = dir.instances(&profiles);
+    // A killed import's blocks adopt objects on the next apply: until then, the instance they
+    // belong to has files but no VM in state, and would look orphaned.
+    if dir.has(IMPORT_FILE) {
+        return Err(invalid(format!("an import did not finish: `{IMPORT_FILE}` is still in the directory"))
+            .hint("run `infrakit-tf reconcile` first (it finishes the import), then sweep-orphans")
+            .into());
+    }
 
     // An instance we cannot read may own anything: its VM may be in state under a type we do
     // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.

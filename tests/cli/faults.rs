@@ -53,15 +53,33 @@ fn old_terraform_is_refused_before_writing() {
     assert!(s.snapshot() == before);
 }
 
+/// Terraform's diagnostic when the state lock cannot be taken, with its detail as terraform
+/// 1.11 words it (recorded from a real run).
+fn lock_diagnostic(detail: &str) -> String {
+    format!(
+        r#"printf '%s\n' '{{"@level":"error","@message":"Error: Error acquiring the state lock","type":"diagnostic","diagnostic":{{"severity":"error","summary":"Error acquiring the state lock","detail":"{detail}"}}}}'; exit 1"#
+    )
+}
+
 #[test]
 fn state_lock_diagnostic_has_its_own_code() {
     let s = Scratch::new();
-    let tf = fake(
-        &s,
-        "1.9.0",
-        r#"echo '{"@level":"error","@message":"Error: Error acquiring the state lock","type":"diagnostic","diagnostic":{"severity":"error","summary":"Error acquiring the state lock","detail":"resource temporarily unavailable"}}'; exit 1"#,
-    );
+    let held = r"Error message: resource temporarily unavailable\nLock Info:\n  ID:        1e66a691\n  Path:      terraform.tfstate";
+    let tf = fake(&s, "1.9.0", &lock_diagnostic(held));
     let vm = s.write_outside("vm.json", VM);
     let run = s.run(&["provision", &vm, "--terraform", &tf]).code(8);
     assert!(run.stderr.contains("terraform error: Error acquiring the state lock"), "{run:#?}");
+    assert!(run.stderr.contains("force-unlock"), "{run:#?}");
+}
+
+// The same summary without a holder's "Lock Info" is not a held lock (a read-only file system
+// here): no force-unlock hint, terraform's own reason instead.
+#[test]
+fn a_lock_that_cannot_be_written_is_not_a_held_lock() {
+    let s = Scratch::new();
+    let tf = fake(&s, "1.9.0", &lock_diagnostic(r"Error message: open terraform.tfstate: read-only file system"));
+    let vm = s.write_outside("vm.json", VM);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    assert!(run.error_lines()[0].contains("read-only file system"), "{run:#?}");
+    assert!(!run.stderr.contains("force-unlock"), "{run:#?}");
 }

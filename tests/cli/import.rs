@@ -174,7 +174,8 @@ fn a_failed_apply_rolls_back() {
     assert!(run.error_lines()[0].contains("import of instance-"), "{run:#?}");
     assert!(run.stderr.contains("create refused"), "{run:#?}");
     // Terraform's own bookkeeping (`.terraform`, the state file, the backup `state rm` makes)
-    // aside, and the remembered last ID: the state's content is compared below.
+    // aside, with our record of the state's serial and the remembered last ID: the state's
+    // content is compared below.
     // The cloud's objects are compared below: the adopted machine keeps tags the apply set.
     let ours = |p: &std::path::PathBuf| {
         let name = p.file_name().unwrap().to_string_lossy();
@@ -182,6 +183,7 @@ fn a_failed_apply_rolls_back() {
             && !p.starts_with(c.s.dir.join(".terraform"))
             && !name.starts_with("terraform.tfstate")
             && name != ".infrakit-tf-last-id"
+            && name != ".infrakit-tf-state.json"
     };
     let mut after = c.s.snapshot();
     after.retain(|p, _| ours(p));
@@ -228,7 +230,12 @@ fn a_crashed_import_is_finished_by_reconcile() {
     c.delay_creates(0);
     assert!(c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()), "{:?}", c.s.files());
 
-    let before = c.s.snapshot();
+    // The killed run's record of its terraform is dropped by the next run that takes the lock
+    // (that terraform is dead): that is the only change the refused import makes.
+    let running = c.s.dir.join(".infrakit-tf-terraform.json");
+    assert!(running.exists(), "the killed run recorded its terraform");
+    let mut before = c.s.snapshot();
+    before.remove(&running);
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(3);
     assert!(run.error_lines()[0].contains("a previous import did not finish"), "{run:#?}");
     assert!(c.s.snapshot() == before, "the refused import changed something");

@@ -1,0 +1,173 @@
+//! Never apply into a lost state. Terraform treats a missing or empty state as "nothing
+//! exists yet" and would create every machine again (the old ones leak). So after every run
+//! that may change the state, its `lineage` and `serial` (the state's identity and version)
+//! are recorded in [`RECORD`]; before every plan or apply, [`check`] refuses when the state
+//! is missing, empty or unreadable, has another lineage, or an older serial than recorded,
+//! while the directory has live managed files (whose machines the state must know).
+//!
+//! Terraform creates an empty state file when it takes its lock, before it saves anything, so
+//! an empty state with neither a record nor a backup (`terraform.tfstate.backup`, written
+//! before terraform overwrites a state) is a first apply that was cut short: nothing was ever
+//! saved, nothing is lost, and terraform may go on.
+//!
+//! Only the local backend's state file is read here (directly: it is cheap, and no extra
+//! terraform run is paid for it). With a remote backend the check is skipped: the backend
+//! keeps its own versions.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::directory::Directory;
+use crate::exit::{Code, Failure};
+use crate::fsio;
+use crate::names::Suffix;
+
+/// Lineage and serial of the state after our last terraform run.
+pub const RECORD: &str = ".infrakit-tf-state.json";
+
+/// A state's identity and version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub lineage: String,
+    pub serial: u64,
+}
+
+/// What the state file holds.
+#[derive(Debug, PartialEq)]
+enum Observed {
+    Missing,
+    Empty,
+    Unreadable(String),
+    State(Stamp),
+}
+
+/// Records the state's stamp after a run (nothing for a remote backend, or a state that is
+/// not there or not whole).
+pub fn record(dir: &Path) -> Result<()> {
+    let Some(path) = local_state(dir) else { return Ok(()) };
+    if let Observed::State(stamp) = observe(&path) {
+        fsio::write_atomic(&dir.join(RECORD), &serde_json::to_vec(&stamp)?, fsio::Mode::Public)?;
+    }
+    Ok(())
+}
+
+/// Refuses to let terraform plan or apply into a state that lost what the directory's live
+/// files say exists.
+pub fn check(dir: &Directory) -> Result<()> {
+    let Some(path) = local_state(dir.path()) else { return Ok(()) };
+    if !dir.managed().any(|(_, _, _, suffix)| suffix == Suffix::Live) {
+        return Ok(());
+    }
+    let recorded: Option<Stamp> =
+        std::fs::read(dir.path().join(RECORD)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let problem = match (observe(&path), &recorded) {
+        (Observed::State(now), Some(then)) if now.lineage != then.lineage => Some(format!(
+            "its lineage is `{}`, but the last run left lineage `{}`: it is another state",
+            now.lineage, then.lineage
+        )),
+        (Observed::State(now), Some(then)) if now.serial < then.serial => Some(format!(
+            "its serial is {}, older than the {} the last run left: it was rolled back",
+            now.serial, then.serial
+        )),
+        (Observed::State(_), _) => None,
+        (Observed::Missing, Some(_)) => Some("it is missing".into()),
+        (Observed::Missing, None) => None,
+        (Observed::Empty, None) if !backup_of(&path).exists() => None,
+        (Observed::Empty, _) => Some("it is empty (0 bytes)".into()),
+        (Observed::Unreadable(e), _) => Some(format!("it cannot be read: {e}")),
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(Failure::new(
+            Code::StateLost,
+            format!(
+                "refusing to run terraform: the state `{}` does not match the live files: {problem}; applying would create every machine again",
+                path.display()
+            ),
+        )
+        .hint(format!(
+            "restore `{}` (or your backend's previous version) and re-run; if the state was replaced on purpose, remove `{RECORD}`",
+            backup_of(&path).display()
+        ))
+        .into()),
+    }
+}
+
+fn backup_of(state: &Path) -> PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".backup");
+    PathBuf::from(name)
+}
+
+/// The local backend's state file, or `None` when another backend is configured.
+fn local_state(dir: &Path) -> Option<PathBuf> {
+    #[derive(Deserialize)]
+    struct Backend {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        config: serde_json::Map<String, serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct BackendState {
+        backend: Option<Backend>,
+    }
+    let default = Some(dir.join("terraform.tfstate"));
+    let Ok(bytes) = std::fs::read(dir.join(".terraform/terraform.tfstate")) else { return default };
+    match serde_json::from_slice::<BackendState>(&bytes).ok().and_then(|s| s.backend) {
+        None => default,
+        Some(b) if b.kind == "local" => match b.config.get("path").and_then(|p| p.as_str()) {
+            Some(p) => Some(dir.join(p)),
+            None => default,
+        },
+        Some(_) => None,
+    }
+}
+
+fn observe(path: &Path) -> Observed {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Observed::Missing,
+        Err(e) => Observed::Unreadable(e.to_string()),
+        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Observed::Empty,
+        Ok(bytes) => match serde_json::from_slice::<Stamp>(&bytes) {
+            Ok(stamp) => Observed::State(stamp),
+            Err(e) => Observed::Unreadable(e.to_string()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_stamp_of_a_state_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("terraform.tfstate");
+        assert_eq!(observe(&p), Observed::Missing);
+        fsio::write_atomic(&p, b"", fsio::Mode::Public).unwrap();
+        assert_eq!(observe(&p), Observed::Empty);
+        fsio::write_atomic(&p, b"{\"version\": 4, \"serial\": 7", fsio::Mode::Public).unwrap();
+        assert!(matches!(observe(&p), Observed::Unreadable(_)));
+        let state = br#"{"version": 4, "terraform_version": "1.11.4", "serial": 7, "lineage": "abc", "resources": []}"#;
+        fsio::write_atomic(&p, state, fsio::Mode::Public).unwrap();
+        assert_eq!(observe(&p), Observed::State(Stamp { lineage: "abc".into(), serial: 7 }));
+    }
+
+    #[test]
+    fn a_remote_backend_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        assert_eq!(local_state(d), Some(d.join("terraform.tfstate")));
+        fsio::create_dir_all(&d.join(".terraform")).unwrap();
+        let backend = |b: &str| {
+            fsio::write_atomic(&d.join(".terraform/terraform.tfstate"), b.as_bytes(), fsio::Mode::Public).unwrap()
+        };
+        backend(r#"{"backend": {"type": "pg", "config": {"conn_str": "postgres://x"}}}"#);
+        assert_eq!(local_state(d), None);
+        backend(r#"{"backend": {"type": "local", "config": {"path": "other.tfstate"}}}"#);
+        assert_eq!(local_state(d), Some(d.join("other.tfstate")));
+    }
+}
