@@ -58,12 +58,11 @@ impl Cloud {
             root.join("mirror").display()
         );
         s.write_outside("fakecloud.tfrc", &config);
+        // The cloud directory comes from FAKECLOUD_DIR (see `run`), so that a copy of this
+        // scratch tree (`Cloud::copy`) is a separate cloud with the same configuration.
         s.write(
             "main.tf",
-            &format!(
-                "terraform {{\n  required_providers {{\n    fakecloud = {{ source = \"infrakit/fakecloud\" }}\n  }}\n}}\n\nprovider \"fakecloud\" {{\n  dir = \"{}\"\n}}\n",
-                cloud.display()
-            ),
+            "terraform {\n  required_providers {\n    fakecloud = { source = \"infrakit/fakecloud\" }\n  }\n}\n\nprovider \"fakecloud\" {}\n",
         );
         // The VM type is declared in the directory's configuration file, as a user would.
         s.write("infrakit-tf.json", r#"{"vm_types": {"fakecloud_instance": {}}}"#);
@@ -72,8 +71,30 @@ impl Cloud {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
-        let env = [("TF_CLI_CONFIG_FILE", self.rc.to_str().unwrap()), ("FAKECLOUD_DIR", self.cloud.to_str().unwrap())];
+        self.run_env(args, &[])
+    }
+
+    /// Runs infrakit-tf ARGS with extra environment variables.
+    pub fn run_env(&self, args: &[&str], extra: &[(&str, &str)]) -> Run {
+        let mut env =
+            vec![("TF_CLI_CONFIG_FILE", self.rc.to_str().unwrap()), ("FAKECLOUD_DIR", self.cloud.to_str().unwrap())];
+        env.extend_from_slice(extra);
         self.s.run_with(args, None, &env)
+    }
+
+    /// An independent copy of this scratch tree (directory, state, `.terraform`, cloud), as it
+    /// is now: each crash point starts from the same prepared group without re-creating it.
+    pub fn copy(&self) -> Cloud {
+        let root = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", self.s.root.path().display()))
+            .arg(root.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "cp -a failed");
+        let s = Scratch { dir: root.path().join("dir"), root };
+        Cloud { cloud: s.root.path().join("cloud"), rc: s.root.path().join("fakecloud.tfrc"), s }
     }
 
     /// Runs infrakit-tf ARGS in its own process group until a line of its stderr contains
@@ -161,6 +182,7 @@ impl Cloud {
             .args(["show", "-json"])
             .current_dir(&self.s.dir)
             .env("TF_CLI_CONFIG_FILE", &self.rc)
+            .env("FAKECLOUD_DIR", &self.cloud)
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use crate::cloud::Cloud;
 
 /// An InfraKit group spec for managers: a VM and a dedicated data volume.
-const MANAGERS: &str = r##"{"ID": "managers", "Properties": {
+pub const MANAGERS: &str = r##"{"ID": "managers", "Properties": {
     "Allocation": {"LogicalIDs": ["mgr1", "mgr2"]},
     "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
         "fakecloud_instance": {"vm": {"name": "manager", "user_data": "#!/bin/sh\necho new init", "tags": {"role": "manager"}}},
@@ -13,7 +13,7 @@ const MANAGERS: &str = r##"{"ID": "managers", "Properties": {
     "Flavor": {"Plugin": "flavor-vanilla", "Properties": {"Init": ["echo never run on an adopted machine"], "Tags": {"tier": "control"}}}}}"##;
 
 /// The first manager, made by hand before any automation: a machine and its volume.
-fn hand_made(c: &Cloud) {
+pub fn hand_made(c: &Cloud) {
     let write = |id: &str, v: Value| {
         infrakit_tf::fsio::write_atomic(
             &c.cloud.join(format!("{id}.json")),

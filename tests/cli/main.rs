@@ -5,6 +5,8 @@
 
 mod apply;
 mod cloud;
+#[cfg(feature = "fault-injection")]
+mod crash;
 mod describe;
 mod destroy_label;
 mod errors;

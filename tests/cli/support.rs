@@ -20,6 +20,7 @@ pub struct Scratch {
 /// What one run printed and returned.
 #[derive(Debug)]
 pub struct Run {
+    /// The exit code, or minus the signal that killed it.
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -107,7 +108,7 @@ impl Scratch {
         }
         let Output { status, stdout, stderr } = child.wait_with_output().unwrap();
         Run {
-            code: status.code().expect("exited, not killed"),
+            code: status.code().unwrap_or_else(|| -std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)),
             stdout: String::from_utf8(stdout).unwrap(),
             stderr: String::from_utf8(stderr).unwrap(),
         }
