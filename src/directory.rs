@@ -247,8 +247,6 @@ impl Directory {
         Some(Instance { id: id.clone(), file, suffix, doc, vm, tags, attachments })
     }
 
-    /// Which dedicated slots exist and which are attached, for slot choice. An instance file
-    /// that cannot be read is an error here: its slot could otherwise be handed out twice.
     /// Refuses a logical ID another instance already has: two pets with one logical ID would
     /// define the same resources twice, and every apply of the directory would fail.
     pub fn check_logical_id_free(&self, profiles: &Profiles, lid: &str) -> Result<()> {
@@ -263,22 +261,30 @@ impl Directory {
         }
     }
 
+    /// Which dedicated slots exist and which are attached, for slot choice. An instance file
+    /// that cannot be read is an error here: its slot could otherwise be handed out twice.
     pub fn slots(&self, profiles: &Profiles) -> Result<Slots> {
-        let existing = self
+        let existing: BTreeSet<String> = self
             .managed()
             .filter(|(_, _, kind, _)| matches!(kind, Kind::Dedicated { .. }))
             .map(|(_, base, _, _)| base.to_string())
             .collect();
         let mut attached = BTreeSet::new();
+        let mut missing = Vec::new();
         for inst in self.instances(profiles) {
             if let Err(e) = &inst.doc {
                 return Err(invalid(format!("cannot tell which dedicated slots are free: {e}"))
                     .hint("fix or remove that instance file, then re-run")
                     .into());
             }
+            for base in &inst.attachments {
+                if matches!(names::classify(base), Some(Kind::Dedicated { .. })) && !existing.contains(base) {
+                    missing.push((inst.id.clone(), base.clone()));
+                }
+            }
             attached.extend(inst.attachments);
         }
-        Ok(Slots { existing, attached })
+        Ok(Slots { existing, attached, missing })
     }
 
     /// Writes a document, unless the file already holds the same JSON value (whatever its

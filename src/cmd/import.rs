@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use crate::adopt::{self, Matched};
 use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::ImportArgs;
-use crate::cmd::{problems_error, read_spec};
+use crate::cmd::{problems_error, read_slots, read_spec};
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
@@ -133,7 +133,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     }
     // 1. Expand as a provision would; but an adopted dedicated object gets a fresh slot, never
     //    an orphaned one (whose object is still in state).
-    let mut slots = if spec.needs_slot() { dir.slots(&profiles)? } else { Slots::default() };
+    let mut slots = if spec.needs_slot() { read_slots(&dir, &profiles, &ctx.printer)? } else { Slots::default() };
     if requests.iter().any(|m| matches!(spec.resources[m.index].scope, Scope::Dedicated(_))) {
         slots.attached.extend(slots.existing.iter().cloned());
     }

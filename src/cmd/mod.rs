@@ -16,7 +16,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::directory::Directory;
 use crate::exit::{invalid, not_found};
+use crate::expand::Slots;
+use crate::names::LIVE;
 use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::{self, Problem, Spec};
@@ -50,6 +53,19 @@ pub fn read_spec(path: &Path) -> Result<(String, String)> {
 pub fn load_spec(path: &Path, profiles: &Profiles, printer: &Printer) -> Result<Spec> {
     let (label, text) = read_spec(path)?;
     spec::parse(&text, profiles).map_err(|problems| problems_error(&label, &problems, printer))
+}
+
+/// The directory's dedicated slots, for slot choice. An instance attached to a slot whose file
+/// is gone keeps the slot (it may still hold the volume in Terraform's state); the directory is
+/// inconsistent, and the user is told.
+pub fn read_slots(dir: &Directory, profiles: &Profiles, printer: &Printer) -> Result<Slots> {
+    let slots = dir.slots(profiles)?;
+    for (id, base) in &slots.missing {
+        printer.warn(&format!(
+            "{id} is attached to `{base}{LIVE}`, which is missing (live and queued): its slot is not reused; restore the file, or destroy {id}"
+        ));
+    }
+    Ok(slots)
 }
 
 pub fn problems_error(label: &str, problems: &[Problem], printer: &Printer) -> anyhow::Error {

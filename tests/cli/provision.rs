@@ -134,6 +134,27 @@ fn rolling_update_reattaches_the_slot() {
     }
 }
 
+// An instance attached to a slot whose file is gone keeps that slot: the next instance gets
+// slot 2, and the inconsistency is named on stderr. No directory state makes provision panic.
+#[test]
+fn a_missing_slot_file_is_warned_about_and_not_reused() {
+    let s = Scratch::example();
+    let spec = s.dir.join("web.json").to_str().unwrap().to_string();
+    let first = s.run(&["provision", &spec, "--no-apply"]).ok().stdout.trim().to_string();
+    infrakit_tf::fsio::remove(&s.dir.join("web_dedicated_1.tf.json.new")).unwrap();
+    let run = s.run(&["provision", &spec, "--no-apply"]);
+    assert!(!run.stderr.contains("panicked"), "{run:#?}");
+    let run = run.ok();
+    let second = run.stdout.trim();
+    let warnings: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{run:#?}");
+    assert!(warnings[0].contains(&first) && warnings[0].contains("`web_dedicated_1.tf.json`"), "{run:#?}");
+    let vm = &s.read(&format!("{second}.tf.json.new"))["resource"]["terraform_data"][second];
+    assert_eq!(vm["input"]["tags"]["infrakit.attach"], "web_dedicated_2,web_global");
+    assert!(s.files().contains(&"web_dedicated_2.tf.json.new".to_string()), "{:?}", s.files());
+    assert!(!s.files().contains(&"web_dedicated_1.tf.json.new".to_string()), "{:?}", s.files());
+}
+
 // E-08, E-10: a live file is written in place; no `.new` twin appears for it.
 #[test]
 fn live_files_are_updated_in_place() {
