@@ -24,14 +24,23 @@ use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::{self, Problem, Spec};
 
+/// How a spec is named in reports: its path, or `<stdin>` for `-`.
+pub fn spec_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        "<stdin>".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
 /// Reads a spec from a path or `-` (stdin). Returns (how to name it in messages, text).
 pub fn read_spec(path: &Path) -> Result<(String, String)> {
     let (label, bytes) = if path == Path::new("-") {
         let mut bytes = Vec::new();
         std::io::stdin().read_to_end(&mut bytes).context("failed to read the spec from stdin")?;
-        ("<stdin>".to_string(), bytes)
+        (spec_name(path), bytes)
     } else {
-        let label = format!("`{}`", path.display());
+        let label = format!("`{}`", spec_name(path));
         if path.is_dir() {
             return Err(invalid(format!("spec {label} is a directory, not a file")).into());
         }

@@ -214,6 +214,32 @@ fn spec_that_is_not_text() {
     assert!(run.error_lines()[0].contains("is not UTF-8 text"), "{run:#?}");
 }
 
+// Scripts read validate's JSON report whatever is wrong with the spec, even when it cannot be
+// read at all; the exit code still tells an invalid spec (3) from a missing one (4).
+#[test]
+fn validate_reports_unreadable_specs_in_json() {
+    let s = Scratch::new();
+    let binary = s.root.path().join("bin.json");
+    infrakit_tf::fsio::write_atomic(&binary, &[0xff, 0xfe, b'{'], infrakit_tf::fsio::Mode::Public).unwrap();
+    let missing = s.root.path().join("missing.json");
+    for (path, code, says) in [
+        (binary.as_path(), INVALID, "is not UTF-8 text"),
+        (missing.as_path(), NOT_FOUND, "does not exist"),
+        (s.dir.as_path(), INVALID, "is a directory"),
+    ] {
+        let path = path.to_str().unwrap();
+        let run = s.run(&["validate", path, "--output", "json"]).code(code);
+        let report = run.json();
+        assert_eq!((report["spec"].as_str(), report["valid"].as_bool()), (Some(path), Some(false)), "{run:#?}");
+        assert_eq!(report["problems"].as_array().map(Vec::len), Some(1), "{run:#?}");
+        assert_eq!(report["problems"][0]["pointer"], "", "{run:#?}");
+        assert!(report["problems"][0]["message"].as_str().unwrap().contains(says), "{run:#?}");
+        assert_eq!((report["vm"].is_null(), report["resources"].as_u64()), (true, Some(0)), "{run:#?}");
+        assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+        assert!(run.error_lines()[0].contains(says), "{run:#?}");
+    }
+}
+
 // A second pet with the same logical ID would define its resources twice.
 #[test]
 fn duplicate_logical_id() {
