@@ -252,12 +252,14 @@ impl Directory {
     pub fn check_logical_id_free(&self, profiles: &Profiles, lid: &str) -> Result<()> {
         match self.instances(profiles).iter().find(|i| i.logical_id() == Some(lid)) {
             None => Ok(()),
-            Some(twin) => Err(invalid(format!("logical ID `{lid}` is already used by {}", twin.id))
-                .hint(format!(
-                    "destroy {} first (a rolling update keeps its slot), or pick another logical ID",
-                    twin.id
-                ))
-                .into()),
+            Some(twin) => {
+                Err(invalid(format!("logical ID `{}` is already used by {}", crate::text::short(lid), twin.id))
+                    .hint(format!(
+                        "destroy {} first (a rolling update keeps its slot), or pick another logical ID",
+                        twin.id
+                    ))
+                    .into())
+            }
         }
     }
 

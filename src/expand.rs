@@ -16,6 +16,7 @@ use crate::names::{self, InstanceId, Scope};
 use crate::profile::Profiles;
 use crate::spec::{lookup_mut, Spec};
 use crate::template::{self, Vars};
+use crate::text::{short, short_pointer};
 use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 
 /// What is asked for.
@@ -110,8 +111,10 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         };
         if !names::is_terraform_name(&name) {
             return Err(format!(
-                "resource `{}.{}` would be named `{name}`, which Terraform rejects (names start with a letter or `_` and hold only letters, digits, `_` and `-`): check the logical ID and scope",
-                r.rtype, r.name
+                "resource `{}.{}` would be named `{}`, which Terraform rejects (names start with a letter or `_` and hold only letters, digits, `_` and `-`): check the logical ID and scope",
+                short(&r.rtype),
+                short(&r.name),
+                short(&name)
             ));
         }
         names::check_path_component(&file, "file name")?;
@@ -121,7 +124,11 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
     let mut seen = BTreeSet::new();
     for Placed { rtype, name, .. } in &placed {
         if !seen.insert((*rtype, name.as_str())) {
-            return Err(format!("two resources of the spec would both be `{rtype}.{name}`: rename one"));
+            return Err(format!(
+                "two resources of the spec would both be `{}.{}`: rename one",
+                short(rtype),
+                short(name)
+            ));
         }
     }
 
@@ -156,7 +163,8 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         }
         let mut value = Value::Object(props);
         template::render_value(&mut value, &vars).map_err(|(ptr, e)| {
-            format!("`{rtype}.{spec_name}` at `{}`: {e}", if ptr.is_empty() { "/" } else { &ptr })
+            let at = if ptr.is_empty() { "/".to_string() } else { short_pointer(&ptr) };
+            format!("`{}.{}` at `{at}`: {e}", short(rtype), short(spec_name))
         })?;
         let Value::Object(mut props) = value else { unreachable!() };
         if is_vm {

@@ -38,6 +38,7 @@ use crate::expand::{self, Request, Slots};
 use crate::fsio::Mode as FileMode;
 use crate::names::{self, Kind, Scope, IMPORT_FILE};
 use crate::spec;
+use crate::text::short;
 use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfjson;
 
@@ -120,8 +121,10 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     if let Some((m, Some(addr))) = requests.iter().zip(&managed).find(|(_, a)| a.is_some()) {
         let r = &spec.resources[m.index];
         return Err(invalid(format!(
-            "{} `{}` is already managed as `{addr}`: it is not adopted twice",
-            r.rtype, m.cloud_id
+            "{} `{}` is already managed as `{}`: it is not adopted twice",
+            short(&r.rtype),
+            short(&m.cloud_id),
+            short(addr)
         ))
         .hint("import only objects Terraform does not manage yet")
         .into());
@@ -151,8 +154,10 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     };
     if let Some((m, addr)) = requests.iter().map(|m| (m, target(m).1)).find(|(_, a)| state.contains_key(a)) {
         return Err(invalid(format!(
-            "cannot adopt {} `{}` as `{addr}`: that address already holds another object in Terraform's state",
-            spec.resources[m.index].rtype, m.cloud_id
+            "cannot adopt {} `{}` as `{}`: that address already holds another object in Terraform's state",
+            short(&spec.resources[m.index].rtype),
+            short(&m.cloud_id),
+            short(&addr)
         ))
         .hint("a shared (global) or pet (logical ID) resource exists already: import only what is new")
         .into());

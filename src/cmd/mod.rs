@@ -23,6 +23,7 @@ use crate::names::LIVE;
 use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::{self, Problem, Spec};
+use crate::text::short;
 
 /// How a spec is named in reports: its path, or `<stdin>` for `-`.
 pub fn spec_name(path: &Path) -> String {
@@ -40,7 +41,7 @@ pub fn read_spec(path: &Path) -> Result<(String, String)> {
         std::io::stdin().read_to_end(&mut bytes).context("failed to read the spec from stdin")?;
         (spec_name(path), bytes)
     } else {
-        let label = format!("`{}`", spec_name(path));
+        let label = format!("`{}`", short(&spec_name(path)));
         if path.is_dir() {
             return Err(invalid(format!("spec {label} is a directory, not a file")).into());
         }

@@ -124,6 +124,46 @@ fn unknown_ids_and_bad_arguments() {
     fails("\u{0}", &["provision", "--no-apply", "{spec}"], INVALID, "not valid JSON");
 }
 
+// A value quoted in an error is shortened: a huge logical ID, name, scope or path makes a short
+// message, not one as large as itself; and nothing is written.
+#[test]
+fn huge_values_make_short_errors() {
+    let s = Scratch::new();
+    let arg = "x".repeat(100_000); // Linux takes at most 128 KiB in one argument
+    let huge = "y".repeat(1 << 20);
+    let vm = |extra: &str| [r#"{"Properties": {"resource": {"aws_instance": {"h": {}}"#, extra, "}}}"].concat();
+    let specs = [
+        format!(r#"{{"Properties": {{"resource": {{"aws_instance": {{"h": {{}}}}}}}}, "LogicalID": "{huge}/"}}"#),
+        vm(&format!(r#", "-{huge}": {{"d": {{}}}}"#)),
+        vm(&format!(r#", "x": {{"{huge}!": {{}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"@scope": "@{huge}"}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"@scope": "{huge}!"}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"v": "{{{{ var `/{huge}` }}}}"}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"v": "{{{{ {huge} }}}}"}}}}"#)),
+        format!(r#"{{"Properties": {{"resource": {{"aws_instance": {{"h": {{}}}}}}}}, "{huge}": 1}}"#),
+        format!(
+            r#"{{"Properties": {{"resource": {{"aws_instance": {{"h": {{}}}}, "x": {{"{huge}": {{}}}}}}}}, "LogicalID": "1a"}}"#
+        ),
+    ];
+    let spec = s.write_outside("vm.json", VM_ONLY);
+    let mut runs = vec![s.run(&["provision", "--no-apply", &spec, "--logical-id", &arg]).code(INVALID)];
+    for (i, text) in specs.iter().enumerate() {
+        let path = s.write_outside(&format!("huge-{i}.json"), text);
+        let before = s.snapshot();
+        runs.push(s.run(&["provision", "--no-apply", &path]).code(INVALID));
+        assert!(s.snapshot() == before, "spec {i} changed files");
+        runs.push(s.run(&["validate", &path]).code(INVALID));
+    }
+    // A spec path too long for the system: an I/O error that quotes the path.
+    runs.push(s.run(&["validate", &format!("{arg}.json")]).code(1));
+    for run in &runs {
+        assert!(run.stderr.len() < 2048, "{} bytes on stderr: {}", run.stderr.len(), &run.stderr[..2048]);
+        assert!(run.stderr.contains(" bytes"), "the size of the value is said: {run:#?}");
+        assert!(!run.stderr.contains("panicked"));
+    }
+    assert_eq!(s.files(), Vec::<String>::new());
+}
+
 // Without a terminal, destroy never prompts: it asks for --yes and removes nothing.
 #[test]
 fn destroy_needs_yes_without_a_terminal() {
