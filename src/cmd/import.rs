@@ -179,6 +179,8 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
 
     // 2. Discover the live values in a mirror.
     let discovery = ChangeSet { writes: writes_of(&expansion.files), ..ChangeSet::default() };
+    // Before anything runs: a file that cannot be replaced (a link, not JSON) stops the import.
+    discovery.writes.iter().try_for_each(|(name, ..)| dir.check_replaceable(name))?;
     let mirror = apply::mirror(&dir, &discovery)?;
     let mtf = tf.in_dir(mirror.path());
     let plan_file = mirror.path().join(".infrakit-tf-import.plan");

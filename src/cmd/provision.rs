@@ -48,7 +48,7 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         &slots,
     )
     .map_err(invalid)?;
-    let writes = expansion
+    let writes: Vec<_> = expansion
         .files
         .into_iter()
         .map(|(base, doc)| {
@@ -60,6 +60,8 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
             (dir.target(&base), doc, file_mode)
         })
         .collect();
+    // Before any write: a file that cannot be replaced (a link, not JSON) leaves all as it was.
+    writes.iter().try_for_each(|(name, ..)| dir.check_replaceable(name))?;
     let (outcome, failure) =
         apply::commit(ctx, &dir, ChangeSet { issued: Some(id.clone()), writes, removals: vec![] }, mode)?;
     let verb = match mode {
