@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use crate::spec::Spec;
+use crate::text::short;
 use crate::tfdoc::LOGICAL_ID_TAG;
 
 pub const GROUP_TAG: &str = "infrakit.group";
@@ -36,7 +37,7 @@ pub fn instance_spec(doc: Value, group_id: Option<&str>) -> Result<Value, String
     let spec_id = get_ci(top, "ID").and_then(Value::as_str);
     match (spec_id, group_id) {
         (Some(s), Some(g)) if s != g => {
-            return Err(format!("the group spec's ID `{s}` does not match --group-id `{g}`"));
+            return Err(format!("the group spec's ID `{}` does not match --group-id `{}`", short(s), short(g)));
         }
         (_, Some(id)) | (Some(id), None) => {
             tags.insert(GROUP_TAG.into(), Value::String(id.into()));
@@ -60,7 +61,7 @@ pub fn instance_spec(doc: Value, group_id: Option<&str>) -> Result<Value, String
 pub fn parse_request(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((t, rest)) if !t.is_empty() && !rest.is_empty() => Ok((t.to_string(), rest.to_string())),
-        _ => Err(format!("expected TYPE=ID or TYPE=ID:NAME, got `{s}`")),
+        _ => Err(format!("expected TYPE=ID or TYPE=ID:NAME, got `{}`", short(s))),
     }
 }
 
@@ -78,9 +79,11 @@ pub fn match_requests(spec: &Spec, requests: &[(String, String)]) -> Result<Vec<
     let mut out: Vec<Matched> = Vec::new();
     let mut taken = BTreeSet::new();
     for (rtype, rest) in requests {
+        // This request as messages quote it.
+        let (request, rtype_q) = (format!("--resource {}={}", short(rtype), short(rest)), short(rtype));
         let candidates: Vec<usize> = (0..spec.resources.len()).filter(|&i| spec.resources[i].rtype == *rtype).collect();
         if candidates.is_empty() {
-            return Err(format!("--resource {rtype}={rest}: the spec has no resource of type `{rtype}`"));
+            return Err(format!("{request}: the spec has no resource of type `{rtype_q}`"));
         }
         let named = rest.rsplit_once(':').and_then(|(id, name)| {
             let i = candidates.iter().copied().find(|&i| spec.resources[i].name == name)?;
@@ -90,20 +93,20 @@ pub fn match_requests(spec: &Spec, requests: &[(String, String)]) -> Result<Vec<
             (Some(found), _) => found,
             (None, [only]) => (*only, rest.clone()),
             (None, many) => {
-                let names: Vec<&str> = many.iter().map(|&i| spec.resources[i].name.as_str()).collect();
+                let names: Vec<_> = many.iter().map(|&i| short(&spec.resources[i].name)).collect();
                 return Err(format!(
-                    "--resource {rtype}={rest}: the spec has {} resources of type `{rtype}` ({}): name one, as {rtype}=ID:NAME",
+                    "{request}: the spec has {} resources of type `{rtype_q}` ({}): name one, as {rtype_q}=ID:NAME",
                     many.len(),
                     names.join(", ")
                 ));
             }
         };
         if cloud_id.is_empty() {
-            return Err(format!("--resource {rtype}={rest}: the cloud ID is empty"));
+            return Err(format!("{request}: the cloud ID is empty"));
         }
         if !taken.insert(index) {
             let r = &spec.resources[index];
-            return Err(format!("`{}.{}` is requested twice", r.rtype, r.name));
+            return Err(format!("`{}.{}` is requested twice", short(&r.rtype), short(&r.name)));
         }
         out.push(Matched { index, cloud_id });
     }
@@ -111,7 +114,9 @@ pub fn match_requests(spec: &Spec, requests: &[(String, String)]) -> Result<Vec<
         let vm = spec.vm();
         return Err(format!(
             "no request for the VM `{}.{}`: import adopts a machine, give --resource {}=ID",
-            vm.rtype, vm.name, vm.rtype
+            short(&vm.rtype),
+            short(&vm.name),
+            short(&vm.rtype)
         ));
     }
     Ok(out)

@@ -218,6 +218,8 @@ pub fn preflight(dir: &Directory, changes: &ChangeSet) -> Result<()> {
 /// change that removes instance files raises the ID record past them, in the same all or
 /// nothing change, so that their IDs (whose machines may still be in state) are never reused.
 fn file_ops(dir: &Directory, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<FileChange>)> {
+    // Before any write: a file that cannot be replaced (a link, not JSON) leaves all as it was.
+    changes.writes.iter().try_for_each(|(name, ..)| dir.check_replaceable(name))?;
     let mut ops = Vec::new();
     let mut files = Vec::new();
     for (name, doc, file_mode) in changes.writes {

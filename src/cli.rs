@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::names::InstanceId;
+use crate::text::short;
 
 /// Manage groups of machines through Terraform.
 ///
@@ -273,7 +274,7 @@ pub struct DescribeArgs {
 fn parse_kv(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("expected K=V with a non-empty key, got `{s}`")),
+        _ => Err(format!("expected K=V with a non-empty key, got `{}`", short(s))),
     }
 }
 
@@ -286,13 +287,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration: use e.g. `30s`, `5m`, `500ms`"))?;
+    let n: u64 = num.parse().map_err(|_| format!("`{}` is not a duration: use e.g. `30s`, `5m`, `500ms`", short(s)))?;
     let ms = match unit {
         "ms" => 1,
         "" | "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => return Err(format!("unknown unit `{unit}` in `{s}`: use ms, s, m or h")),
+        _ => return Err(format!("unknown unit `{}` in `{}`: use ms, s, m or h", short(unit), short(s))),
     };
     Ok(Duration::from_millis(n.saturating_mul(ms)))
 }

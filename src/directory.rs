@@ -1,6 +1,7 @@
 //! The managed directory as the commands see it: the names in it, the instances its files
 //! define, the dedicated slots they hold. Reading only; writes go through [`Directory::write`]
-//! and [`Directory::remove`], which delegate to `fsio`.
+//! and [`Directory::remove`], which delegate to `fsio`. A write never follows or replaces a
+//! symbolic link, nor replaces a file that is not JSON ([`Directory::check_replaceable`]).
 //!
 //! Only our own names are ever opened (`instance-<digits>`, `*_dedicated_*`, `*_global`, each
 //! `.tf.json` or `.tf.json.new`); user files are listed but never parsed, changed or deleted.
@@ -252,50 +253,151 @@ impl Directory {
         Some(Instance { id: id.clone(), file, suffix, doc, vm, tags, attachments })
     }
 
-    /// Which dedicated slots exist and which are attached, for slot choice. An instance file
-    /// that cannot be read is an error here: its slot could otherwise be handed out twice.
     /// Refuses a logical ID another instance already has: two pets with one logical ID would
     /// define the same resources twice, and every apply of the directory would fail.
     pub fn check_logical_id_free(&self, profiles: &Profiles, lid: &str) -> Result<()> {
         match self.instances(profiles).iter().find(|i| i.logical_id() == Some(lid)) {
             None => Ok(()),
-            Some(twin) => Err(invalid(format!("logical ID `{lid}` is already used by {}", twin.id))
-                .hint(format!(
-                    "destroy {} first (a rolling update keeps its slot), or pick another logical ID",
-                    twin.id
-                ))
-                .into()),
+            Some(twin) => {
+                Err(invalid(format!("logical ID `{}` is already used by {}", crate::text::short(lid), twin.id))
+                    .hint(format!(
+                        "destroy {} first (a rolling update keeps its slot), or pick another logical ID",
+                        twin.id
+                    ))
+                    .into())
+            }
         }
     }
 
+    /// Which dedicated slots exist and which are attached, for slot choice. An instance file
+    /// that cannot be read is an error here: its slot could otherwise be handed out twice.
     pub fn slots(&self, profiles: &Profiles) -> Result<Slots> {
-        let existing = self
+        let existing: BTreeSet<String> = self
             .managed()
             .filter(|(_, _, kind, _)| matches!(kind, Kind::Dedicated { .. }))
             .map(|(_, base, _, _)| base.to_string())
             .collect();
         let mut attached = BTreeSet::new();
+        let mut missing = Vec::new();
         for inst in self.instances(profiles) {
             if let Err(e) = &inst.doc {
                 return Err(invalid(format!("cannot tell which dedicated slots are free: {e}"))
                     .hint("fix or remove that instance file, then re-run")
                     .into());
             }
+            for base in &inst.attachments {
+                if matches!(names::classify(base), Some(Kind::Dedicated { .. })) && !existing.contains(base) {
+                    missing.push((inst.id.clone(), base.clone()));
+                }
+            }
             attached.extend(inst.attachments);
         }
-        Ok(Slots { existing, attached })
+        Ok(Slots { existing, attached, missing })
     }
 
     /// Whether `name` already holds `doc`, whatever its layout: files written by the reference
     /// plugin are Go-indented and are left as they are when their value is unchanged.
     pub fn holds(&self, name: &str, doc: &Value) -> bool {
-        std::fs::read(self.path.join(name))
-            .ok()
-            .and_then(|old| serde_json::from_slice::<Value>(&old).ok())
-            .is_some_and(|old| &old == doc)
+        self.replaceable(name).ok().flatten().is_some_and(|old| &old == doc)
+    }
+
+    /// Checks that a write may replace `name`: it is absent, or a regular file of JSON. A
+    /// symbolic link is never followed nor replaced (it may point at anything, ours or not),
+    /// and a file that is not JSON is not overwritten: it may be a hand edit gone wrong, or
+    /// not ours. Commands check every file they will write before writing any.
+    pub fn check_replaceable(&self, name: &str) -> Result<()> {
+        self.replaceable(name).map(drop)
+    }
+
+    /// The document `name` holds, `None` when it is absent; an error where a write must not
+    /// replace it.
+    fn replaceable(&self, name: &str) -> Result<Option<Value>> {
+        let path = self.path.join(name);
+        let refuse = |why: String| -> Result<Option<Value>> {
+            Err(invalid(format!("`{}` {why}", path.display()))
+                .hint("restore it as a regular file of JSON, or remove it to have infrakit-tf write it afresh")
+                .into())
+        };
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("failed to read `{}`", path.display())),
+            Ok(meta) if meta.file_type().is_symlink() => {
+                refuse("is a symbolic link: infrakit-tf neither follows nor replaces it".into())
+            }
+            Ok(meta) if !meta.is_file() => refuse("is not a regular file: infrakit-tf does not replace it".into()),
+            Ok(_) => {
+                let bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+                match serde_json::from_slice(&bytes) {
+                    Ok(old) => Ok(Some(old)),
+                    Err(e) => refuse(format!("is not valid JSON ({e}): infrakit-tf does not replace it")),
+                }
+            }
+        }
     }
 
     pub fn remove(&self, name: &str) -> Result<bool> {
         fsio::remove(&self.path.join(name))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // test set-up makes links and directories directly
+mod tests {
+    use super::*;
+    use crate::exit::{code_for, Code};
+    use crate::fsio::Mode;
+
+    fn dir_with(setup: impl FnOnce(&Path)) -> (tempfile::TempDir, Directory) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("dir")).unwrap();
+        setup(&tmp.path().join("dir"));
+        let dir = Directory::open(&tmp.path().join("dir")).unwrap();
+        (tmp, dir)
+    }
+
+    #[test]
+    fn equal_documents_are_held_whatever_their_layout() {
+        let (_tmp, dir) = dir_with(|d| {
+            fsio::write_atomic(&d.join("a_global.tf.json"), b"{\"resource\":  {}}", Mode::Public).unwrap();
+        });
+        assert!(dir.holds("a_global.tf.json", &serde_json::json!({"resource": {}})));
+        assert!(!dir.holds("a_global.tf.json", &serde_json::json!({"resource": {"x": {}}})));
+        assert!(!dir.holds("b_global.tf.json.new", &serde_json::json!({})));
+    }
+
+    // Links (to JSON, to garbage, dangling), garbage and directories are refused by name, and
+    // left as they are, as is what a link points at.
+    #[test]
+    fn writes_never_follow_or_replace_links_or_garbage() {
+        let (tmp, dir) = dir_with(|d| {
+            let outside = d.parent().unwrap();
+            fsio::write_atomic(&outside.join("json"), b"{}", Mode::Public).unwrap();
+            fsio::write_atomic(&outside.join("garbage"), b"garbage", Mode::Public).unwrap();
+            std::os::unix::fs::symlink(outside.join("json"), d.join("instance-1.tf.json")).unwrap();
+            std::os::unix::fs::symlink(outside.join("garbage"), d.join("w_dedicated_1.tf.json.new")).unwrap();
+            std::os::unix::fs::symlink(outside.join("nowhere"), d.join("w_global.tf.json")).unwrap();
+            fsio::write_atomic(&d.join("w_dedicated_2.tf.json"), b"not json", Mode::Public).unwrap();
+            std::fs::create_dir(d.join("v_global.tf.json")).unwrap();
+        });
+        let doc = serde_json::json!({});
+        for (name, says) in [
+            ("instance-1.tf.json", "is a symbolic link"),
+            ("w_dedicated_1.tf.json.new", "is a symbolic link"),
+            ("w_global.tf.json", "is a symbolic link"),
+            ("w_dedicated_2.tf.json", "is not valid JSON"),
+            ("v_global.tf.json", "is not a regular file"),
+        ] {
+            assert!(!dir.holds(name, &doc));
+            let err = dir.check_replaceable(name).unwrap_err();
+            assert_eq!(code_for(&err), Code::Invalid, "{err:#}");
+            let message = format!("{err:#}");
+            assert!(message.contains(&format!("{name}` {says}")), "{message}");
+            assert!(crate::exit::hint_for(&err).is_some_and(|h| h.contains("remove it")), "{message}");
+        }
+        let kept = |p: &str| std::fs::symlink_metadata(dir.path().join(p)).unwrap().file_type().is_symlink();
+        assert!(kept("instance-1.tf.json") && kept("w_dedicated_1.tf.json.new") && kept("w_global.tf.json"));
+        assert_eq!(std::fs::read(tmp.path().join("json")).unwrap(), b"{}");
+        assert_eq!(std::fs::read(dir.path().join("w_dedicated_2.tf.json")).unwrap(), b"not json");
+        assert!(dir.check_replaceable("absent.tf.json").is_ok());
     }
 }

@@ -16,6 +16,7 @@ use crate::names::{self, InstanceId, Scope};
 use crate::profile::Profiles;
 use crate::spec::{lookup_mut, Spec};
 use crate::template::{self, Vars};
+use crate::text::{short, short_pointer};
 use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 
 /// What is asked for.
@@ -35,6 +36,9 @@ pub struct Request<'a> {
 pub struct Slots {
     pub existing: BTreeSet<String>,
     pub attached: BTreeSet<String>,
+    /// (instance, dedicated base) for each attachment whose file exists under neither suffix:
+    /// the directory is inconsistent, and the command says so. The slot stays taken.
+    pub missing: Vec<(InstanceId, String)>,
 }
 
 /// The result: file base name → document.
@@ -49,28 +53,26 @@ pub struct Expansion {
 
 /// Chooses the dedicated slot for a cattle instance: the lowest numeric slot that is orphaned
 /// (its file exists, no instance is attached to it) in the spec's dedicated scopes, so that a
-/// rolling update re-attaches the replaced instance's volume; else the lowest free one. One
-/// key serves every dedicated scope of the spec. (The reference picked a random orphan, per
-/// resource, and counted logical-ID slots as candidates: bugs 1 and 3.)
+/// rolling update re-attaches the replaced instance's volume; else the lowest slot no instance
+/// is attached to. One key serves every dedicated scope of the spec. (The reference picked a
+/// random orphan, per resource, and counted logical-ID slots as candidates: bugs 1 and 3.)
+///
+/// Total on any directory, consistent or not: an instance attached to a slot whose file is gone
+/// keeps that slot, and keys near `u64::MAX` are neither counted up to nor overflowed.
 pub fn choose_slot(scope_ids: &BTreeSet<&str>, slots: &Slots) -> String {
+    // The slot number of a base in one of the scopes: `1`, not `0`, `01` or a logical ID.
     let numeric = |base: &String| {
         scope_ids.iter().find_map(|s| {
             let key = base.strip_prefix(*s)?.strip_prefix("_dedicated_")?;
             key.parse::<u64>().ok().filter(|n| *n > 0 && n.to_string() == key)
         })
     };
-    let highest = slots.existing.iter().filter_map(numeric).max().unwrap_or(0);
-    let state = |k: u64| {
-        let bases: Vec<String> = scope_ids.iter().map(|s| names::dedicated_base(s, &k.to_string())).collect();
-        let usable = !bases.iter().any(|b| slots.attached.contains(b));
-        let orphan = bases.iter().any(|b| slots.existing.contains(b));
-        (usable, orphan)
-    };
-    let pick = (1..=highest)
-        .find(|&k| state(k) == (true, true))
-        .or_else(|| (1..=highest + 1).find(|&k| state(k).0))
-        .expect("slot highest + 1 is always free");
-    pick.to_string()
+    let taken: BTreeSet<u64> = slots.attached.iter().filter_map(numeric).collect();
+    let orphan = slots.existing.iter().filter_map(numeric).filter(|k| !taken.contains(k)).min();
+    // The first gap in 1, 2, 3, ...: `taken` is sorted, so slot k is free where the k-th
+    // taken number is not k, or after the last.
+    let free = || (1u64..).zip(&taken).find(|(k, t)| k != *t).map_or(taken.len() as u64 + 1, |(k, _)| k);
+    orphan.unwrap_or_else(free).to_string()
 }
 
 /// Expands a request. Errors are user errors (a name Terraform rejects, an undefined template
@@ -109,8 +111,10 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         };
         if !names::is_terraform_name(&name) {
             return Err(format!(
-                "resource `{}.{}` would be named `{name}`, which Terraform rejects (names start with a letter or `_` and hold only letters, digits, `_` and `-`): check the logical ID and scope",
-                r.rtype, r.name
+                "resource `{}.{}` would be named `{}`, which Terraform rejects (names start with a letter or `_` and hold only letters, digits, `_` and `-`): check the logical ID and scope",
+                short(&r.rtype),
+                short(&r.name),
+                short(&name)
             ));
         }
         names::check_path_component(&file, "file name")?;
@@ -120,7 +124,11 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
     let mut seen = BTreeSet::new();
     for Placed { rtype, name, .. } in &placed {
         if !seen.insert((*rtype, name.as_str())) {
-            return Err(format!("two resources of the spec would both be `{rtype}.{name}`: rename one"));
+            return Err(format!(
+                "two resources of the spec would both be `{}.{}`: rename one",
+                short(rtype),
+                short(name)
+            ));
         }
     }
 
@@ -155,7 +163,8 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         }
         let mut value = Value::Object(props);
         template::render_value(&mut value, &vars).map_err(|(ptr, e)| {
-            format!("`{rtype}.{spec_name}` at `{}`: {e}", if ptr.is_empty() { "/" } else { &ptr })
+            let at = if ptr.is_empty() { "/".to_string() } else { short_pointer(&ptr) };
+            format!("`{}.{}` at `{at}`: {e}", short(rtype), short(spec_name))
         })?;
         let Value::Object(mut props) = value else { unreachable!() };
         if is_vm {

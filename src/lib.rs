@@ -7,7 +7,7 @@
 //! Mechanisms, each in one place: `fsio` (atomic writes), `lock` (the directory lock),
 //! `output` (stdout, stderr, prompts), `directory` (reading the managed directory). Pure
 //! logic: `spec` (parsing and checks), `expand` (a spec into file documents), `tfdoc`,
-//! `template`, `names`, `profile`.
+//! `template`, `names`, `profile`, `text` (user values as messages quote them).
 
 pub mod adopt;
 pub mod apply;
@@ -30,6 +30,7 @@ pub mod spec;
 pub mod state_guard;
 pub mod template;
 pub mod terraform;
+pub mod text;
 pub mod tfdoc;
 pub mod tfjson;
 

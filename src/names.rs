@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use crate::text::short;
+
 pub const LIVE: &str = ".tf.json";
 pub const QUEUED: &str = ".tf.json.new";
 /// Import blocks live in this file while an import runs (see `apply::settle_imports`). Not a
@@ -95,7 +97,7 @@ impl std::str::FromStr for InstanceId {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not an instance ID: IDs look like `instance-<digits>`");
+        let bad = || format!("`{}` is not an instance ID: IDs look like `instance-<digits>`", short(s));
         let digits = s.strip_prefix("instance-").ok_or_else(bad)?;
         // Leading zeros would give two spellings of one number, hence two files for one ID.
         if digits.is_empty()
@@ -135,7 +137,8 @@ impl Scope {
         }
         if s.starts_with('@') {
             return Err(format!(
-                "unknown scope `{s}`: use `@default`, `@dedicated`, `@dedicated-<id>` or a global scope name"
+                "unknown scope `{}`: use `@default`, `@dedicated`, `@dedicated-<id>` or a global scope name",
+                short(s)
             ));
         }
         check_scope_name(s, "global scope")?;
@@ -156,10 +159,13 @@ fn check_scope_name(s: &str, what: &str) -> Result<(), String> {
         return Err(format!("{what} is too long ({} bytes, at most {MAX_NAME})", s.len()));
     }
     if !is_scope_chars(s) {
-        return Err(format!("{what} `{s}` must be letters, digits, `-` or `_` (it becomes part of a file name)"));
+        return Err(format!(
+            "{what} `{}` must be letters, digits, `-` or `_` (it becomes part of a file name)",
+            short(s)
+        ));
     }
     if s.contains("_dedicated_") || s.ends_with("_global") {
-        return Err(format!("{what} `{s}` must not contain `_dedicated_` or end in `_global`"));
+        return Err(format!("{what} `{}` must not contain `_dedicated_` or end in `_global`", short(s)));
     }
     Ok(())
 }
@@ -185,7 +191,7 @@ pub fn check_path_component(s: &str, what: &str) -> Result<(), String> {
         None
     };
     match problem {
-        Some(p) => Err(format!("{what} `{}` {p} (it becomes part of a file name)", s.escape_debug())),
+        Some(p) => Err(format!("{what} `{}` {p} (it becomes part of a file name)", short(s))),
         None => Ok(()),
     }
 }

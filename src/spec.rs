@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use crate::names::{self, Scope};
 use crate::profile::{Profiles, TagFormat, VmProfile};
 use crate::template::{self, pointer_escape};
+use crate::text::{short, short_pointer};
 
 /// One thing wrong with a spec, where it is, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,7 +26,7 @@ impl std::fmt::Display for Problem {
         if self.pointer.is_empty() {
             f.write_str(&self.message)
         } else {
-            write!(f, "{}: {}", self.pointer, self.message)
+            write!(f, "{}: {}", short_pointer(&self.pointer), self.message)
         }
     }
 }
@@ -106,7 +107,7 @@ impl Parser<'_> {
                 }
                 None => self.problem(
                     format!("/{}", pointer_escape(&key)),
-                    format!("unknown key `{key}`: a spec has `Properties`, `Tags`, `Init`, `LogicalID`"),
+                    format!("unknown key `{}`: a spec has `Properties`, `Tags`, `Init`, `LogicalID`", short(&key)),
                 ),
             }
         }
@@ -196,7 +197,10 @@ impl Parser<'_> {
         for key in keys {
             self.problem(
                 format!("{ptr}/{}", pointer_escape(&key)),
-                format!("`{key}` is not supported in a spec: only `resource` is expanded (put `{key}` in your own .tf files)"),
+                format!(
+                    "`{0}` is not supported in a spec: only `resource` is expanded (put `{0}` in your own .tf files)",
+                    short(&key)
+                ),
             );
         }
         let types = match props.remove("resource") {
@@ -217,7 +221,7 @@ impl Parser<'_> {
         for (rtype, by_name) in types {
             let tptr = format!("{ptr}/resource/{}", pointer_escape(&rtype));
             if !names::is_terraform_name(&rtype) {
-                self.problem(&tptr, format!("`{rtype}` is not a valid resource type name"));
+                self.problem(&tptr, format!("`{}` is not a valid resource type name", short(&rtype)));
                 continue;
             }
             let Value::Object(by_name) = by_name else {
@@ -225,7 +229,10 @@ impl Parser<'_> {
                 continue;
             };
             if by_name.is_empty() {
-                self.problem(&tptr, format!("`{rtype}` has no resources: give it at least one named resource"));
+                self.problem(
+                    &tptr,
+                    format!("`{}` has no resources: give it at least one named resource", short(&rtype)),
+                );
             }
             for (name, body) in by_name {
                 let rptr = format!("{tptr}/{}", pointer_escape(&name));
@@ -240,7 +247,7 @@ impl Parser<'_> {
 
     fn resource(&mut self, rtype: &str, name: String, body: Value, ptr: &str) -> Option<Resource> {
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-            self.problem(ptr, format!("resource name `{name}` must be letters, digits, `_` or `-`"));
+            self.problem(ptr, format!("resource name `{}` must be letters, digits, `_` or `-`", short(&name)));
             return None;
         }
         let mut body = match body {
@@ -294,8 +301,10 @@ impl Parser<'_> {
                 None
             }
             many => {
-                let list: Vec<String> =
-                    many.iter().map(|&i| format!("{}.{}", resources[i].rtype, resources[i].name)).collect();
+                let list: Vec<String> = many
+                    .iter()
+                    .map(|&i| format!("{}.{}", short(&resources[i].rtype), short(&resources[i].name)))
+                    .collect();
                 self.problem(
                     format!("{ptr}/resource"),
                     format!(

@@ -6,6 +6,8 @@
 
 use serde_json::Value;
 
+use crate::text::short;
+
 /// The variables a template may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Var {
@@ -80,17 +82,19 @@ fn parse_action(action: &str) -> Result<Var, String> {
     let (func, arg) = action.split_once(char::is_whitespace).unwrap_or((action, ""));
     if func != "var" {
         return Err(format!(
-            "unsupported template function `{func}`: only ``{{{{ var `/self/instId` }}}}`` is supported"
+            "unsupported template function `{}`: only ``{{{{ var `/self/instId` }}}}`` is supported",
+            short(func)
         ));
     }
     let arg = arg.trim();
     let name = ['"', '`']
         .iter()
         .find_map(|q| arg.strip_prefix(*q)?.strip_suffix(*q))
-        .ok_or_else(|| format!("template `{{{{ {action} }}}}` needs one quoted variable name"))?;
+        .ok_or_else(|| format!("template `{{{{ {} }}}}` needs one quoted variable name", short(action)))?;
     Var::parse(name).ok_or_else(|| {
         format!(
-            "unknown template variable `{name}`: known are `/self/instId`, `/self/logicalId`, `/self/dedicated/attachId`"
+            "unknown template variable `{}`: known are `/self/instId`, `/self/logicalId`, `/self/dedicated/attachId`",
+            short(name)
         )
     })
 }

@@ -59,7 +59,10 @@ pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
             let ours = names::check_path_component(base, "attachment").is_ok()
                 && matches!(names::classify(base), Some(Kind::Dedicated { .. } | Kind::Global { .. }));
             if !ours {
-                ctx.printer.warn(&format!("ignoring attachment `{base}`: not a dedicated or global file name"));
+                ctx.printer.warn(&format!(
+                    "ignoring attachment `{}`: not a dedicated or global file name",
+                    crate::text::short(base)
+                ));
                 continue;
             }
             doomed.extend(dir.twins(base));

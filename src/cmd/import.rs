@@ -31,13 +31,14 @@ use serde_json::{json, Value};
 use crate::adopt::{self, Matched};
 use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::ImportArgs;
-use crate::cmd::{problems_error, read_spec};
+use crate::cmd::{problems_error, read_slots, read_spec};
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
 use crate::fsio::Mode as FileMode;
 use crate::names::{self, Kind, Scope, IMPORT_FILE};
 use crate::spec;
+use crate::text::short;
 use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfjson;
 
@@ -120,8 +121,10 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     if let Some((m, Some(addr))) = requests.iter().zip(&managed).find(|(_, a)| a.is_some()) {
         let r = &spec.resources[m.index];
         return Err(invalid(format!(
-            "{} `{}` is already managed as `{addr}`: it is not adopted twice",
-            r.rtype, m.cloud_id
+            "{} `{}` is already managed as `{}`: it is not adopted twice",
+            short(&r.rtype),
+            short(&m.cloud_id),
+            short(addr)
         ))
         .hint("import only objects Terraform does not manage yet")
         .into());
@@ -133,7 +136,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     }
     // 1. Expand as a provision would; but an adopted dedicated object gets a fresh slot, never
     //    an orphaned one (whose object is still in state).
-    let mut slots = if spec.needs_slot() { dir.slots(&profiles)? } else { Slots::default() };
+    let mut slots = if spec.needs_slot() { read_slots(&dir, &profiles, &ctx.printer)? } else { Slots::default() };
     if requests.iter().any(|m| matches!(spec.resources[m.index].scope, Scope::Dedicated(_))) {
         slots.attached.extend(slots.existing.iter().cloned());
     }
@@ -151,8 +154,10 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     };
     if let Some((m, addr)) = requests.iter().map(|m| (m, target(m).1)).find(|(_, a)| state.contains_key(a)) {
         return Err(invalid(format!(
-            "cannot adopt {} `{}` as `{addr}`: that address already holds another object in Terraform's state",
-            spec.resources[m.index].rtype, m.cloud_id
+            "cannot adopt {} `{}` as `{}`: that address already holds another object in Terraform's state",
+            short(&spec.resources[m.index].rtype),
+            short(&m.cloud_id),
+            short(&addr)
         ))
         .hint("a shared (global) or pet (logical ID) resource exists already: import only what is new")
         .into());
@@ -174,6 +179,8 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
 
     // 2. Discover the live values in a mirror.
     let discovery = ChangeSet { writes: writes_of(&expansion.files), ..ChangeSet::default() };
+    // Before anything runs: a file that cannot be replaced (a link, not JSON) stops the import.
+    discovery.writes.iter().try_for_each(|(name, ..)| dir.check_replaceable(name))?;
     let mirror = apply::mirror(&dir, &discovery)?;
     let mtf = tf.in_dir(mirror.path());
     let plan_file = mirror.path().join(".infrakit-tf-import.plan");

@@ -16,19 +16,32 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::directory::Directory;
 use crate::exit::{invalid, not_found};
+use crate::expand::Slots;
+use crate::names::LIVE;
 use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::{self, Problem, Spec};
+use crate::text::short;
+
+/// How a spec is named in reports: its path, or `<stdin>` for `-`.
+pub fn spec_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        "<stdin>".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
 
 /// Reads a spec from a path or `-` (stdin). Returns (how to name it in messages, text).
 pub fn read_spec(path: &Path) -> Result<(String, String)> {
     let (label, bytes) = if path == Path::new("-") {
         let mut bytes = Vec::new();
         std::io::stdin().read_to_end(&mut bytes).context("failed to read the spec from stdin")?;
-        ("<stdin>".to_string(), bytes)
+        (spec_name(path), bytes)
     } else {
-        let label = format!("`{}`", path.display());
+        let label = format!("`{}`", short(&spec_name(path)));
         if path.is_dir() {
             return Err(invalid(format!("spec {label} is a directory, not a file")).into());
         }
@@ -50,6 +63,19 @@ pub fn read_spec(path: &Path) -> Result<(String, String)> {
 pub fn load_spec(path: &Path, profiles: &Profiles, printer: &Printer) -> Result<Spec> {
     let (label, text) = read_spec(path)?;
     spec::parse(&text, profiles).map_err(|problems| problems_error(&label, &problems, printer))
+}
+
+/// The directory's dedicated slots, for slot choice. An instance attached to a slot whose file
+/// is gone keeps the slot (it may still hold the volume in Terraform's state); the directory is
+/// inconsistent, and the user is told.
+pub fn read_slots(dir: &Directory, profiles: &Profiles, printer: &Printer) -> Result<Slots> {
+    let slots = dir.slots(profiles)?;
+    for (id, base) in &slots.missing {
+        printer.warn(&format!(
+            "{id} is attached to `{base}{LIVE}`, which is missing (live and queued): its slot is not reused; restore the file, or destroy {id}"
+        ));
+    }
+    Ok(slots)
 }
 
 pub fn problems_error(label: &str, problems: &[Problem], printer: &Printer) -> anyhow::Error {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::ProvisionArgs;
-use crate::cmd::load_spec;
+use crate::cmd::{load_spec, read_slots};
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
@@ -40,7 +40,7 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     if let Some(lid) = &logical_id {
         dir.check_logical_id_free(&profiles, lid)?;
     }
-    let slots = if spec.needs_slot() { dir.slots(&profiles)? } else { Slots::default() };
+    let slots = if spec.needs_slot() { read_slots(&dir, &profiles, &ctx.printer)? } else { Slots::default() };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let id = dir.next_id(now)?;
     let expansion = expand::expand(
@@ -48,7 +48,7 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         &slots,
     )
     .map_err(invalid)?;
-    let writes = expansion
+    let writes: Vec<_> = expansion
         .files
         .into_iter()
         .map(|(base, doc)| {

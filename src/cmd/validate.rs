@@ -4,7 +4,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::ValidateArgs;
-use crate::cmd::{problems_error, read_spec};
+use crate::cmd::{problems_error, read_spec, spec_name};
 use crate::context::Ctx;
 use crate::names::Scope;
 use crate::profile::Profiles;
@@ -20,10 +20,33 @@ struct Report {
     resources: usize,
 }
 
+impl Report {
+    fn invalid(spec: String, problems: Vec<Problem>) -> Self {
+        Report { spec, valid: false, problems, vm: None, resources: 0 }
+    }
+}
+
+/// The report on stdout with `--output json`; the default output is the messages on stderr.
+fn print_report(ctx: &Ctx, report: &Report) -> Result<()> {
+    if ctx.printer.json_output() {
+        ctx.printer.json(report)?;
+    }
+    Ok(())
+}
+
 pub fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
     // The directory's configuration file may declare VM types; a missing directory is fine.
     let profiles = Profiles::load(&ctx.dir, &ctx.vm_types)?;
-    let (label, text) = read_spec(&args.spec)?;
+    let (label, text) = match read_spec(&args.spec) {
+        Ok(read) => read,
+        Err(e) => {
+            // A spec that cannot be read is reported like one that does not parse: scripts
+            // get their report, and the exit code still says which (missing, invalid).
+            let problem = Problem { pointer: String::new(), message: format!("{e:#}") };
+            print_report(ctx, &Report::invalid(spec_name(&args.spec), vec![problem]))?;
+            return Err(e);
+        }
+    };
     let parsed = spec::parse(&text, &profiles).and_then(|s| {
         // The checks expansion makes (names Terraform accepts, one address per resource), with a
         // stand-in ID: a spec that validates also provisions.
@@ -45,23 +68,15 @@ pub fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
     });
     let report = match &parsed {
         Ok(s) => Report {
-            spec: label.trim_matches('`').to_string(),
+            spec: spec_name(&args.spec),
             valid: true,
             problems: vec![],
             vm: Some(format!("{}.{}", s.vm().rtype, s.vm().name)),
             resources: s.resources.len(),
         },
-        Err(problems) => Report {
-            spec: label.trim_matches('`').to_string(),
-            valid: false,
-            problems: problems.clone(),
-            vm: None,
-            resources: 0,
-        },
+        Err(problems) => Report::invalid(spec_name(&args.spec), problems.clone()),
     };
-    if ctx.printer.json_output() {
-        ctx.printer.json(&report)?;
-    }
+    print_report(ctx, &report)?;
     match parsed {
         Ok(s) => {
             let count = |f: fn(&Scope) -> bool| s.resources.iter().filter(|r| f(&r.scope)).count();

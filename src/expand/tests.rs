@@ -159,6 +159,7 @@ fn slots(existing: &[&str], attached: &[&str]) -> Slots {
     Slots {
         existing: existing.iter().map(|s| s.to_string()).collect(),
         attached: attached.iter().map(|s| s.to_string()).collect(),
+        ..Slots::default()
     }
 }
 
@@ -191,6 +192,44 @@ fn slot_choice_is_deterministic() {
     assert_eq!(choose(&["a"], &["a-b_dedicated_1", "ab_dedicated_1"], &["a-b_dedicated_1", "ab_dedicated_1"]), "1");
     // One key for every dedicated scope of the spec.
     assert_eq!(choose(&["a", "b"], &["a_dedicated_1", "b_dedicated_2"], &["a_dedicated_1"]), "2");
+}
+
+// Every directory state over slots 1..=3 of two scopes, consistent or not (an instance may be
+// attached to a slot whose file is gone): the choice is never attached, and is the lowest
+// orphan when there is one, else the lowest slot no instance is attached to.
+#[test]
+fn slot_choice_is_total() {
+    let scopes = ["a", "b"];
+    let bases: Vec<String> = scopes.iter().flat_map(|s| (1..=3).map(move |k| format!("{s}_dedicated_{k}"))).collect();
+    let subset = |mask: u32| -> Vec<&str> {
+        bases.iter().enumerate().filter(|(i, _)| mask >> i & 1 == 1).map(|(_, b)| b.as_str()).collect()
+    };
+    for e in 0..1 << bases.len() {
+        for a in 0..1 << bases.len() {
+            let (existing, attached) = (subset(e), subset(a));
+            let has =
+                |set: &[&str], k: u64| scopes.iter().any(|s| set.contains(&format!("{s}_dedicated_{k}").as_str()));
+            let got: u64 = choose(&scopes, &existing, &attached).parse().unwrap();
+            let want = (1..=3)
+                .find(|&k| has(&existing, k) && !has(&attached, k))
+                .or_else(|| (1..).find(|&k| !has(&attached, k)))
+                .unwrap();
+            assert_eq!(got, want, "existing {existing:?}, attached {attached:?}");
+        }
+    }
+}
+
+// Keys at the edge of u64, and names that are not slots of the scope, neither panic nor hang.
+#[test]
+fn slot_choice_handles_odd_keys() {
+    let max = format!("w_dedicated_{}", u64::MAX);
+    assert_eq!(choose(&["w"], &[&max], &[&max]), "1");
+    assert_eq!(choose(&["w"], &[&max], &[]), u64::MAX.to_string());
+    assert_eq!(choose(&["w"], &[], &[&max, "w_dedicated_1"]), "2");
+    let odd = ["w_dedicated_0", "w_dedicated_01", "w_dedicated_99999999999999999999", "w_dedicated_x", "v_dedicated_1"];
+    assert_eq!(choose(&["w"], &odd, &odd), "1");
+    // An instance attached to slot 1 whose file is gone: slot 1 stays its own.
+    assert_eq!(choose(&["web"], &[], &["web_dedicated_1"]), "2");
 }
 
 // D-03 / D-11: a rolling update leaves an orphan; the replacement re-attaches slot 2, and its

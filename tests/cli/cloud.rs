@@ -110,6 +110,7 @@ impl Cloud {
         }
         let mut child = cmd
             .env("TF_CLI_CONFIG_FILE", &self.rc)
+            .env("FAKECLOUD_DIR", &self.cloud)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()

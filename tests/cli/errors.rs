@@ -124,6 +124,46 @@ fn unknown_ids_and_bad_arguments() {
     fails("\u{0}", &["provision", "--no-apply", "{spec}"], INVALID, "not valid JSON");
 }
 
+// A value quoted in an error is shortened: a huge logical ID, name, scope or path makes a short
+// message, not one as large as itself; and nothing is written.
+#[test]
+fn huge_values_make_short_errors() {
+    let s = Scratch::new();
+    let arg = "x".repeat(100_000); // Linux takes at most 128 KiB in one argument
+    let huge = "y".repeat(1 << 20);
+    let vm = |extra: &str| [r#"{"Properties": {"resource": {"aws_instance": {"h": {}}"#, extra, "}}}"].concat();
+    let specs = [
+        format!(r#"{{"Properties": {{"resource": {{"aws_instance": {{"h": {{}}}}}}}}, "LogicalID": "{huge}/"}}"#),
+        vm(&format!(r#", "-{huge}": {{"d": {{}}}}"#)),
+        vm(&format!(r#", "x": {{"{huge}!": {{}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"@scope": "@{huge}"}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"@scope": "{huge}!"}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"v": "{{{{ var `/{huge}` }}}}"}}}}"#)),
+        vm(&format!(r#", "x": {{"d": {{"v": "{{{{ {huge} }}}}"}}}}"#)),
+        format!(r#"{{"Properties": {{"resource": {{"aws_instance": {{"h": {{}}}}}}}}, "{huge}": 1}}"#),
+        format!(
+            r#"{{"Properties": {{"resource": {{"aws_instance": {{"h": {{}}}}, "x": {{"{huge}": {{}}}}}}}}, "LogicalID": "1a"}}"#
+        ),
+    ];
+    let spec = s.write_outside("vm.json", VM_ONLY);
+    let mut runs = vec![s.run(&["provision", "--no-apply", &spec, "--logical-id", &arg]).code(INVALID)];
+    for (i, text) in specs.iter().enumerate() {
+        let path = s.write_outside(&format!("huge-{i}.json"), text);
+        let before = s.snapshot();
+        runs.push(s.run(&["provision", "--no-apply", &path]).code(INVALID));
+        assert!(s.snapshot() == before, "spec {i} changed files");
+        runs.push(s.run(&["validate", &path]).code(INVALID));
+    }
+    // A spec path too long for the system: an I/O error that quotes the path.
+    runs.push(s.run(&["validate", &format!("{arg}.json")]).code(1));
+    for run in &runs {
+        assert!(run.stderr.len() < 2048, "{} bytes on stderr: {}", run.stderr.len(), &run.stderr[..2048]);
+        assert!(run.stderr.contains(" bytes"), "the size of the value is said: {run:#?}");
+        assert!(!run.stderr.contains("panicked"));
+    }
+    assert_eq!(s.files(), Vec::<String>::new());
+}
+
 // Without a terminal, destroy never prompts: it asks for --yes and removes nothing.
 #[test]
 fn destroy_needs_yes_without_a_terminal() {
@@ -212,6 +252,32 @@ fn spec_that_is_not_text() {
     infrakit_tf::fsio::write_atomic(&path, &[0xff, 0xfe, b'{'], infrakit_tf::fsio::Mode::Public).unwrap();
     let run = s.run(&["validate", path.to_str().unwrap()]).code(INVALID);
     assert!(run.error_lines()[0].contains("is not UTF-8 text"), "{run:#?}");
+}
+
+// Scripts read validate's JSON report whatever is wrong with the spec, even when it cannot be
+// read at all; the exit code still tells an invalid spec (3) from a missing one (4).
+#[test]
+fn validate_reports_unreadable_specs_in_json() {
+    let s = Scratch::new();
+    let binary = s.root.path().join("bin.json");
+    infrakit_tf::fsio::write_atomic(&binary, &[0xff, 0xfe, b'{'], infrakit_tf::fsio::Mode::Public).unwrap();
+    let missing = s.root.path().join("missing.json");
+    for (path, code, says) in [
+        (binary.as_path(), INVALID, "is not UTF-8 text"),
+        (missing.as_path(), NOT_FOUND, "does not exist"),
+        (s.dir.as_path(), INVALID, "is a directory"),
+    ] {
+        let path = path.to_str().unwrap();
+        let run = s.run(&["validate", path, "--output", "json"]).code(code);
+        let report = run.json();
+        assert_eq!((report["spec"].as_str(), report["valid"].as_bool()), (Some(path), Some(false)), "{run:#?}");
+        assert_eq!(report["problems"].as_array().map(Vec::len), Some(1), "{run:#?}");
+        assert_eq!(report["problems"][0]["pointer"], "", "{run:#?}");
+        assert!(report["problems"][0]["message"].as_str().unwrap().contains(says), "{run:#?}");
+        assert_eq!((report["vm"].is_null(), report["resources"].as_u64()), (true, Some(0)), "{run:#?}");
+        assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+        assert!(run.error_lines()[0].contains(says), "{run:#?}");
+    }
 }
 
 // A second pet with the same logical ID would define its resources twice.

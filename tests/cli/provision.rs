@@ -80,8 +80,7 @@ fn reads_the_spec_from_stdin() {
 fn ids_are_unique_without_waiting() {
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", VM_ONLY);
-    let ids: Vec<String> =
-        (0..100).map(|_| s.run(&["provision", "--no-apply", &spec]).ok().stdout.trim().to_string()).collect();
+    let ids = queue(&s, &spec, 100);
     let distinct: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(distinct.len(), 100);
     assert_eq!(s.files().len(), 100);
@@ -117,8 +116,7 @@ fn rolling_update_reattaches_the_slot() {
         r#"{"Properties": {"resource": {"aws_instance": {"host": {}}, "file_storage": {"worker_fs": {"@scope": "@dedicated"}}}},
             "Init": "ID={{ var `/self/instId` }} DedicatedAttachId={{ var `/self/dedicated/attachId` }}"}"#,
     );
-    let ids: Vec<String> =
-        (0..3).map(|_| s.run(&["provision", "--no-apply", &spec]).ok().stdout.trim().to_string()).collect();
+    let ids = queue(&s, &spec, 3);
     let before = s.snapshot();
     s.run(&["destroy", "--no-apply", &ids[1], "--reason", "rolling-update", "--yes"]).ok();
     assert_eq!(s.files().len(), 5);
@@ -131,6 +129,85 @@ fn rolling_update_reattaches_the_slot() {
     for k in 1..=3 {
         let p = s.dir.join(format!("default_dedicated_{k}.tf.json.new"));
         assert_eq!(before[&p], after[&p], "slot {k} changed");
+    }
+}
+
+// An instance attached to a slot whose file is gone keeps that slot: the next instance gets
+// slot 2, and the inconsistency is named on stderr. No directory state makes provision panic.
+#[test]
+fn a_missing_slot_file_is_warned_about_and_not_reused() {
+    let s = Scratch::example();
+    let spec = s.dir.join("web.json").to_str().unwrap().to_string();
+    let first = s.run(&["provision", &spec, "--no-apply"]).ok().stdout.trim().to_string();
+    infrakit_tf::fsio::remove(&s.dir.join("web_dedicated_1.tf.json.new")).unwrap();
+    let run = s.run(&["provision", &spec, "--no-apply"]);
+    assert!(!run.stderr.contains("panicked"), "{run:#?}");
+    let run = run.ok();
+    let second = run.stdout.trim();
+    let warnings: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{run:#?}");
+    assert!(warnings[0].contains(&first) && warnings[0].contains("`web_dedicated_1.tf.json`"), "{run:#?}");
+    let vm = &s.read(&format!("{second}.tf.json.new"))["resource"]["terraform_data"][second];
+    assert_eq!(vm["input"]["tags"]["infrakit.attach"], "web_dedicated_2,web_global");
+    assert!(s.files().contains(&"web_dedicated_2.tf.json.new".to_string()), "{:?}", s.files());
+    assert!(!s.files().contains(&"web_dedicated_1.tf.json.new".to_string()), "{:?}", s.files());
+}
+
+// A slot file to re-attach that is garbage or a symbolic link is not silently replaced:
+// provision refuses, names the file, says how to fix it, and writes nothing.
+#[test]
+fn a_broken_orphan_slot_is_refused() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", SCOPED);
+    let ids = queue(&s, &spec, 2);
+    s.run(&["destroy", "--no-apply", &ids[0], "--reason", "rolling-update", "--yes"]).ok();
+    let slot = s.dir.join("default_dedicated_1.tf.json.new");
+    let elsewhere = s.write_outside("elsewhere.json", r#"{"resource": {}}"#);
+    let breakages: [(&str, &dyn Fn()); 3] = [
+        ("is not valid JSON", &|| drop(s.write("default_dedicated_1.tf.json.new", "not json {"))),
+        ("is a symbolic link", &|| {
+            infrakit_tf::fsio::remove(&slot).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &slot).unwrap();
+        }),
+        ("is a symbolic link", &|| {
+            infrakit_tf::fsio::remove(&slot).unwrap();
+            std::os::unix::fs::symlink(s.root.path().join("nowhere.json"), &slot).unwrap();
+        }),
+    ];
+    for (says, breakage) in breakages {
+        breakage();
+        let before = s.snapshot();
+        let run = s.run(&["provision", "--no-apply", &spec]).code(3);
+        let errors = run.error_lines();
+        assert_eq!(errors.len(), 1, "{run:#?}");
+        assert!(errors[0].contains("default_dedicated_1.tf.json.new`") && errors[0].contains(says), "{run:#?}");
+        assert!(run.stderr.contains("hint: ") && run.stderr.contains("remove it"), "{run:#?}");
+        assert!(s.snapshot() == before, "{says}: files changed");
+    }
+}
+
+// A managed file that is a symbolic link is never written through nor replaced.
+#[test]
+fn symlinked_managed_files_are_refused() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", VM_ONLY);
+    let id = queue(&s, &spec, 1).remove(0);
+    let instance = format!("{id}.tf.json.new");
+    let moved = s.root.path().join("instance.json");
+    std::fs::copy(s.dir.join(&instance), &moved).unwrap();
+    infrakit_tf::fsio::remove(&s.dir.join(&instance)).unwrap();
+    std::os::unix::fs::symlink(&moved, s.dir.join(&instance)).unwrap();
+    let shared = s.write_outside("shared.json", r#"{"resource": {}}"#);
+    std::os::unix::fs::symlink(&shared, s.dir.join("managers_global.tf.json")).unwrap();
+    let scoped = s.write_outside("scoped.json", SCOPED);
+    let before = s.snapshot();
+    for (args, file) in [
+        (vec!["provision", "--no-apply", &scoped], "managers_global.tf.json"),
+        (vec!["label", "--no-apply", &id, "a=b"], &instance),
+    ] {
+        let run = s.run(&args).code(3);
+        assert!(run.error_lines()[0].contains(&format!("{file}` is a symbolic link")), "{run:#?}");
+        assert!(s.snapshot() == before, "{args:?} changed files");
     }
 }
 
@@ -171,6 +248,11 @@ fn user_files_are_left_alone() {
     let mut after = s.snapshot();
     after.remove(&s.dir.join(".infrakit-tf-last-id")).expect("the issued ID is remembered");
     assert_eq!(after, before);
+}
+
+/// Provisions `n` instances of `spec`, queued; their IDs.
+fn queue(s: &Scratch, spec: &str, n: usize) -> Vec<String> {
+    (0..n).map(|_| s.run(&["provision", "--no-apply", spec]).ok().stdout.trim().to_string()).collect()
 }
 
 fn base64_decode(s: &str) -> String {
