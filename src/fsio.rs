@@ -163,21 +163,17 @@ pub fn check_writable(dir: &Path) -> Result<()> {
 /// An I/O error with its path; a read-only or full file system, or a permission denied, is
 /// classified [`Code::Unwritable`].
 fn error(e: io::Error, verb: &str, path: &Path) -> anyhow::Error {
+    use io::ErrorKind::{FileTooLarge, PermissionDenied, QuotaExceeded, ReadOnlyFilesystem, StorageFull};
     let message = format!("failed to {verb} `{}`", path.display());
-    let unwritable = matches!(
-        e.raw_os_error(),
-        Some(libc::EROFS | libc::ENOSPC | libc::EDQUOT | libc::EACCES | libc::EPERM | libc::EFBIG)
-    );
-    if unwritable {
-        let hint = match e.raw_os_error() {
-            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => "free some space on that file system, then re-run",
-            Some(libc::EROFS) => "the file system is mounted read-only: remount it read-write, then re-run",
-            _ => "give this user write permission on the directory, then re-run",
-        };
-        anyhow::Error::new(e).context(Failure::new(Code::Unwritable, message).hint(hint))
-    } else {
-        anyhow::Error::new(e).context(message)
-    }
+    let hint = match e.kind() {
+        StorageFull | QuotaExceeded | FileTooLarge => "free some space on that file system, then re-run",
+        ReadOnlyFilesystem => "the file system is mounted read-only: remount it read-write, then re-run",
+        PermissionDenied => "give this user write permission on the directory, then re-run",
+        _ => return anyhow::Error::new(e).context(message),
+    };
+    // The OS's words for the kind alone (a temporary file's path would only confuse).
+    let reason = io::Error::from(e.kind());
+    Failure::new(Code::Unwritable, format!("{message}: {reason}")).hint(hint).into()
 }
 
 fn parent(path: &Path) -> &Path {

@@ -88,7 +88,7 @@ pub fn check(dir: &Directory) -> Result<()> {
             ),
         )
         .hint(format!(
-            "restore `{}` (or your backend's previous version) and re-run; if the state was replaced on purpose, remove `{RECORD}`",
+            "restore `{}` (or your backend's previous version), check it, then remove `{RECORD}` to accept it and re-run",
             backup_of(&path).display()
         ))
         .into()),

@@ -101,6 +101,12 @@ impl Cloud {
     /// `needle`, then kills the whole group (infrakit-tf and its terraform) with SIGKILL: a
     /// crash, or a machine losing power. Returns the stderr read until then.
     pub fn kill_during(&self, args: &[&str], needle: &str) -> String {
+        self.kill_at(args, needle, true)
+    }
+
+    /// Like `kill_during`, but SIGKILL reaches infrakit-tf alone when `group` is false (cron's
+    /// timeout, the OOM killer): its terraform goes on.
+    pub fn kill_at(&self, args: &[&str], needle: &str, group: bool) -> String {
         use std::io::BufRead;
         use std::os::unix::process::CommandExt;
         let mut cmd = std::process::Command::new(crate::support::BIN);
@@ -128,7 +134,8 @@ impl Cloud {
             }
         };
         // SAFETY: kill(2) on our own child's process group.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let pid = child.id() as i32;
+        unsafe { libc::kill(if group { -pid } else { pid }, libc::SIGKILL) };
         child.wait().unwrap();
         assert!(found, "never saw `{needle}`: {seen}");
         seen

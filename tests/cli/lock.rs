@@ -1,7 +1,6 @@
 //! The directory lock: a held lock makes writers wait, then fail with exit 5 and nothing written.
 
 use std::fs::File;
-use std::time::Duration;
 
 use fs4::fs_std::FileExt;
 
@@ -30,16 +29,24 @@ fn held_lock_fails_after_the_timeout_and_writes_nothing() {
 
 #[test]
 fn waits_for_the_lock_to_be_released() {
+    use std::io::BufRead;
     let s = Scratch::new();
     let spec = s.write_outside("spec.json", VM_ONLY);
     let holder = File::open(&s.dir).unwrap();
     assert!(FileExt::try_lock_exclusive(&holder).unwrap());
-    let release = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(500));
-        drop(holder);
-    });
-    let run = s.run(&["provision", "--no-apply", &spec, "--lock-timeout", "30s"]).ok();
-    release.join().unwrap();
-    assert!(run.stderr.contains("waiting up to 30s for another infrakit-tf run"), "{run:#?}");
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .args(["--dir", s.dir.to_str().unwrap(), "provision", "--no-apply", &spec, "--lock-timeout", "120s"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Release the lock once the command says it waits: no guess at how long it takes to start.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("waiting up to 120s for another infrakit-tf run"), "{line}");
+    drop(holder);
+    assert!(child.wait().unwrap().success());
     assert_eq!(s.files().len(), 1);
 }

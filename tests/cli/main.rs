@@ -18,6 +18,7 @@ mod lock;
 mod provision;
 mod readme;
 mod reconcile;
+mod recovery;
 mod signals;
 mod support;
 mod terraform;

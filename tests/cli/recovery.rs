@@ -1,0 +1,171 @@
+//! What survives which failure (README "Crashes and recovery"): infrakit-tf killed alone while
+//! terraform applies, a lost or rolled-back state, a hung terraform, a full or read-only disk,
+//! drift whose file is already gone, an interrupt that reached only us.
+
+use crate::cloud::Cloud;
+use crate::faults::fake;
+use crate::support::{Scratch, BIN};
+
+const STATE_LOST: i32 = 13;
+const UNWRITABLE: i32 = 12;
+const TIMEOUT: i32 = 14;
+const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
+
+// Killed alone (not its process group) while terraform creates a slow machine: terraform goes
+// on and saves its state; the next run waits for it as for a held lock, then finds everything
+// created once.
+#[test]
+fn terraform_outlives_a_killed_infrakit_tf() {
+    let c = Cloud::new();
+    c.delay_creates(2000);
+    c.kill_at(&["provision", &c.spec()], "creating fakecloud_instance", false);
+    c.delay_creates(0);
+    let run = c.run(&["reconcile", "--output", "json", "--lock-timeout", "120s"]).ok();
+    assert!(run.stderr.contains("left running by an earlier infrakit-tf run"), "it waited: {run:#?}");
+    let rows = c.describe();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "created", "{rows:?}");
+    let state: std::collections::BTreeSet<String> = c.state().into_values().collect();
+    let cloud: std::collections::BTreeSet<String> = c.objects().into_keys().collect();
+    assert_eq!(state, cloud, "every machine in state, none twice");
+    assert_eq!(cloud.len(), 3, "the VM, its slot and the shared volume");
+    c.run(&["reconcile", "--check"]).ok();
+}
+
+// A state zeroed (or replaced, or rolled back) behind our back is never applied into: every
+// machine would be created again. Nothing is written; the hint says how to accept a restore.
+#[test]
+fn a_lost_state_is_refused() {
+    let s = Scratch::new();
+    let vm = s.write_outside("vm.json", VM);
+    s.run(&["provision", &vm]).ok();
+    let state = s.dir.join("terraform.tfstate");
+    let good = std::fs::read(&state).unwrap();
+
+    infrakit_tf::fsio::write_atomic(&state, b"", infrakit_tf::fsio::Mode::Public).unwrap();
+    let before = s.snapshot();
+    let run = s.run(&["provision", &vm]).code(STATE_LOST);
+    assert!(run.error_lines()[0].contains("it is empty (0 bytes)"), "{run:#?}");
+    assert!(run.stderr.contains("terraform.tfstate.backup"), "{run:#?}");
+    s.run(&["reconcile"]).code(STATE_LOST);
+    assert!(s.snapshot() == before, "a refused run changed something");
+
+    // Another lineage (a state from elsewhere), then an older serial.
+    let mut other: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    other["lineage"] = "someone-else".into();
+    infrakit_tf::fsio::write_atomic(&state, other.to_string().as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+    let run = s.run(&["reconcile"]).code(STATE_LOST);
+    assert!(run.error_lines()[0].contains("it is another state"), "{run:#?}");
+    let mut older: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    older["serial"] = (older["serial"].as_u64().unwrap() - 1).into();
+    infrakit_tf::fsio::write_atomic(&state, older.to_string().as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+    let run = s.run(&["reconcile"]).code(STATE_LOST);
+    assert!(run.error_lines()[0].contains("it was rolled back"), "{run:#?}");
+
+    // Accepting the restored state is the operator's explicit step.
+    infrakit_tf::fsio::remove(&s.dir.join(".infrakit-tf-state.json")).unwrap();
+    s.run(&["reconcile"]).ok();
+}
+
+// A terraform that hangs (and ignores the interrupt) is killed after the timeout's grace, with
+// its own exit code; the directory is free again at once.
+#[test]
+fn a_hung_terraform_is_stopped() {
+    let s = Scratch::new();
+    let tf = fake(&s, "1.9.0", "trap '' INT; sleep 60");
+    let vm = s.write_outside("vm.json", VM);
+    let run = s.run(&["provision", &vm, "--terraform", &tf, "--terraform-timeout", "1s"]).code(TIMEOUT);
+    assert!(
+        run.error_lines()[0].contains("ran longer than --terraform-timeout (1s): it was interrupted, then killed"),
+        "{run:#?}"
+    );
+    // The short runs too: a `version` that never answers.
+    let hung = s.root.path().join("hung-terraform");
+    crate::support::write_executable(&hung, "#!/bin/sh\nsleep 60\n");
+    let run =
+        s.run(&["reconcile", "--terraform", hung.to_str().unwrap(), "--terraform-timeout", "500ms"]).code(TIMEOUT);
+    assert!(run.error_lines()[0].contains("version -json"), "{run:#?}");
+    s.run(&["provision", "--no-apply", &vm, "--lock-timeout", "0"]).ok();
+}
+
+// An object whose file is already gone (destroyed with --no-apply) vanishes from the cloud:
+// the refresh that notices is saved, and `--check` is clean afterwards.
+#[test]
+fn drift_of_an_unmanaged_object_is_settled() {
+    let c = Cloud::new();
+    let id = c.run(&["provision", &c.spec()]).ok().stdout.trim().to_string();
+    let machine = c.machine(&id);
+    c.run(&["destroy", &id, "--reason", "rolling-update", "--no-apply", "--yes"]).ok();
+    c.vanish(&machine);
+    c.run(&["reconcile"]).ok();
+    c.run(&["reconcile", "--check"]).ok();
+}
+
+// A SIGINT that reached only infrakit-tf during the plan (terraform never saw it and finished)
+// still stops the run: the apply that would follow never starts.
+#[test]
+fn an_interrupt_during_the_plan_prevents_the_apply() {
+    let s = Scratch::new();
+    let marker = s.root.path().join("applied");
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"1.9.0\"}}' ;;\n  init) exit 0 ;;\n  plan) kill -INT $PPID; echo '{{\"type\":\"change_summary\",\"changes\":{{\"add\":1,\"change\":0,\"remove\":0,\"operation\":\"plan\"}}}}'; exit 2 ;;\n  apply) touch {} ;;\nesac\n",
+        marker.display()
+    );
+    let tf = s.root.path().join("plan-interrupts");
+    crate::support::write_executable(&tf, &script);
+    let run = s.run(&["reconcile", "--terraform", tf.to_str().unwrap()]).code(130);
+    assert!(run.error_lines()[0].contains("was not started"), "{run:#?}");
+    assert!(!marker.exists(), "the apply ran after the interrupt");
+}
+
+/// Runs `script` (sh) in a private mount namespace, with `$BIN` and `$DIR` set: a tmpfs can be
+/// mounted over the managed directory without touching the machine's mounts.
+fn in_namespace(s: &Scratch, script: &str) -> String {
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "sh", "-c", script])
+        .env("BIN", BIN)
+        .env("DIR", &s.dir)
+        .env("TF_CLI_CONFIG_FILE", s.cli_config())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "unshare: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+// A full disk: exit 12 with the reason and the fix, and nothing half-written (no instance,
+// no temporary file).
+#[test]
+fn a_full_disk_changes_nothing() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", crate::support::SCOPED);
+    let out = in_namespace(
+        &s,
+        r#"mount -t tmpfs -o size=64k tmpfs "$DIR" && head -c 100000 /dev/zero > "$DIR/filler" 2>/dev/null
+        "$BIN" --dir "$DIR" provision --no-apply "$SPEC" 2>&1; echo "exit=$?"; ls -A "$DIR""#
+            .replace("$SPEC", &spec)
+            .as_str(),
+    );
+    assert!(out.contains(&format!("exit={UNWRITABLE}")), "{out}");
+    assert!(out.contains("no storage space"), "{out}");
+    assert!(out.contains("hint: free some space"), "{out}");
+    let listing: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("exit=")).skip(1).collect();
+    assert_eq!(listing, ["filler"], "{out}");
+}
+
+// A read-only directory: exit 12 before anything, never "locked by another process".
+#[test]
+fn a_read_only_directory_is_said_to_be_read_only() {
+    let s = Scratch::new();
+    let spec = s.write_outside("spec.json", crate::support::VM_ONLY);
+    let out = in_namespace(
+        &s,
+        r#"mount -t tmpfs tmpfs "$DIR" && mount -o remount,ro "$DIR"
+        "$BIN" --dir "$DIR" provision --no-apply "$SPEC" 2>&1; echo "exit=$?"
+        "$BIN" --dir "$DIR" reconcile 2>&1; echo "exit=$?""#
+            .replace("$SPEC", &spec)
+            .as_str(),
+    );
+    assert_eq!(out.matches(&format!("exit={UNWRITABLE}")).count(), 2, "{out}");
+    assert!(out.contains("read-only"), "{out}");
+    assert!(!out.contains("force-unlock"), "{out}");
+}
