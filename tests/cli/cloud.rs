@@ -84,6 +84,7 @@ impl Cloud {
 
     /// An independent copy of this scratch tree (directory, state, `.terraform`, cloud), as it
     /// is now: each crash point starts from the same prepared group without re-creating it.
+    #[cfg(feature = "fault-injection")]
     pub fn copy(&self) -> Cloud {
         let root = tempfile::tempdir().unwrap();
         let status = std::process::Command::new("cp")
