@@ -34,14 +34,17 @@ pub fn document<'a>(resources: impl IntoIterator<Item = (&'a str, &'a str, Value
 }
 
 /// The VM of an instance file: (type, name). The resource of a VM type named like the instance
-/// wins; otherwise the only VM-type resource (files written by hand or by older tools).
+/// wins; otherwise the only VM-type resource (files written by hand or by older tools). Only a
+/// resource whose body is an object counts, so [`resource`] always finds the VM returned.
 pub fn find_vm<'d>(doc: &'d Value, profiles: &Profiles, id: &str) -> Option<(&'d str, &'d str)> {
     let types = doc.get("resource")?.as_object()?;
     let vms: Vec<(&str, &str)> = types
         .iter()
         .filter(|(t, _)| profiles.is_vm(t))
         .filter_map(|(t, names)| Some((t, names.as_object()?)))
-        .flat_map(|(t, names)| names.keys().map(move |n| (t.as_str(), n.as_str())))
+        .flat_map(|(t, names)| {
+            names.iter().filter(|(_, body)| body.is_object()).map(move |(n, _)| (t.as_str(), n.as_str()))
+        })
         .collect();
     vms.iter().find(|(_, n)| *n == id).copied().or(match vms.as_slice() {
         [only] => Some(*only),
@@ -237,6 +240,18 @@ mod tests {
         let doc = json!({"resource": {"aws_instance": {"instance-2": {}, "other": {}}}});
         assert_eq!(find_vm(&doc, &p, "instance-2"), Some(("aws_instance", "instance-2")));
         assert_eq!(find_vm(&json!({"resource": {}}), &p, "instance-1"), None);
+    }
+
+    // Found by fuzz/ (instance_file): `label` took the props of a VM whose body was not an
+    // object for granted, and panicked on a hand-edited file.
+    #[test]
+    fn a_vm_is_a_resource_with_a_body() {
+        let p = profiles();
+        let doc = json!({"resource": {"azurerm_virtual_machine": {"instance-1": "instance-0"}}});
+        assert_eq!(find_vm(&doc, &p, "instance-1"), None);
+        let doc = json!({"resource": {"aws_instance": {"instance-1": null, "host": {"tags": {}}}}});
+        assert_eq!(find_vm(&doc, &p, "instance-1"), Some(("aws_instance", "host")));
+        assert!(resource(&doc, "aws_instance", "host").is_some());
     }
 
     #[test]
