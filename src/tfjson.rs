@@ -91,8 +91,9 @@ pub enum Operation {
 }
 
 impl Changes {
+    /// Saturates: the counts are terraform's, and a garbled line must not overflow.
     pub fn total(&self) -> u64 {
-        self.add + self.change + self.remove
+        self.add.saturating_add(self.change).saturating_add(self.remove)
     }
 }
 

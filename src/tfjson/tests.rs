@@ -56,6 +56,15 @@ fn garbage_is_not_an_event() {
     ));
 }
 
+// Seen while reviewing the tfjson fuzz target's calls (the fuzzer did not reach numbers this
+// large): the progress bar's length, add + change + remove, overflowed (a panic in debug builds).
+#[test]
+fn huge_counts_do_not_overflow() {
+    let line = r#"{"type":"change_summary","changes":{"add":18446744073709551615,"change":1,"remove":1}}"#;
+    let Some(Event::Summary(changes)) = parse_line(line) else { panic!("not a summary") };
+    assert_eq!(changes.total(), u64::MAX);
+}
+
 #[test]
 fn versions() {
     assert_eq!(parse_version(r#"{"terraform_version":"1.11.4","platform":"linux_amd64","provider_selections":{},"terraform_outdated":false}"#).as_deref(), Some("1.11.4"));
