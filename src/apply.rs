@@ -145,10 +145,13 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
     // Everything that can refuse the apply comes before the first write: a missing terraform,
     // a queued file that would break every apply, a lost state. Refused, nothing changes.
     let tf = if mode == Mode::Apply { Some(ctx.terraform(dir)?) } else { None };
-    if tf.is_some() {
-        preflight(dir, &changes)?;
-    }
-    let providers = if tf.is_some() { changes.providers(dir) } else { BTreeSet::new() };
+    let providers = match tf {
+        Some(_) => {
+            let queued = preflight(dir, &changes)?;
+            providers_of(changes.writes.iter().map(|(_, doc, _)| doc).chain(&queued))
+        }
+        None => BTreeSet::new(),
+    };
     let (ops, files) = file_ops(dir, changes)?;
     journal::commit(dir.path(), &ops)?;
     for f in &files {
@@ -195,35 +198,46 @@ pub fn commit(ctx: &Ctx, dir: &Directory, changes: ChangeSet, mode: Mode) -> Res
 
 /// The checks an apply must pass before anything is written: every queued file it would
 /// promote (those `changes` does not replace) is a readable document, and the state is not
-/// lost (`state_guard`).
-pub fn preflight(dir: &Directory, changes: &ChangeSet) -> Result<()> {
+/// lost (`state_guard`). Returns those queued documents (for `init`'s provider check).
+pub fn preflight(dir: &Directory, changes: &ChangeSet) -> Result<Vec<Value>> {
     let replaced: BTreeSet<&str> =
         changes.writes.iter().map(|(n, ..)| n.as_str()).chain(changes.removals.iter().map(String::as_str)).collect();
+    let mut queued = Vec::new();
     for (name, ..) in dir.managed().filter(|(n, _, _, s)| *s == Suffix::Queued && !replaced.contains(n)) {
-        let readable = dir
-            .read_doc(name)
-            .and_then(|doc| doc.is_object().then_some(()).ok_or_else(|| anyhow::anyhow!("it is not a JSON object")));
-        if let Err(e) = readable {
-            return Err(crate::exit::invalid(format!(
-                "queued file `{name}` cannot be applied ({e:#}): promoting it would make every apply fail"
-            ))
-            .hint("fix it, or remove it (it was never applied), then re-run")
-            .into());
+        let readable = dir.read_doc(name).and_then(|doc| {
+            if doc.is_object() {
+                Ok(doc)
+            } else {
+                Err(anyhow::anyhow!("it is not a JSON object"))
+            }
+        });
+        match readable {
+            Ok(doc) => queued.push(doc),
+            Err(e) => {
+                return Err(crate::exit::invalid(format!(
+                    "queued file `{name}` cannot be applied ({e:#}): promoting it would make every apply fail"
+                ))
+                .hint("fix it, or remove it (it was never applied), then re-run")
+                .into())
+            }
         }
     }
-    crate::state_guard::check(dir)
+    crate::state_guard::check(dir)?;
+    Ok(queued)
 }
 
 /// The file operations of `changes` (unchanged documents left out) and what each does. A
 /// change that removes instance files raises the ID record past them, in the same all or
 /// nothing change, so that their IDs (whose machines may still be in state) are never reused.
 fn file_ops(dir: &Directory, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<FileChange>)> {
-    // Before any write: a file that cannot be replaced (a link, not JSON) leaves all as it was.
-    changes.writes.iter().try_for_each(|(name, ..)| dir.check_replaceable(name))?;
+    // Each file is read once, and all before any write: one that cannot be replaced (a link,
+    // not JSON) leaves all as it was.
+    let existing: Vec<Option<Value>> =
+        changes.writes.iter().map(|(name, ..)| dir.replaceable(name)).collect::<Result<_>>()?;
     let mut ops = Vec::new();
     let mut files = Vec::new();
-    for (name, doc, file_mode) in changes.writes {
-        let action = if dir.holds(&name, &doc) {
+    for ((name, doc, file_mode), old) in changes.writes.into_iter().zip(existing) {
+        let action = if old.as_ref() == Some(&doc) {
             "unchanged"
         } else {
             ops.push(FileOp { name: name.clone(), after: Some((crate::tfdoc::to_bytes(&doc), file_mode)) });

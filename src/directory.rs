@@ -295,12 +295,6 @@ impl Directory {
         Ok(Slots { existing, attached, missing })
     }
 
-    /// Whether `name` already holds `doc`, whatever its layout: files written by the reference
-    /// plugin are Go-indented and are left as they are when their value is unchanged.
-    pub fn holds(&self, name: &str, doc: &Value) -> bool {
-        self.replaceable(name).ok().flatten().is_some_and(|old| &old == doc)
-    }
-
     /// Checks that a write may replace `name`: it is absent, or a regular file of JSON. A
     /// symbolic link is never followed nor replaced (it may point at anything, ours or not),
     /// and a file that is not JSON is not overwritten: it may be a hand edit gone wrong, or
@@ -310,8 +304,10 @@ impl Directory {
     }
 
     /// The document `name` holds, `None` when it is absent; an error where a write must not
-    /// replace it.
-    fn replaceable(&self, name: &str) -> Result<Option<Value>> {
+    /// replace it (see [`Directory::check_replaceable`]). A write whose document equals it,
+    /// whatever its layout, is unchanged: files written by the reference plugin are
+    /// Go-indented and are left as they are.
+    pub fn replaceable(&self, name: &str) -> Result<Option<Value>> {
         let path = self.path.join(name);
         let refuse = |why: String| -> Result<Option<Value>> {
             Err(invalid(format!("`{}` {why}", path.display()))
@@ -360,9 +356,10 @@ mod tests {
         let (_tmp, dir) = dir_with(|d| {
             fsio::write_atomic(&d.join("a_global.tf.json"), b"{\"resource\":  {}}", Mode::Public).unwrap();
         });
-        assert!(dir.holds("a_global.tf.json", &serde_json::json!({"resource": {}})));
-        assert!(!dir.holds("a_global.tf.json", &serde_json::json!({"resource": {"x": {}}})));
-        assert!(!dir.holds("b_global.tf.json.new", &serde_json::json!({})));
+        let held = |name: &str, doc: Value| dir.replaceable(name).unwrap().is_some_and(|old| old == doc);
+        assert!(held("a_global.tf.json", serde_json::json!({"resource": {}})));
+        assert!(!held("a_global.tf.json", serde_json::json!({"resource": {"x": {}}})));
+        assert!(!held("b_global.tf.json.new", serde_json::json!({})));
     }
 
     // Links (to JSON, to garbage, dangling), garbage and directories are refused by name, and
@@ -379,7 +376,6 @@ mod tests {
             fsio::write_atomic(&d.join("w_dedicated_2.tf.json"), b"not json", Mode::Public).unwrap();
             std::fs::create_dir(d.join("v_global.tf.json")).unwrap();
         });
-        let doc = serde_json::json!({});
         for (name, says) in [
             ("instance-1.tf.json", "is a symbolic link"),
             ("w_dedicated_1.tf.json.new", "is a symbolic link"),
@@ -387,7 +383,6 @@ mod tests {
             ("w_dedicated_2.tf.json", "is not valid JSON"),
             ("v_global.tf.json", "is not a regular file"),
         ] {
-            assert!(!dir.holds(name, &doc));
             let err = dir.check_replaceable(name).unwrap_err();
             assert_eq!(code_for(&err), Code::Invalid, "{err:#}");
             let message = format!("{err:#}");

@@ -11,7 +11,9 @@
 //! `--lock-timeout`, same exit code 5), then removes the record. A record whose process is gone
 //! (or whose PID now belongs to another process: the start time differs) is simply removed.
 //! The flock is not handed to terraform instead because terraform's own children (provider
-//! plugins, a provisioner's daemon) would inherit it and could keep it forever.
+//! plugins, a provisioner's daemon) would inherit it and could keep it forever. The record is
+//! written just after the spawn: a kill in between (microseconds) leaves terraform unrecorded,
+//! and then only terraform's own state lock keeps a second terraform off the state (exit 8).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

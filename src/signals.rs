@@ -51,10 +51,6 @@ impl ChildRunning {
         ChildRunning(())
     }
 
-    pub fn interrupted(&self) -> bool {
-        flags().interrupted.load(Ordering::SeqCst)
-    }
-
     pub fn terminated(&self) -> bool {
         flags().terminated.load(Ordering::SeqCst)
     }

@@ -246,7 +246,11 @@ impl Terraform {
         let pid = child.id();
         fault::point(|| format!("spawned {display}"));
         // Best effort: without the record, terraform's own state lock still guards its state.
-        let _ = lock::note_running(pid, &display);
+        // `version` touches neither the directory nor the state: no record to write and remove.
+        let recorded = args.first() != Some(&"version");
+        if recorded {
+            let _ = lock::note_running(pid, &display);
+        }
 
         let started = Instant::now();
         let grace = self.timeout.min(MAX_KILL_GRACE);
@@ -294,7 +298,9 @@ impl Terraform {
             }
         };
         drop(running);
-        let _ = lock::note_done(); // a stale record names a dead process: the next lock drops it
+        if recorded {
+            let _ = lock::note_done(); // a stale record names a dead process: the next lock drops it
+        }
         if self.records_state && args.first().is_some_and(|verb| WRITES_STATE.contains(verb)) {
             // A failed write leaves an older record, which the check still accepts.
             let _ = state_guard::record(&self.dir);

@@ -67,7 +67,7 @@ pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let dir = ctx.directory()?;
     let profiles = ctx.profiles(&dir)?;
     let tf = ctx.terraform(&dir)?;
-    apply::preflight(&dir, &ChangeSet::default())?;
+    apply::preflight(&dir, &ChangeSet::default())?; // refuses before anything is promoted
     let instances = dir.instances(&profiles);
     let queued: Vec<String> =
         dir.managed().filter(|(_, _, _, s)| *s == Suffix::Queued).map(|(n, _, _, _)| n.to_string()).collect();
