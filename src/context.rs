@@ -42,9 +42,15 @@ impl Ctx {
         }
     }
 
-    /// The directory, listed. Fails with "not found" when it does not exist.
+    /// The directory, listed. Fails with "not found" when it does not exist. Under the lock,
+    /// the temporary files a killed write left behind are removed as they are listed (no
+    /// second listing: on a large directory that costs as much as the command).
     pub fn directory(&self) -> Result<Directory> {
-        Directory::open(&self.dir)
+        let mut dir = Directory::open(&self.dir)?;
+        if lock::held() {
+            dir.remove_stale_temps()?;
+        }
+        Ok(dir)
     }
 
     pub fn profiles(&self, dir: &Directory) -> Result<Profiles> {
@@ -74,9 +80,10 @@ impl Ctx {
         self.lock_within(self.lock_timeout)
     }
 
-    /// Takes the directory lock, waiting up to `timeout`, then settles what a killed run left:
-    /// a half-done change is undone (`journal::recover`) and stray temporary files go. A
-    /// directory that cannot be written fails here, before anything is changed.
+    /// Takes the directory lock, waiting up to `timeout`, then undoes a change a killed run
+    /// left half done (`journal::recover`); its stray temporary files go when the directory is
+    /// listed ([`Ctx::directory`]). A directory that cannot be written fails here, before
+    /// anything is changed.
     pub fn lock_within(&self, timeout: Duration) -> Result<DirLock> {
         let lock = lock::lock(&self.dir, timeout, &self.printer)?;
         fsio::check_writable(&self.dir)?;
@@ -88,7 +95,6 @@ impl Ctx {
                 undone.join(", ")
             ));
         }
-        fsio::remove_stale_temps(&self.dir)?;
         Ok(lock)
     }
 }

@@ -95,6 +95,17 @@ impl Directory {
         Ok(Directory { path: abs, names })
     }
 
+    /// Removes the temporary files a killed write left (see `fsio::is_temp`), from the
+    /// directory and from this listing. Only under the directory lock.
+    pub fn remove_stale_temps(&mut self) -> Result<()> {
+        let stale: Vec<String> = self.names.iter().filter(|n| fsio::is_temp(n)).cloned().collect();
+        for name in stale {
+            fsio::remove(&self.path.join(&name))?;
+            self.names.remove(&name);
+        }
+        Ok(())
+    }
+
     /// The same directory, listed again (after a step that renamed files in it).
     pub fn relisted(&self) -> Result<Self> {
         Directory::open(&self.path)

@@ -131,19 +131,10 @@ pub fn copy(from: &Path, to: &Path) -> Result<()> {
     fs::copy(from, to).map(drop).map_err(|e| error(e, "copy", to))
 }
 
-/// Removes the temporary files a killed write left in `dir` (`.infrakit-tf-*.tmp`). Only run
-/// under the directory lock: a live writer's temporary file is never touched then.
-pub fn remove_stale_temps(dir: &Path) -> Result<usize> {
-    let mut removed = 0;
-    let entries = fs::read_dir(dir).map_err(|e| error(e, "list", dir))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) && remove(&entry.path())? {
-            removed += 1;
-        }
-    }
-    Ok(removed)
+/// Whether a directory entry is one of our temporary files (`.infrakit-tf-*.tmp`): left
+/// behind only by a write that was killed, when no writer holds the directory lock.
+pub fn is_temp(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)
 }
 
 /// Whether `dir` can be written at all (a read-only mount, say): checked before a command
