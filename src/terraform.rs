@@ -240,9 +240,11 @@ impl Terraform {
         }
         let (mut stdout, stdout_w) = Followed::create()?;
         let (mut stderr, stderr_w) = Followed::create()?;
+        // Signals are ours to record from before the spawn: terraform can run (and a terminal's
+        // Ctrl-C reach us) before `spawn` returns, and with the default action we would die.
+        let running = ChildRunning::start();
         let mut child =
             self.command(args).stdout(stdout_w).stderr(stderr_w).spawn().map_err(|e| self.spawn_error(e))?;
-        let running = ChildRunning::start();
         let pid = child.id();
         fault::point(|| format!("spawned {display}"));
         // Best effort: without the record, terraform's own state lock still guards its state.
