@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::spec::Spec;
 use crate::text::short;
-use crate::tfdoc::LOGICAL_ID_TAG;
+use crate::tfconfig::LOGICAL_ID_TAG;
 
 pub const GROUP_TAG: &str = "infrakit.group";
 

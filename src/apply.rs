@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::context::Ctx;
 use crate::directory::Directory;
-use crate::fsio::{self, Mode as FileMode};
+use crate::fsio::{self, Perms};
 use crate::journal::{self, FileOp};
 use crate::names::{self, Kind, Suffix};
 use crate::progress::Progress;
@@ -55,7 +55,7 @@ impl Mode {
 /// Files to write (name → document, mode) and files to remove.
 #[derive(Debug, Default)]
 pub struct ChangeSet {
-    pub writes: Vec<(String, Value, FileMode)>,
+    pub writes: Vec<(String, Value, Perms)>,
     pub removals: Vec<String>,
 }
 
@@ -240,7 +240,7 @@ fn file_ops(dir: &Directory, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<Fil
         let action = if old.as_ref() == Some(&doc) {
             "unchanged"
         } else {
-            ops.push(FileOp { name: name.clone(), after: Some((crate::tfdoc::to_bytes(&doc), file_mode)) });
+            ops.push(FileOp { name: name.clone(), after: Some((crate::tfconfig::to_bytes(&doc), file_mode)) });
             if dir.has(&name) {
                 "updated"
             } else {
@@ -260,7 +260,7 @@ fn file_ops(dir: &Directory, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<Fil
     if let Some(n) = highest_removed.filter(|n| !matches!(dir.last_issued(), Some(last) if last >= *n)) {
         ops.push(FileOp {
             name: crate::directory::LAST_ID.to_string(),
-            after: Some((format!("{n}\n").into_bytes(), FileMode::Public)),
+            after: Some((format!("{n}\n").into_bytes(), Perms::Public)),
         });
     }
     Ok((ops, files))
@@ -268,7 +268,7 @@ fn file_ops(dir: &Directory, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<Fil
 
 const APPLY: &[&str] = &["apply", "-auto-approve", "-input=false", "-json", "-refresh=false"];
 
-fn summary(c: crate::tfjson::Changes, started: Instant) -> TfSummary {
+fn summary(c: crate::tfoutput::Changes, started: Instant) -> TfSummary {
     TfSummary {
         added: c.add,
         changed: c.change,
@@ -325,7 +325,7 @@ pub fn settle_imports(path: &Path) -> Result<usize> {
         fsio::remove(&file)?;
     } else if kept.len() < total {
         let doc = serde_json::json!({ "import": kept });
-        fsio::write_atomic(&file, &crate::tfdoc::to_bytes(&doc), FileMode::Public)?;
+        fsio::write_atomic(&file, &crate::tfconfig::to_bytes(&doc), Perms::Public)?;
     }
     Ok(kept.len())
 }
@@ -356,7 +356,7 @@ pub fn init_if_needed(ctx: &Ctx, dir: &Path, tf: &Terraform, providers: &BTreeSe
     all.extend(providers.iter().cloned());
     fsio::create_dir_all(&dir.join(".terraform"))?;
     let marker = InitMarker { config: user_config(dir)?, providers: all };
-    fsio::write_atomic(&marker_path, &serde_json::to_vec_pretty(&marker)?, FileMode::Public)?;
+    fsio::write_atomic(&marker_path, &serde_json::to_vec_pretty(&marker)?, Perms::Public)?;
     Ok(())
 }
 
@@ -397,7 +397,7 @@ fn preview_files(dir: &Directory, changes: &ChangeSet) -> Result<Vec<FileChange>
     let mut files = Vec::new();
     for (name, doc, _) in &changes.writes {
         let action = match std::fs::read(dir.path().join(name)) {
-            Ok(old) if old == crate::tfdoc::to_bytes(doc) => "unchanged",
+            Ok(old) if old == crate::tfconfig::to_bytes(doc) => "unchanged",
             Ok(_) => "updated",
             Err(_) => "created",
         };
@@ -437,7 +437,7 @@ pub fn plan_in(
         if lock.is_symlink() {
             let bytes = std::fs::read(&lock).with_context(|| format!("failed to read `{LOCK_FILE}`"))?;
             fsio::remove(&lock)?; // the link, not your file
-            fsio::write_atomic(&lock, &bytes, FileMode::Public)?;
+            fsio::write_atomic(&lock, &bytes, Perms::Public)?;
         }
         ctx.printer.detail("running terraform init in the mirror");
         tf.init()?;
@@ -480,7 +480,7 @@ pub fn mirror(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::TempDir>
     }
     for (name, doc) in written {
         let base = names::split_file_name(name).map_or(name, |(b, _)| b);
-        fsio::write_atomic(&m.join(format!("{base}{}", names::LIVE)), &crate::tfdoc::to_bytes(doc), FileMode::Private)?;
+        fsio::write_atomic(&m.join(format!("{base}{}", names::LIVE)), &crate::tfconfig::to_bytes(doc), Perms::Private)?;
     }
     settle_imports(m)?;
     Ok(mirror)
@@ -491,7 +491,7 @@ mod tests {
     use super::*;
 
     fn put(dir: &Path, name: &str, doc: Value) {
-        fsio::write_atomic(&dir.join(name), &crate::tfdoc::to_bytes(&doc), FileMode::Public).unwrap();
+        fsio::write_atomic(&dir.join(name), &crate::tfconfig::to_bytes(&doc), Perms::Public).unwrap();
     }
 
     fn blocks(dir: &Path) -> Option<Value> {

@@ -20,7 +20,7 @@ use crate::expand::Slots;
 use crate::fsio;
 use crate::names::{self, InstanceId, Kind, Suffix};
 use crate::profile::Profiles;
-use crate::tfdoc;
+use crate::tfconfig;
 
 /// The highest instance number whose file was removed (see [`Directory::last_issued`]).
 pub const LAST_ID: &str = ".infrakit-tf-last-id";
@@ -48,7 +48,7 @@ pub struct Instance {
 
 impl Instance {
     pub fn logical_id(&self) -> Option<&str> {
-        self.tags.get(tfdoc::LOGICAL_ID_TAG).map(String::as_str)
+        self.tags.get(tfconfig::LOGICAL_ID_TAG).map(String::as_str)
     }
 
     /// Why nothing can be said about what this instance uses (its attachments, its VM): a file
@@ -66,7 +66,7 @@ impl Instance {
 
     pub fn vm_props(&self) -> Option<&serde_json::Map<String, Value>> {
         let (t, n) = self.vm.as_ref()?;
-        tfdoc::resource(self.doc.as_ref().ok()?, t, n)
+        tfconfig::resource(self.doc.as_ref().ok()?, t, n)
     }
 }
 
@@ -245,20 +245,20 @@ impl Directory {
         })?;
         let id_text = id.to_string();
         let vm_and_tags = |doc: &Value| {
-            let (t, n) = tfdoc::find_vm(doc, profiles, &id_text)?;
-            let props = tfdoc::resource(doc, t, n)?;
-            let tags = tfdoc::read_tags(props, profiles.get(t)?);
+            let (t, n) = tfconfig::find_vm(doc, profiles, &id_text)?;
+            let props = tfconfig::resource(doc, t, n)?;
+            let tags = tfconfig::read_tags(props, profiles.get(t)?);
             Some(((t.to_string(), n.to_string()), tags))
         };
         let (vm, tags) = match doc.as_ref().ok().and_then(vm_and_tags) {
             Some((vm, tags)) => (Some(vm), tags),
             None => (None, BTreeMap::new()),
         };
-        let mut attachments: BTreeSet<String> = tfdoc::attachments(&tags).into_iter().collect();
+        let mut attachments: BTreeSet<String> = tfconfig::attachments(&tags).into_iter().collect();
         // A live twin may still name attachments the queued file dropped.
         for (other, _) in files.iter().filter(|(n, _)| *n != file) {
             if let Some((_, tags)) = parse(other).ok().as_ref().and_then(vm_and_tags) {
-                attachments.extend(tfdoc::attachments(&tags));
+                attachments.extend(tfconfig::attachments(&tags));
             }
         }
         Some(Instance { id: id.clone(), file, suffix, doc, vm, tags, attachments })
@@ -352,7 +352,7 @@ impl Directory {
 mod tests {
     use super::*;
     use crate::exit::{code_for, Code};
-    use crate::fsio::Mode;
+    use crate::fsio::Perms;
 
     fn dir_with(setup: impl FnOnce(&Path)) -> (tempfile::TempDir, Directory) {
         let tmp = tempfile::tempdir().unwrap();
@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn equal_documents_are_held_whatever_their_layout() {
         let (_tmp, dir) = dir_with(|d| {
-            fsio::write_atomic(&d.join("a_global.tf.json"), b"{\"resource\":  {}}", Mode::Public).unwrap();
+            fsio::write_atomic(&d.join("a_global.tf.json"), b"{\"resource\":  {}}", Perms::Public).unwrap();
         });
         let held = |name: &str, doc: Value| dir.replaceable(name).unwrap().is_some_and(|old| old == doc);
         assert!(held("a_global.tf.json", serde_json::json!({"resource": {}})));
@@ -379,12 +379,12 @@ mod tests {
     fn writes_never_follow_or_replace_links_or_garbage() {
         let (tmp, dir) = dir_with(|d| {
             let outside = d.parent().unwrap();
-            fsio::write_atomic(&outside.join("json"), b"{}", Mode::Public).unwrap();
-            fsio::write_atomic(&outside.join("garbage"), b"garbage", Mode::Public).unwrap();
+            fsio::write_atomic(&outside.join("json"), b"{}", Perms::Public).unwrap();
+            fsio::write_atomic(&outside.join("garbage"), b"garbage", Perms::Public).unwrap();
             std::os::unix::fs::symlink(outside.join("json"), d.join("instance-1.tf.json")).unwrap();
             std::os::unix::fs::symlink(outside.join("garbage"), d.join("w_dedicated_1.tf.json.new")).unwrap();
             std::os::unix::fs::symlink(outside.join("nowhere"), d.join("w_global.tf.json")).unwrap();
-            fsio::write_atomic(&d.join("w_dedicated_2.tf.json"), b"not json", Mode::Public).unwrap();
+            fsio::write_atomic(&d.join("w_dedicated_2.tf.json"), b"not json", Perms::Public).unwrap();
             std::fs::create_dir(d.join("v_global.tf.json")).unwrap();
         });
         for (name, says) in [

@@ -17,7 +17,7 @@ use crate::profile::Profiles;
 use crate::spec::{lookup_mut, Spec};
 use crate::template::{self, Vars};
 use crate::text::{short, short_pointer};
-use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
+use crate::tfconfig::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 
 /// What is asked for.
 pub struct Request<'a> {
@@ -150,7 +150,7 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
     for (i, Placed { file, rtype, name, spec_name, mut props }) in placed.into_iter().enumerate() {
         let is_vm = i == spec.vm;
         if is_vm {
-            tfdoc::merge_tags(&mut props, profile, &tags);
+            tfconfig::merge_tags(&mut props, profile, &tags);
             if !spec.init.is_empty() {
                 // Checked by spec::parse: the slot is absent or a string.
                 if let Some(slot) = lookup_mut(&mut props, &profile.init, true) {
@@ -174,7 +174,9 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
     }
     let files = files
         .into_iter()
-        .map(|(file, resources)| (file, tfdoc::document(resources.iter().map(|(t, n, p)| (*t, n.as_str(), p.clone())))))
+        .map(|(file, resources)| {
+            (file, tfconfig::document(resources.iter().map(|(t, n, p)| (*t, n.as_str(), p.clone()))))
+        })
         .collect();
     Ok(Expansion { files, placed: where_placed, dedicated_key })
 }
@@ -209,7 +211,7 @@ fn platform(props: &mut Map<String, Value>, req: &Request<'_>, id: &str) {
         props.insert("hostname".into(), Value::String(hostname));
     }
     if profile.lowercase_tags {
-        tfdoc::lowercase_list_tags(props, profile);
+        tfconfig::lowercase_list_tags(props, profile);
     }
     if profile.init_base64 {
         if let Some(Value::String(s)) = lookup_mut(props, &profile.init, false) {

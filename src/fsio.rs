@@ -27,7 +27,7 @@ use crate::fault;
 
 /// Who may read a file we write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum Perms {
     /// 0644: no secrets inside.
     Public,
     /// 0600: carries Init (user data), which often holds secrets.
@@ -36,12 +36,12 @@ pub enum Mode {
     Exact(u32),
 }
 
-impl Mode {
+impl Perms {
     fn bits(self) -> u32 {
         match self {
-            Mode::Public => 0o644,
-            Mode::Private => 0o600,
-            Mode::Exact(bits) => bits,
+            Perms::Public => 0o644,
+            Perms::Private => 0o600,
+            Perms::Exact(bits) => bits,
         }
     }
 }
@@ -59,18 +59,18 @@ pub enum Written {
 
 /// Writes `bytes` to `path` atomically. An existing file keeps its permissions, except that a
 /// private file is never left readable by others.
-pub fn write_atomic(path: &Path, bytes: &[u8], mode: Mode) -> Result<Written> {
+pub fn write_atomic(path: &Path, bytes: &[u8], perms: Perms) -> Result<Written> {
     let existing = match fs::read(path) {
         Ok(old) if old == bytes => return Ok(Written::Unchanged),
         Ok(_) => Some(fs::metadata(path).map_err(|e| error(e, "stat", path))?),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(error(e, "read", path)),
     };
-    let bits = match (&existing, mode) {
-        (_, Mode::Exact(bits)) => bits,
-        (Some(meta), Mode::Private) => meta.permissions().mode() & 0o770,
-        (Some(meta), Mode::Public) => meta.permissions().mode() & 0o7777,
-        (None, mode) => mode.bits(),
+    let bits = match (&existing, perms) {
+        (_, Perms::Exact(bits)) => bits,
+        (Some(meta), Perms::Private) => meta.permissions().mode() & 0o770,
+        (Some(meta), Perms::Public) => meta.permissions().mode() & 0o7777,
+        (None, perms) => perms.bits(),
     };
     fault::point(|| format!("write {}", path.display()));
     let dir = parent(path);
@@ -186,12 +186,12 @@ mod tests {
     fn writes_replace_and_skip_unchanged() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.tf.json");
-        assert_eq!(write_atomic(&p, b"one\n", Mode::Public).unwrap(), Written::Changed);
+        assert_eq!(write_atomic(&p, b"one\n", Perms::Public).unwrap(), Written::Changed);
         assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o644);
         let before = fs::metadata(&p).unwrap().modified().unwrap();
-        assert_eq!(write_atomic(&p, b"one\n", Mode::Public).unwrap(), Written::Unchanged);
+        assert_eq!(write_atomic(&p, b"one\n", Perms::Public).unwrap(), Written::Unchanged);
         assert_eq!(fs::metadata(&p).unwrap().modified().unwrap(), before);
-        assert_eq!(write_atomic(&p, b"two\n", Mode::Public).unwrap(), Written::Changed);
+        assert_eq!(write_atomic(&p, b"two\n", Perms::Public).unwrap(), Written::Changed);
         assert_eq!(fs::read(&p).unwrap(), b"two\n");
         // Nothing else left behind.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
@@ -201,10 +201,10 @@ mod tests {
     fn private_files_are_not_world_readable_even_when_replacing() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("instance-1.tf.json");
-        write_atomic(&p, b"x", Mode::Private).unwrap();
+        write_atomic(&p, b"x", Perms::Private).unwrap();
         assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         fs::set_permissions(&p, Permissions::from_mode(0o644)).unwrap();
-        write_atomic(&p, b"y", Mode::Private).unwrap();
+        write_atomic(&p, b"y", Perms::Private).unwrap();
         assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o007, 0);
     }
 
@@ -212,7 +212,7 @@ mod tests {
     fn remove_is_idempotent() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x");
-        write_atomic(&p, b"x", Mode::Public).unwrap();
+        write_atomic(&p, b"x", Perms::Public).unwrap();
         assert!(remove(&p).unwrap());
         assert!(!remove(&p).unwrap());
     }

@@ -30,7 +30,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::exit::{Code, Failure};
-use crate::fsio::{self, Mode};
+use crate::fsio::{self, Perms};
 
 /// The undo journal of the change being committed (absent when none is).
 pub const JOURNAL: &str = ".infrakit-tf-journal.json";
@@ -39,7 +39,7 @@ pub const JOURNAL: &str = ".infrakit-tf-journal.json";
 #[derive(Debug, Clone)]
 pub struct FileOp {
     pub name: String,
-    pub after: Option<(Vec<u8>, Mode)>,
+    pub after: Option<(Vec<u8>, Perms)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ pub fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
     }
     let journal = Journal { version: 1, before: ops.iter().map(|op| save(dir, &op.name)).collect::<Result<_>>()? };
     let journal_path = dir.join(JOURNAL);
-    fsio::write_atomic(&journal_path, &serde_json::to_vec_pretty(&journal)?, Mode::Private)?;
+    fsio::write_atomic(&journal_path, &serde_json::to_vec_pretty(&journal)?, Perms::Private)?;
     if let Err(err) = ops.iter().try_for_each(|op| perform(dir, op)) {
         return Err(match undo(dir, &journal).and_then(|()| fsio::remove(&journal_path)) {
             Ok(_) => err.context("nothing was changed"),
@@ -138,7 +138,7 @@ fn undo(dir: &Path, journal: &Journal) -> Result<()> {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(&saved.base64)
                     .with_context(|| format!("the journal's copy of `{}` is damaged", before.name))?;
-                fsio::write_atomic(&path, &bytes, Mode::Exact(saved.mode))?;
+                fsio::write_atomic(&path, &bytes, Perms::Exact(saved.mode))?;
             }
         }
     }
@@ -150,14 +150,14 @@ mod tests {
     use super::*;
 
     fn op(name: &str, text: Option<&str>) -> FileOp {
-        FileOp { name: name.into(), after: text.map(|t| (t.as_bytes().to_vec(), Mode::Public)) }
+        FileOp { name: name.into(), after: text.map(|t| (t.as_bytes().to_vec(), Perms::Public)) }
     }
 
     #[test]
     fn a_committed_change_leaves_no_journal() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        fsio::write_atomic(&d.join("old"), b"old", Mode::Public).unwrap();
+        fsio::write_atomic(&d.join("old"), b"old", Perms::Public).unwrap();
         commit(d, &[op("a", Some("A")), op("b", Some("B")), op("old", None)]).unwrap();
         assert_eq!(listing(d), vec![("a".into(), Some("A".into())), ("b".into(), Some("B".into()))]);
     }
@@ -166,7 +166,7 @@ mod tests {
     fn a_failed_write_undoes_the_whole_change() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        fsio::write_atomic(&d.join("keep"), b"v1", Mode::Public).unwrap();
+        fsio::write_atomic(&d.join("keep"), b"v1", Perms::Public).unwrap();
         let before = listing(d);
         // The third write fails (its directory does not exist) after two succeeded.
         let err = commit(d, &[op("keep", Some("v2")), op("new", Some("N")), op("no/such", Some("x"))]).unwrap_err();
@@ -178,12 +178,12 @@ mod tests {
     fn recovery_rolls_back_what_a_killed_change_left() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        fsio::write_atomic(&d.join("keep"), b"v1", Mode::Private).unwrap();
-        fsio::write_atomic(&d.join("gone"), b"g", Mode::Public).unwrap();
+        fsio::write_atomic(&d.join("keep"), b"v1", Perms::Private).unwrap();
+        fsio::write_atomic(&d.join("gone"), b"g", Perms::Public).unwrap();
         let ops = [op("keep", Some("v2")), op("gone", None), op("new", Some("N"))];
         // As if killed after the journal and the first two operations.
         let journal = Journal { version: 1, before: ops.iter().map(|o| save(d, &o.name).unwrap()).collect() };
-        fsio::write_atomic(&d.join(JOURNAL), &serde_json::to_vec(&journal).unwrap(), Mode::Private).unwrap();
+        fsio::write_atomic(&d.join(JOURNAL), &serde_json::to_vec(&journal).unwrap(), Perms::Private).unwrap();
         perform(d, &ops[0]).unwrap();
         perform(d, &ops[1]).unwrap();
         let mut names = recover(d).unwrap();

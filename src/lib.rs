@@ -6,7 +6,7 @@
 //!
 //! Mechanisms, each in one place: `fsio` (atomic writes), `lock` (the directory lock),
 //! `output` (stdout, stderr, prompts), `directory` (reading the managed directory). Pure
-//! logic: `spec` (parsing and checks), `expand` (a spec into file documents), `tfdoc`,
+//! logic: `spec` (parsing and checks), `expand` (a spec into file documents), `tfconfig`,
 //! `template`, `names`, `profile`, `text` (user values as messages quote them).
 
 pub mod adopt;
@@ -31,8 +31,8 @@ pub mod state_guard;
 pub mod template;
 pub mod terraform;
 pub mod text;
-pub mod tfdoc;
-pub mod tfjson;
+pub mod tfconfig;
+pub mod tfoutput;
 
 use std::process::ExitCode;
 

@@ -112,7 +112,7 @@ pub fn note_running(pid: u32, command: &str) -> Result<()> {
     let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
     let Some(start) = start_time(pid) else { return Ok(()) }; // already gone
     let running = Running { pid, start, command: command.to_string() };
-    fsio::write_atomic(&dir.join(RUNNING), &serde_json::to_vec(&running)?, fsio::Mode::Public).map(drop)
+    fsio::write_atomic(&dir.join(RUNNING), &serde_json::to_vec(&running)?, fsio::Perms::Public).map(drop)
 }
 
 /// Terraform has ended (and been reaped): forget its record.

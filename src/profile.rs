@@ -196,7 +196,7 @@ mod tests {
         crate::fsio::write_atomic(
             &dir.path().join(CONFIG_FILE),
             br#"{"vm_types": {"libvirt_domain": {"tags": "metadata.tags", "tags_format": "list", "init": "cloudinit", "init_base64": true}}}"#,
-            crate::fsio::Mode::Public,
+            crate::fsio::Perms::Public,
         )
         .unwrap();
         let p = Profiles::load(dir.path(), &["fakecloud_instance".into()]).unwrap();
@@ -211,7 +211,7 @@ mod tests {
     #[test]
     fn config_file_typos_are_errors() {
         let dir = tempfile::tempdir().unwrap();
-        crate::fsio::write_atomic(&dir.path().join(CONFIG_FILE), br#"{"vm_type": {}}"#, crate::fsio::Mode::Public)
+        crate::fsio::write_atomic(&dir.path().join(CONFIG_FILE), br#"{"vm_type": {}}"#, crate::fsio::Perms::Public)
             .unwrap();
         let err = Profiles::load(dir.path(), &[]).unwrap_err();
         assert_eq!(crate::exit::code_for(&err), crate::exit::Code::Invalid);

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::tfjson::{Diagnostic, Event};
+use crate::tfoutput::{Diagnostic, Event};
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -34,7 +34,7 @@ impl Progress {
     pub fn on_event(&mut self, event: &Event) {
         match event {
             Event::Diagnostic(d) => self.println(&render_diagnostic(d)),
-            Event::Summary(c) if c.operation == crate::tfjson::Operation::Plan => {
+            Event::Summary(c) if c.operation == crate::tfoutput::Operation::Plan => {
                 if let Some(bar) = &self.bar {
                     bar.set_length(c.total());
                 }

@@ -48,7 +48,7 @@ enum Observed {
 pub fn record(dir: &Path) -> Result<()> {
     let Some(path) = local_state(dir) else { return Ok(()) };
     if let Observed::State(stamp) = observe(&path) {
-        fsio::write_atomic(&dir.join(RECORD), &serde_json::to_vec(&stamp)?, fsio::Mode::Public)?;
+        fsio::write_atomic(&dir.join(RECORD), &serde_json::to_vec(&stamp)?, fsio::Perms::Public)?;
     }
     Ok(())
 }
@@ -147,12 +147,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("terraform.tfstate");
         assert_eq!(observe(&p), Observed::Missing);
-        fsio::write_atomic(&p, b"", fsio::Mode::Public).unwrap();
+        fsio::write_atomic(&p, b"", fsio::Perms::Public).unwrap();
         assert_eq!(observe(&p), Observed::Empty);
-        fsio::write_atomic(&p, b"{\"version\": 4, \"serial\": 7", fsio::Mode::Public).unwrap();
+        fsio::write_atomic(&p, b"{\"version\": 4, \"serial\": 7", fsio::Perms::Public).unwrap();
         assert!(matches!(observe(&p), Observed::Unreadable(_)));
         let state = br#"{"version": 4, "terraform_version": "1.11.4", "serial": 7, "lineage": "abc", "resources": []}"#;
-        fsio::write_atomic(&p, state, fsio::Mode::Public).unwrap();
+        fsio::write_atomic(&p, state, fsio::Perms::Public).unwrap();
         assert_eq!(observe(&p), Observed::State(Stamp { lineage: "abc".into(), serial: 7 }));
     }
 
@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(local_state(d), Some(d.join("terraform.tfstate")));
         fsio::create_dir_all(&d.join(".terraform")).unwrap();
         let backend = |b: &str| {
-            fsio::write_atomic(&d.join(".terraform/terraform.tfstate"), b.as_bytes(), fsio::Mode::Public).unwrap()
+            fsio::write_atomic(&d.join(".terraform/terraform.tfstate"), b.as_bytes(), fsio::Perms::Public).unwrap()
         };
         backend(r#"{"backend": {"type": "pg", "config": {"conn_str": "postgres://x"}}}"#);
         assert_eq!(local_state(d), None);

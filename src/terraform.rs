@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 
 use crate::exit::{Code, Failure};
 use crate::signals::{self, ChildRunning};
-use crate::tfjson::{self, Changes, Diagnostic, Event, StateResource};
+use crate::tfoutput::{self, Changes, Diagnostic, Event, StateResource};
 use crate::{fault, lock, state_guard};
 
 /// How long to wait for terraform to stop after Ctrl-C or SIGTERM before leaving it to finish
@@ -116,7 +116,7 @@ impl Terraform {
             records_state: true,
         };
         let out = tf.output(&["version", "-json"])?;
-        let version = tfjson::parse_version(&out).ok_or_else(|| {
+        let version = tfoutput::parse_version(&out).ok_or_else(|| {
             missing(format!("`{} version -json` did not print a version: is it terraform?", tf.program.display()))
         })?;
         let major: u64 = version.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
@@ -197,7 +197,7 @@ impl Terraform {
     /// `show -json`: the state, by address.
     pub fn show(&self) -> Result<std::collections::BTreeMap<String, StateResource>> {
         let out = self.output(&["show", "-json", "-no-color"])?;
-        tfjson::parse_state(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
+        tfoutput::parse_state(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
     }
 
     /// Runs a `-json` command, streaming each event to `sink` as it arrives.
@@ -396,7 +396,7 @@ impl Terraform {
 fn record(report: &mut Report, event: &Event) {
     match event {
         Event::Diagnostic(d) => report.diagnostics.push(d.clone()),
-        Event::Summary(c) if c.operation == tfjson::Operation::Plan => report.planned = Some(*c),
+        Event::Summary(c) if c.operation == tfoutput::Operation::Plan => report.planned = Some(*c),
         Event::Summary(c) => report.applied = Some(*c),
         Event::Drift { addr, action } => report.drift.push((addr.clone(), action.clone())),
         Event::PlannedChange { addr, action } => report.changes.push((addr.clone(), action.clone())),
@@ -467,7 +467,7 @@ fn on_stdout_line(
     garbage: &mut usize,
     sink: &mut dyn FnMut(&Event),
 ) {
-    match tfjson::parse_line(&line) {
+    match tfoutput::parse_line(&line) {
         Some(event) => {
             record(report, &event);
             sink(&event);

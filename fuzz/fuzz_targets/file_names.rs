@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use infrakit_tf::expand::{choose_slot, Slots};
 use infrakit_tf::names::{self, InstanceId, Kind, Scope};
-use infrakit_tf::tfdoc::{self, ATTACH_TAG};
+use infrakit_tf::tfconfig::{self, ATTACH_TAG};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     for line in text.lines() {
         if let Some(value) = line.strip_prefix("attach:") {
             let tags: BTreeMap<String, String> = [(ATTACH_TAG.to_string(), value.to_string())].into();
-            slots.attached.extend(tfdoc::attachments(&tags));
+            slots.attached.extend(tfconfig::attachments(&tags));
         }
         let _ = names::check_path_component(line, "name");
         let _ = names::is_terraform_name(line);

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use infrakit_tf::profile::Profiles;
-use infrakit_tf::tfdoc;
+use infrakit_tf::tfconfig;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -16,21 +16,21 @@ const ID: &str = "instance-1";
 fuzz_target!(|data: &[u8]| {
     let Ok(mut doc) = serde_json::from_slice::<Value>(data) else { return };
     let profiles = Profiles::builtin();
-    let Some((rtype, name)) = tfdoc::find_vm(&doc, &profiles, ID) else { return };
+    let Some((rtype, name)) = tfconfig::find_vm(&doc, &profiles, ID) else { return };
     let (rtype, name) = (rtype.to_string(), name.to_string());
     let profile = profiles.get(&rtype).expect("find_vm returns VM types");
     // `label` takes the VM's props for granted once find_vm has found it.
-    let props = tfdoc::resource(&doc, &rtype, &name).expect("find_vm returns a resource with props");
-    let tags = tfdoc::read_tags(props, profile);
-    let attachments = tfdoc::attachments(&tags);
+    let props = tfconfig::resource(&doc, &rtype, &name).expect("find_vm returns a resource with props");
+    let tags = tfconfig::read_tags(props, profile);
+    let attachments = tfconfig::attachments(&tags);
     assert!(attachments.iter().all(|a| !a.is_empty() && !a.contains(',')), "{attachments:?}");
 
     let labels: BTreeMap<String, String> = [("fuzz".to_string(), "Label".to_string())].into();
-    let props = tfdoc::resource_mut(&mut doc, &rtype, &name).expect("found above");
-    tfdoc::merge_tags(props, profile, &labels);
+    let props = tfconfig::resource_mut(&mut doc, &rtype, &name).expect("found above");
+    tfconfig::merge_tags(props, profile, &labels);
     if profile.lowercase_tags {
-        tfdoc::lowercase_list_tags(props, profile);
+        tfconfig::lowercase_list_tags(props, profile);
     }
-    let _ = tfdoc::read_tags(props, profile);
-    let _ = tfdoc::to_bytes(&doc);
+    let _ = tfconfig::read_tags(props, profile);
+    let _ = tfconfig::to_bytes(&doc);
 });

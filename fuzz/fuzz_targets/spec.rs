@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use infrakit_tf::expand::{self, Request, Slots};
 use infrakit_tf::names::InstanceId;
 use infrakit_tf::profile::Profiles;
-use infrakit_tf::{spec, tfdoc};
+use infrakit_tf::{spec, tfconfig};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(expansion.placed.len(), spec.resources.len());
         for doc in expansion.files.values() {
             // The bytes provision would write.
-            let _ = tfdoc::to_bytes(doc);
+            let _ = tfconfig::to_bytes(doc);
         }
     }
 });

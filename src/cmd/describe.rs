@@ -14,8 +14,8 @@ use crate::cli::DescribeArgs;
 use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::names::Suffix;
-use crate::tfdoc::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
-use crate::tfjson::StateResource;
+use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
+use crate::tfoutput::StateResource;
 
 #[derive(Serialize)]
 pub struct Row {

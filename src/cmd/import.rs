@@ -35,12 +35,12 @@ use crate::cmd::{problems_error, read_slots, read_spec};
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
-use crate::fsio::Mode as FileMode;
+use crate::fsio::Perms;
 use crate::names::{self, Kind, Scope, IMPORT_FILE};
 use crate::spec;
 use crate::text::short;
-use crate::tfdoc::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
-use crate::tfjson;
+use crate::tfconfig::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
+use crate::tfoutput;
 
 #[derive(Debug, Serialize)]
 struct Adopted {
@@ -166,14 +166,14 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         json!({"import": requests.iter().map(|m| json!({"to": target(m).1, "id": m.cloud_id})).collect::<Vec<_>>()});
     let file_mode = |base: &str| {
         if matches!(names::classify(base), Some(Kind::Instance(_))) {
-            FileMode::Private
+            Perms::Private
         } else {
-            FileMode::Public
+            Perms::Public
         }
     };
-    let writes_of = |files: &BTreeMap<String, Value>| -> Vec<(String, Value, FileMode)> {
+    let writes_of = |files: &BTreeMap<String, Value>| -> Vec<(String, Value, Perms)> {
         let mut w: Vec<_> = files.iter().map(|(b, d)| (dir.target(b), d.clone(), file_mode(b))).collect();
-        w.push((IMPORT_FILE.to_string(), import_doc.clone(), FileMode::Public));
+        w.push((IMPORT_FILE.to_string(), import_doc.clone(), Perms::Public));
         w
     };
 
@@ -186,8 +186,9 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     let plan_file = mirror.path().join(".infrakit-tf-import.plan");
     let out_arg = format!("-out={}", plan_file.display());
     apply::plan_in(ctx, &mtf, &dir, &discovery, false, &[&out_arg])?;
-    let live = tfjson::parse_plan_imports(&mtf.output(&["show", "-json", plan_file.to_str().context("plan path")?])?)
-        .map_err(invalid)?;
+    let live =
+        tfoutput::parse_plan_imports(&mtf.output(&["show", "-json", plan_file.to_str().context("plan path")?])?)
+            .map_err(invalid)?;
 
     // 3. Adopted resources keep their live values; the VM gets the instance's tags.
     let mut files = expansion.files.clone();
@@ -197,19 +198,19 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     for m in &requests {
         let (file, addr, name) = target(m);
         let rtype = &spec.resources[m.index].rtype;
-        let props = tfdoc::resource_mut(files.get_mut(&file).expect("expanded"), rtype, &name).expect("expanded");
+        let props = tfconfig::resource_mut(files.get_mut(&file).expect("expanded"), rtype, &name).expect("expanded");
         let empty = serde_json::Map::new();
         let live_props = live.get(&addr).and_then(Value::as_object).unwrap_or(&empty);
         let mut adopted = adopt::adopt_props(props, live_props, &args.exclude);
         if m.index == spec.vm {
-            let expanded_tags = tfdoc::read_tags(props, profile);
+            let expanded_tags = tfconfig::read_tags(props, profile);
             let ours = expanded_tags
                 .into_iter()
                 .filter(|(k, _)| {
                     spec.tags.contains_key(k) || [NAME_TAG, ATTACH_TAG, LOGICAL_ID_TAG].contains(&k.as_str())
                 })
                 .collect();
-            tfdoc::merge_tags(&mut adopted, profile, &ours);
+            tfconfig::merge_tags(&mut adopted, profile, &ours);
         }
         *props = adopted;
         imported.push(Adopted { address: addr, cloud_id: m.cloud_id.clone(), file: dir.target(&file) });
@@ -306,7 +307,7 @@ fn rollback(
     for (name, old) in previous {
         let live = names::split_file_name(name).map_or(name.clone(), |(b, _)| format!("{b}{}", names::LIVE));
         let result = match old {
-            Some(bytes) => crate::fsio::write_atomic(&dir.path().join(name), bytes, FileMode::Private).map(drop),
+            Some(bytes) => crate::fsio::write_atomic(&dir.path().join(name), bytes, Perms::Private).map(drop),
             None => dir.remove(name).and(dir.remove(&live)).map(drop),
         };
         if let Err(e) = result {

@@ -9,8 +9,8 @@ use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::LabelArgs;
 use crate::context::Ctx;
 use crate::exit::{invalid, not_found};
-use crate::fsio::Mode as FileMode;
-use crate::tfdoc;
+use crate::fsio::Perms;
+use crate::tfconfig;
 
 #[derive(Serialize)]
 struct Report {
@@ -38,18 +38,18 @@ pub fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
     })?;
     let mut doc = dir.read_doc(&file)?;
     let (vm_type, vm_name) =
-        tfdoc::find_vm(&doc, &profiles, &id).map(|(t, n)| (t.to_string(), n.to_string())).ok_or_else(|| {
+        tfconfig::find_vm(&doc, &profiles, &id).map(|(t, n)| (t.to_string(), n.to_string())).ok_or_else(|| {
             invalid(format!("`{file}` has no VM to label"))
                 .hint("declare its VM type with --vm-type or in infrakit-tf.json")
         })?;
     let profile = profiles.get(&vm_type).expect("find_vm returns VM types");
-    let props = tfdoc::resource_mut(&mut doc, &vm_type, &vm_name).expect("found above");
-    tfdoc::merge_tags(props, profile, &labels);
+    let props = tfconfig::resource_mut(&mut doc, &vm_type, &vm_name).expect("found above");
+    tfconfig::merge_tags(props, profile, &labels);
     if profile.lowercase_tags {
-        tfdoc::lowercase_list_tags(props, profile);
+        tfconfig::lowercase_list_tags(props, profile);
     }
-    let tags = tfdoc::read_tags(props, profile);
-    let changes = ChangeSet { writes: vec![(file.clone(), doc, FileMode::Private)], ..ChangeSet::default() };
+    let tags = tfconfig::read_tags(props, profile);
+    let changes = ChangeSet { writes: vec![(file.clone(), doc, Perms::Private)], ..ChangeSet::default() };
     let (outcome, failure) = apply::commit(ctx, &dir, changes, mode)?;
     let changed = outcome.files.iter().any(|f| f.action != "unchanged");
     ctx.printer.status(&format!("labelled {id} in {file}{}", if changed { "" } else { " (no change)" }));

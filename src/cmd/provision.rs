@@ -12,7 +12,7 @@ use crate::cmd::{load_spec, read_slots};
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
-use crate::fsio::Mode as FileMode;
+use crate::fsio::Perms;
 use crate::names::{self, Kind};
 
 #[derive(Serialize)]
@@ -52,11 +52,8 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         .files
         .into_iter()
         .map(|(base, doc)| {
-            let file_mode = if matches!(names::classify(&base), Some(Kind::Instance(_))) {
-                FileMode::Private
-            } else {
-                FileMode::Public
-            };
+            let file_mode =
+                if matches!(names::classify(&base), Some(Kind::Instance(_))) { Perms::Private } else { Perms::Public };
             (dir.target(&base), doc, file_mode)
         })
         .collect();

@@ -148,7 +148,8 @@ impl Cloud {
         if ms == 0 {
             infrakit_tf::fsio::remove(&knob).unwrap();
         } else {
-            infrakit_tf::fsio::write_atomic(&knob, ms.to_string().as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+            infrakit_tf::fsio::write_atomic(&knob, ms.to_string().as_bytes(), infrakit_tf::fsio::Perms::Public)
+                .unwrap();
         }
     }
 

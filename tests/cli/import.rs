@@ -18,7 +18,7 @@ pub fn hand_made(c: &Cloud) {
         infrakit_tf::fsio::write_atomic(
             &c.cloud.join(format!("{id}.json")),
             v.to_string().as_bytes(),
-            infrakit_tf::fsio::Mode::Public,
+            infrakit_tf::fsio::Perms::Public,
         )
         .unwrap()
     };
@@ -167,7 +167,7 @@ fn a_failed_apply_rolls_back() {
     hand_made(&c);
     c.run(&["reconcile"]).ok();
     let spec = c.s.write_outside("managers.json", MANAGERS);
-    infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Mode::Public).unwrap();
+    infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Perms::Public).unwrap();
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]);
     assert_eq!(run.code, 7, "{run:#?}");
@@ -264,7 +264,7 @@ fn a_logical_id_in_use_is_refused() {
     infrakit_tf::fsio::write_atomic(
         &c.cloud.join("i-0000f00d.json"),
         second.to_string().as_bytes(),
-        infrakit_tf::fsio::Mode::Public,
+        infrakit_tf::fsio::Perms::Public,
     )
     .unwrap();
     let before = (c.s.snapshot(), c.state());
@@ -323,7 +323,7 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
         crate::terraform::terraform_program().display()
     );
     crate::support::write_executable(&wrapper, &script);
-    infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Mode::Public).unwrap();
+    infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Perms::Public).unwrap();
 
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let tf = wrapper.to_str().unwrap();

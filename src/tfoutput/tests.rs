@@ -56,7 +56,7 @@ fn garbage_is_not_an_event() {
     ));
 }
 
-// Seen while reviewing the tfjson fuzz target's calls (the fuzzer did not reach numbers this
+// Seen while reviewing the tfoutput fuzz target's calls (the fuzzer did not reach numbers this
 // large): the progress bar's length, add + change + remove, overflowed (a panic in debug builds).
 #[test]
 fn huge_counts_do_not_overflow() {

@@ -1,6 +1,7 @@
-//! Reading and editing one managed file's document, `{"resource": {<type>: {<name>: {...}}}}`:
-//! finding its VM, reading and merging VM tags by profile, and the deterministic bytes we write.
-//! Pure: values in, values out.
+//! A `.tf.json` configuration document, as infrakit-tf writes and reads its managed files:
+//! `{"resource": {<type>: {<name>: {...}}}}`. Finding its VM, reading and merging VM tags by
+//! profile, and the deterministic bytes we write. Pure: values in, values out. (What terraform
+//! prints back, its `-json` stream and `show -json`, is `tfoutput`.)
 
 use std::collections::BTreeMap;
 
