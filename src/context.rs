@@ -14,22 +14,22 @@ use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::terraform::{self, Terraform};
 
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// `--terraform` / `INFRAKIT_TF_TERRAFORM`.
-    pub terraform: Option<PathBuf>,
+    pub(crate) terraform: Option<PathBuf>,
     /// `--env K=V`: extra environment for terraform.
-    pub tf_env: Vec<(String, String)>,
-    pub dir: PathBuf,
-    pub printer: Printer,
-    pub assume_yes: bool,
-    pub vm_types: Vec<String>,
-    pub lock_timeout: Duration,
+    pub(crate) tf_env: Vec<(String, String)>,
+    pub(crate) dir: PathBuf,
+    pub(crate) printer: Printer,
+    pub(crate) assume_yes: bool,
+    pub(crate) vm_types: Vec<String>,
+    pub(crate) lock_timeout: Duration,
     /// `--terraform-timeout`: the longest any one terraform run may take.
-    pub terraform_timeout: Duration,
+    pub(crate) terraform_timeout: Duration,
 }
 
 impl Ctx {
-    pub fn new(args: GlobalArgs) -> Self {
+    pub(crate) fn new(args: GlobalArgs) -> Self {
         Ctx {
             terraform: args.terraform,
             tf_env: args.env,
@@ -45,7 +45,7 @@ impl Ctx {
     /// The directory, listed. Fails with "not found" when it does not exist. Under the lock,
     /// the temporary files a killed write left behind are removed as they are listed (no
     /// second listing: on a large directory that costs as much as the command).
-    pub fn directory(&self) -> Result<Directory> {
+    pub(crate) fn directory(&self) -> Result<Directory> {
         let mut dir = Directory::open(&self.dir)?;
         if lock::held() {
             dir.remove_stale_temps()?;
@@ -53,13 +53,13 @@ impl Ctx {
         Ok(dir)
     }
 
-    pub fn profiles(&self, dir: &Directory) -> Result<Profiles> {
+    pub(crate) fn profiles(&self, dir: &Directory) -> Result<Profiles> {
         Profiles::load(dir.path(), &self.vm_types)
     }
 
     /// The profiles of a directory that must exist, without listing it (before the lock:
     /// the listing that counts is taken under it).
-    pub fn profiles_of_existing_dir(&self) -> Result<Profiles> {
+    pub(crate) fn profiles_of_existing_dir(&self) -> Result<Profiles> {
         if !self.dir.is_dir() {
             return Err(crate::directory::missing(&self.dir).into());
         }
@@ -67,16 +67,17 @@ impl Ctx {
     }
 
     /// The terraform runner for `dir`: discovered, version-checked.
-    pub fn terraform(&self, dir: &Directory) -> Result<Terraform> {
+    pub(crate) fn terraform(&self, dir: &Directory) -> Result<Terraform> {
         let program = terraform::discover(self.terraform.as_deref())?;
-        let tf = Terraform::open(program, dir.path(), self.tf_env.clone(), self.terraform_timeout)?;
-        self.printer.detail(&format!("using {} {}", tf.program().display(), tf.version));
+        let tf =
+            Terraform::open(program, dir.path(), self.tf_env.clone(), self.terraform_timeout, self.printer.clone())?;
+        self.printer.detail(&format!("using {}", tf.describe()));
         Ok(tf)
     }
 
     /// Takes the directory lock (for commands that write), waiting up to `--lock-timeout`.
     /// List the directory *after* this.
-    pub fn lock(&self) -> Result<DirLock> {
+    pub(crate) fn lock(&self) -> Result<DirLock> {
         self.lock_within(self.lock_timeout)
     }
 
@@ -84,7 +85,7 @@ impl Ctx {
     /// left half done (`journal::recover`); its stray temporary files go when the directory is
     /// listed ([`Ctx::directory`]). A directory that cannot be written fails here, before
     /// anything is changed.
-    pub fn lock_within(&self, timeout: Duration) -> Result<DirLock> {
+    pub(crate) fn lock_within(&self, timeout: Duration) -> Result<DirLock> {
         let lock = lock::lock(&self.dir, timeout, &self.printer)?;
         fsio::check_writable(&self.dir)?;
         let undone = journal::recover(&self.dir)?;

@@ -23,37 +23,49 @@ use crate::profile::Profiles;
 use crate::tfconfig;
 
 /// The highest instance number whose file was removed (see [`Directory::last_issued`]).
-pub const LAST_ID: &str = ".infrakit-tf-last-id";
+pub(crate) const LAST_ID: &str = ".infrakit-tf-last-id";
 
-pub struct Directory {
+pub(crate) struct Directory {
     path: PathBuf,
     names: BTreeSet<String>,
 }
 
+/// One managed file of the listing.
+#[derive(Debug, Clone)]
+pub(crate) struct ManagedFile<'a> {
+    /// Its name in the directory: `instance-1.tf.json.new`.
+    pub(crate) name: &'a str,
+    /// Its name without the suffix: `instance-1`.
+    pub(crate) base: &'a str,
+    pub(crate) kind: Kind,
+    /// Live (`.tf.json`) or queued (`.tf.json.new`).
+    pub(crate) suffix: Suffix,
+}
+
 /// One instance as its current file defines it.
 #[derive(Debug, Clone)]
-pub struct Instance {
-    pub id: InstanceId,
+pub(crate) struct Instance {
+    pub(crate) id: InstanceId,
     /// The current file's name (queued twin first).
-    pub file: String,
-    pub suffix: Suffix,
+    pub(crate) file: String,
+    pub(crate) suffix: Suffix,
     /// Parsed document, or the parse error.
-    pub doc: Result<Value, String>,
+    pub(crate) doc: Result<Value, String>,
     /// (type, name) of its VM, if the document has one.
-    pub vm: Option<(String, String)>,
-    pub tags: BTreeMap<String, String>,
+    pub(crate) vm: Option<(String, String)>,
+    pub(crate) tags: BTreeMap<String, String>,
     /// Files named by `infrakit.attach` in any of its files (live and queued).
-    pub attachments: BTreeSet<String>,
+    pub(crate) attachments: BTreeSet<String>,
 }
 
 impl Instance {
-    pub fn logical_id(&self) -> Option<&str> {
+    pub(crate) fn logical_id(&self) -> Option<&str> {
         self.tags.get(tfconfig::LOGICAL_ID_TAG).map(String::as_str)
     }
 
     /// Why nothing can be said about what this instance uses (its attachments, its VM): a file
     /// that does not parse, or one with no VM of a known type. `None` when it is readable.
-    pub fn unreadable(&self) -> Option<String> {
+    pub(crate) fn unreadable(&self) -> Option<String> {
         match &self.doc {
             Err(e) => Some(e.clone()),
             Ok(_) if self.vm.is_none() => Some(format!(
@@ -64,21 +76,21 @@ impl Instance {
         }
     }
 
-    pub fn vm_props(&self) -> Option<&serde_json::Map<String, Value>> {
+    pub(crate) fn vm_props(&self) -> Option<&serde_json::Map<String, Value>> {
         let (t, n) = self.vm.as_ref()?;
         tfconfig::resource(self.doc.as_ref().ok()?, t, n)
     }
 }
 
 /// The error for a managed directory that does not exist.
-pub fn missing(path: &Path) -> crate::exit::Failure {
+pub(crate) fn missing(path: &Path) -> crate::exit::Failure {
     not_found(format!("directory `{}` does not exist", path.display()))
         .hint("create it, or point --dir (or INFRAKIT_TF_DIR) at your Terraform directory")
 }
 
 impl Directory {
     /// Opens and lists a directory that must exist.
-    pub fn open(path: &Path) -> Result<Self> {
+    pub(crate) fn open(path: &Path) -> Result<Self> {
         let abs = std::path::absolute(path).with_context(|| format!("failed to resolve `{}`", path.display()))?;
         let entries = match std::fs::read_dir(&abs) {
             Ok(entries) => entries,
@@ -97,7 +109,7 @@ impl Directory {
 
     /// Removes the temporary files a killed write left (see `fsio::is_temp`), from the
     /// directory and from this listing. Only under the directory lock.
-    pub fn remove_stale_temps(&mut self) -> Result<()> {
+    pub(crate) fn remove_stale_temps(&mut self) -> Result<()> {
         let stale: Vec<String> = self.names.iter().filter(|n| fsio::is_temp(n)).cloned().collect();
         for name in stale {
             fsio::remove(&self.path.join(&name))?;
@@ -106,43 +118,53 @@ impl Directory {
         Ok(())
     }
 
-    /// The same directory, listed again (after a step that renamed files in it).
-    pub fn relisted(&self) -> Result<Self> {
-        Directory::open(&self.path)
+    /// Keeps the listing up to date with a change the workspace made: `name` now exists or
+    /// not. (Listing a large directory again costs as much as a small command.)
+    pub(crate) fn note(&mut self, name: &str, exists: bool) {
+        if exists {
+            self.names.insert(name.to_string());
+        } else {
+            self.names.remove(name);
+        }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Whether Terraform may hold state for this directory: a local state file or workspace
     /// states, or a backend recorded by `init` (remote state). When none is there, nothing can
     /// be in state and `terraform show` need not run.
-    pub fn may_have_state(&self) -> bool {
+    pub(crate) fn may_have_state(&self) -> bool {
         self.has("terraform.tfstate")
             || self.has("terraform.tfstate.d")
             || self.path.join(".terraform/terraform.tfstate").exists()
     }
 
     /// Every entry name in the directory.
-    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> + '_ {
         self.names.iter().map(String::as_str)
     }
 
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.names.contains(name)
     }
 
-    /// Managed files: (file name, base, kind, suffix).
-    pub fn managed(&self) -> impl Iterator<Item = (&str, &str, Kind, Suffix)> + '_ {
+    /// The managed files, in name order.
+    pub(crate) fn managed(&self) -> impl Iterator<Item = ManagedFile<'_>> + '_ {
         self.names.iter().filter_map(|name| {
             let (base, suffix) = names::split_file_name(name)?;
-            Some((name.as_str(), base, names::classify(base)?, suffix))
+            Some(ManagedFile { name: name.as_str(), base, kind: names::classify(base)?, suffix })
         })
     }
 
+    /// The names of the queued files (`.tf.json.new`), in name order.
+    pub(crate) fn queued(&self) -> impl Iterator<Item = &str> + '_ {
+        self.managed().filter(|f| f.suffix == Suffix::Queued).map(|f| f.name)
+    }
+
     /// The existing names of `base` (live, queued), in that order.
-    pub fn twins(&self, base: &str) -> Vec<String> {
+    pub(crate) fn twins(&self, base: &str) -> Vec<String> {
         [Suffix::Live, Suffix::Queued]
             .iter()
             .map(|s| format!("{base}{}", s.as_str()))
@@ -151,18 +173,18 @@ impl Directory {
     }
 
     /// The current file of `base`: the queued twin if there is one, else the live file.
-    pub fn current(&self, base: &str) -> Option<String> {
+    pub(crate) fn current(&self, base: &str) -> Option<String> {
         self.twins(base).pop()
     }
 
     /// The name to write `base` to: its current file, or a new queued file.
-    pub fn target(&self, base: &str) -> String {
+    pub(crate) fn target(&self, base: &str) -> String {
         self.current(base).unwrap_or_else(|| format!("{base}{}", names::QUEUED))
     }
 
-    pub fn instance_ids(&self) -> BTreeSet<InstanceId> {
+    pub(crate) fn instance_ids(&self) -> BTreeSet<InstanceId> {
         self.managed()
-            .filter_map(|(_, _, kind, _)| match kind {
+            .filter_map(|f| match f.kind {
                 Kind::Instance(id) => Some(id),
                 _ => None,
             })
@@ -173,7 +195,7 @@ impl Directory {
     /// directory ever issued (`.infrakit-tf-last-id`), whichever is larger. So an ID whose file
     /// was removed but whose machine may still be in Terraform's state is never reused, and
     /// nothing waits for the clock.
-    pub fn next_id(&self, now_secs: u64) -> Result<InstanceId> {
+    pub(crate) fn next_id(&self, now_secs: u64) -> Result<InstanceId> {
         let highest = self.instance_ids().into_iter().map(|id| id.number()).chain(self.last_issued()).max();
         let next = match highest {
             None => 0,
@@ -187,12 +209,12 @@ impl Directory {
 
     /// The ID record: the highest instance number whose file was ever removed (an ID whose
     /// file exists needs no record: the file holds it). See [`Directory::next_id`].
-    pub fn last_issued(&self) -> Option<u64> {
+    pub(crate) fn last_issued(&self) -> Option<u64> {
         std::fs::read_to_string(self.path.join(LAST_ID)).ok().and_then(|s| s.trim().parse::<u64>().ok())
     }
 
     /// Reads and parses one managed file.
-    pub fn read_doc(&self, name: &str) -> Result<Value> {
+    pub(crate) fn read_doc(&self, name: &str) -> Result<Value> {
         let path = self.path.join(name);
         let text = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
         serde_json::from_slice(&text)
@@ -201,11 +223,11 @@ impl Directory {
 
     /// Every instance, in ID order, each read from its current file. Files are read in
     /// parallel: this is the hot path of `describe` on large directories.
-    pub fn instances(&self, profiles: &Profiles) -> Vec<Instance> {
+    pub(crate) fn instances(&self, profiles: &Profiles) -> Vec<Instance> {
         let mut by_id: BTreeMap<InstanceId, Vec<(String, Suffix)>> = BTreeMap::new();
-        for (name, _, kind, suffix) in self.managed() {
-            if let Kind::Instance(id) = kind {
-                by_id.entry(id).or_default().push((name.to_string(), suffix));
+        for f in self.managed() {
+            if let Kind::Instance(id) = f.kind {
+                by_id.entry(id).or_default().push((f.name.to_string(), f.suffix));
             }
         }
         let work: Vec<(InstanceId, Vec<(String, Suffix)>)> = by_id.into_iter().collect();
@@ -266,7 +288,7 @@ impl Directory {
 
     /// Refuses a logical ID another instance already has: two pets with one logical ID would
     /// define the same resources twice, and every apply of the directory would fail.
-    pub fn check_logical_id_free(&self, profiles: &Profiles, lid: &str) -> Result<()> {
+    pub(crate) fn check_logical_id_free(&self, profiles: &Profiles, lid: &str) -> Result<()> {
         match self.instances(profiles).iter().find(|i| i.logical_id() == Some(lid)) {
             None => Ok(()),
             Some(twin) => {
@@ -282,12 +304,9 @@ impl Directory {
 
     /// Which dedicated slots exist and which are attached, for slot choice. An instance file
     /// that cannot be read is an error here: its slot could otherwise be handed out twice.
-    pub fn slots(&self, profiles: &Profiles) -> Result<Slots> {
-        let existing: BTreeSet<String> = self
-            .managed()
-            .filter(|(_, _, kind, _)| matches!(kind, Kind::Dedicated { .. }))
-            .map(|(_, base, _, _)| base.to_string())
-            .collect();
+    pub(crate) fn slots(&self, profiles: &Profiles) -> Result<Slots> {
+        let existing: BTreeSet<String> =
+            self.managed().filter(|f| matches!(f.kind, Kind::Dedicated { .. })).map(|f| f.base.to_string()).collect();
         let mut attached = BTreeSet::new();
         let mut missing = Vec::new();
         for inst in self.instances(profiles) {
@@ -310,7 +329,7 @@ impl Directory {
     /// symbolic link is never followed nor replaced (it may point at anything, ours or not),
     /// and a file that is not JSON is not overwritten: it may be a hand edit gone wrong, or
     /// not ours. Commands check every file they will write before writing any.
-    pub fn check_replaceable(&self, name: &str) -> Result<()> {
+    pub(crate) fn check_replaceable(&self, name: &str) -> Result<()> {
         self.replaceable(name).map(drop)
     }
 
@@ -318,7 +337,7 @@ impl Directory {
     /// replace it (see [`Directory::check_replaceable`]). A write whose document equals it,
     /// whatever its layout, is unchanged: files written by the reference plugin are
     /// Go-indented and are left as they are.
-    pub fn replaceable(&self, name: &str) -> Result<Option<Value>> {
+    pub(crate) fn replaceable(&self, name: &str) -> Result<Option<Value>> {
         let path = self.path.join(name);
         let refuse = |why: String| -> Result<Option<Value>> {
             Err(invalid(format!("`{}` {why}", path.display()))
@@ -342,7 +361,7 @@ impl Directory {
         }
     }
 
-    pub fn remove(&self, name: &str) -> Result<bool> {
+    pub(crate) fn remove(&self, name: &str) -> Result<bool> {
         fsio::remove(&self.path.join(name))
     }
 }
@@ -405,5 +424,39 @@ mod tests {
         assert_eq!(std::fs::read(tmp.path().join("json")).unwrap(), b"{}");
         assert_eq!(std::fs::read(dir.path().join("w_dedicated_2.tf.json")).unwrap(), b"not json");
         assert!(dir.check_replaceable("absent.tf.json").is_ok());
+    }
+
+    // A file that vanishes between listing and reading (a concurrent promotion or destroy) is
+    // read from its twin, or the instance is skipped; it is never reported broken.
+    #[test]
+    fn files_vanishing_between_listing_and_reading() {
+        let put = |d: &Path, name: &str, text: &str| {
+            fsio::write_atomic(&d.join(name), text.as_bytes(), Perms::Public).unwrap()
+        };
+        let (_tmp, dir) = dir_with(|d| {
+            put(
+                d,
+                "instance-1.tf.json",
+                r#"{"resource": {"softlayer_virtual_guest": {"instance-1": {"tags": ["tag1:val1"]}}}}"#,
+            );
+            put(
+                d,
+                "instance-1.tf.json.new",
+                r#"{"resource": {"softlayer_virtual_guest": {"instance-1": {"tags": ["tag1:queued"]}}}}"#,
+            );
+            put(
+                d,
+                "instance-2.tf.json",
+                r#"{"resource": {"azurerm_virtual_machine": {"instance-2": {"tags": {"tag2": "val2"}}}}}"#,
+            );
+            put(d, "instance-3.tf.json.new", r#"{"resource": {"aws_instance": {"instance-3": {}}}}"#);
+        });
+        fsio::remove(&dir.path().join("instance-1.tf.json.new")).unwrap();
+        fsio::remove(&dir.path().join("instance-3.tf.json.new")).unwrap();
+        let found = dir.instances(&Profiles::builtin());
+        let ids: Vec<String> = found.iter().map(|i| i.id.to_string()).collect();
+        assert_eq!(ids, ["instance-1", "instance-2"]);
+        assert!(found.iter().all(|i| i.doc.is_ok()));
+        assert_eq!(found[0].tags.get("tag1").map(String::as_str), Some("val1"), "read from the live twin");
     }
 }

@@ -9,7 +9,7 @@
 //! reboot does: no destructor, no signal handler runs.
 
 #[cfg(feature = "fault-injection")]
-pub fn point(what: impl FnOnce() -> String) {
+pub(crate) fn point(what: impl FnOnce() -> String) {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNT: AtomicU64 = AtomicU64::new(0);
@@ -29,4 +29,4 @@ pub fn point(what: impl FnOnce() -> String) {
 
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
-pub fn point(_what: impl FnOnce() -> String) {}
+pub(crate) fn point(_what: impl FnOnce() -> String) {}

@@ -27,7 +27,7 @@ use crate::fault;
 
 /// Who may read a file we write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Perms {
+pub(crate) enum Perms {
     /// 0644: no secrets inside.
     Public,
     /// 0600: carries Init (user data), which often holds secrets.
@@ -47,19 +47,19 @@ impl Perms {
 }
 
 /// Prefix of our temporary files: a leading `.` keeps terraform and our listing away from them.
-pub const TEMP_PREFIX: &str = ".infrakit-tf-";
+pub(crate) const TEMP_PREFIX: &str = ".infrakit-tf-";
 const TEMP_SUFFIX: &str = ".tmp";
 
 /// What `write_atomic` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Written {
+pub(crate) enum Written {
     Changed,
     Unchanged,
 }
 
 /// Writes `bytes` to `path` atomically. An existing file keeps its permissions, except that a
 /// private file is never left readable by others.
-pub fn write_atomic(path: &Path, bytes: &[u8], perms: Perms) -> Result<Written> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], perms: Perms) -> Result<Written> {
     let existing = match fs::read(path) {
         Ok(old) if old == bytes => return Ok(Written::Unchanged),
         Ok(_) => Some(fs::metadata(path).map_err(|e| error(e, "stat", path))?),
@@ -88,7 +88,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], perms: Perms) -> Result<Written> 
 
 /// Removes a file; a file that is already gone is not an error (another run, or the user, got
 /// there first and the outcome is the same).
-pub fn remove(path: &Path) -> Result<bool> {
+pub(crate) fn remove(path: &Path) -> Result<bool> {
     if fs::symlink_metadata(path).is_err() {
         return Ok(false);
     }
@@ -104,14 +104,14 @@ pub fn remove(path: &Path) -> Result<bool> {
 }
 
 /// Renames `from` over `to` (same directory: atomic) and syncs the directory.
-pub fn rename(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
     fault::point(|| format!("rename {} {}", from.display(), to.display()));
     fs::rename(from, to).map_err(|e| error(e, "rename", from))?;
     sync_dir(parent(to)).map_err(|e| error(e, "sync", parent(to)))
 }
 
 /// Creates a directory and its parents.
-pub fn create_dir_all(path: &Path) -> Result<()> {
+pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
     if path.is_dir() {
         return Ok(());
     }
@@ -120,26 +120,26 @@ pub fn create_dir_all(path: &Path) -> Result<()> {
 }
 
 /// A symbolic link at `link` to `target` (the dry-run mirror).
-pub fn symlink(target: &Path, link: &Path) -> Result<()> {
+pub(crate) fn symlink(target: &Path, link: &Path) -> Result<()> {
     fault::point(|| format!("symlink {}", link.display()));
     std::os::unix::fs::symlink(target, link).map_err(|e| error(e, "link", link))
 }
 
 /// Copies a file's bytes (the dry-run mirror).
-pub fn copy(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy(from: &Path, to: &Path) -> Result<()> {
     fault::point(|| format!("copy {}", to.display()));
     fs::copy(from, to).map(drop).map_err(|e| error(e, "copy", to))
 }
 
 /// Whether a directory entry is one of our temporary files (`.infrakit-tf-*.tmp`): left
 /// behind only by a write that was killed, when no writer holds the directory lock.
-pub fn is_temp(name: &str) -> bool {
+pub(crate) fn is_temp(name: &str) -> bool {
     name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)
 }
 
 /// Whether `dir` can be written at all (a read-only mount, say): checked before a command
 /// starts changing anything, so that it fails before its first write, with the right code.
-pub fn check_writable(dir: &Path) -> Result<()> {
+pub(crate) fn check_writable(dir: &Path) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
         anyhow::Error::from(Failure::new(Code::Invalid, format!("`{}` holds a NUL byte", dir.display())))

@@ -33,13 +33,13 @@ use crate::exit::{Code, Failure};
 use crate::fsio::{self, Perms};
 
 /// The undo journal of the change being committed (absent when none is).
-pub const JOURNAL: &str = ".infrakit-tf-journal.json";
+pub(crate) const JOURNAL: &str = ".infrakit-tf-journal.json";
 
 /// One file of a change: its new bytes and mode, or `None` to remove it.
 #[derive(Debug, Clone)]
-pub struct FileOp {
-    pub name: String,
-    pub after: Option<(Vec<u8>, Perms)>,
+pub(crate) struct FileOp {
+    pub(crate) name: String,
+    pub(crate) after: Option<(Vec<u8>, Perms)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ struct Saved {
 
 /// Applies `ops` in `dir` all or nothing (see the module doc). On error, the directory is as
 /// before, or, if even the undo failed, the journal stays for the next command to finish.
-pub fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
+pub(crate) fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
     if ops.len() <= 1 {
         return ops.iter().try_for_each(|op| perform(dir, op));
     }
@@ -86,7 +86,7 @@ pub fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
 
 /// Under the lock, before anything reads the directory: undoes a change that a killed
 /// command left half done. Returns the names of the files put back.
-pub fn recover(dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn recover(dir: &Path) -> Result<Vec<String>> {
     let journal_path = dir.join(JOURNAL);
     let bytes = match std::fs::read(&journal_path) {
         Ok(bytes) => bytes,

@@ -2,37 +2,50 @@
 //!
 //! `main` parses the command line and calls [`run`]; [`run`] dispatches to one module per
 //! subcommand (`cmd/`), prints the error if there is one, and returns the exit code. Nothing
-//! else exits the process.
+//! else exits the process. The layers, each using only those below it (ARCHITECTURE.md):
 //!
-//! Mechanisms, each in one place: `fsio` (atomic writes), `lock` (the directory lock),
-//! `output` (stdout, stderr, prompts), `directory` (reading the managed directory). Pure
-//! logic: `spec` (parsing and checks), `expand` (a spec into file documents), `tfconfig`,
-//! `template`, `names`, `profile`, `text` (user values as messages quote them).
+//! 1. CLI: `cli` (the whole command line), `exit` (the exit codes).
+//! 2. Commands: `cmd::*`. They build change sets and reports, and decide; they spawn nothing,
+//!    write nothing and print only through `output`.
+//! 3. Workspace: `workspace`, the commit pipeline, the one road from a change to terraform.
+//! 4. Mechanisms, each in one place: `terraform` (every spawn), `fsio` (every write),
+//!    `journal` (all-or-nothing changes), `lock`, `state_guard`, `signals`, `output` (every
+//!    print), `directory` (reading the managed directory), `context` (resolved arguments).
+//! 5. Pure core: `spec`, `expand`, `names`, `template`, `profile`, `tfconfig` (the `.tf.json`
+//!    documents we write), `tfoutput` (what terraform prints), `adopt`, `text`.
+//!
+//! Only the CLI is public. The pure core is public to the fuzz targets alone (`fuzz/`, built
+//! with `--cfg fuzzing`); everywhere else it is crate-private, so that dead code is reported.
 
-pub mod adopt;
-pub mod apply;
 pub mod cli;
-pub mod cmd;
-pub mod context;
-pub mod directory;
 pub mod exit;
-pub mod expand;
-pub mod fault;
-pub mod fsio;
-pub mod journal;
-pub mod lock;
-pub mod names;
-pub mod output;
-pub mod profile;
-pub mod progress;
-pub mod signals;
-pub mod spec;
-pub mod state_guard;
-pub mod template;
-pub mod terraform;
-pub mod text;
-pub mod tfconfig;
-pub mod tfoutput;
+
+mod cmd;
+mod context;
+mod directory;
+mod fault;
+mod fsio;
+mod journal;
+mod lock;
+mod output;
+mod signals;
+mod state_guard;
+mod terraform;
+mod workspace;
+
+/// The pure core: `pub` for the fuzz targets, crate-private otherwise.
+macro_rules! core_modules {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[cfg(fuzzing)]
+            pub mod $name;
+            #[cfg(not(fuzzing))]
+            #[allow(unreachable_pub)] // their items are `pub` for the fuzz build
+            mod $name;
+        )*
+    };
+}
+core_modules!(adopt, expand, names, profile, spec, template, text, tfconfig, tfoutput);
 
 use std::process::ExitCode;
 

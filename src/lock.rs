@@ -30,12 +30,12 @@ use crate::output::Printer;
 
 /// Held while alive.
 #[derive(Debug)]
-pub struct DirLock {
+pub(crate) struct DirLock {
     _dir: File,
 }
 
 /// The record of a terraform running for the locked directory.
-pub const RUNNING: &str = ".infrakit-tf-terraform.json";
+pub(crate) const RUNNING: &str = ".infrakit-tf-terraform.json";
 
 const POLL: Duration = Duration::from_millis(100);
 
@@ -58,7 +58,7 @@ impl Drop for DirLock {
 
 /// Takes the lock, waiting up to `timeout` and saying so once when it has to wait: for
 /// another infrakit-tf run, or for a terraform that an earlier, killed run left running.
-pub fn lock(dir: &Path, timeout: Duration, printer: &Printer) -> Result<DirLock> {
+pub(crate) fn lock(dir: &Path, timeout: Duration, printer: &Printer) -> Result<DirLock> {
     let file = match File::open(dir) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(crate::directory::missing(dir).into()),
@@ -108,7 +108,7 @@ pub fn lock(dir: &Path, timeout: Duration, printer: &Printer) -> Result<DirLock>
 
 /// Records that terraform runs as `pid` for the locked directory (nothing when this process
 /// holds no lock: a dry run plans in a mirror and changes nothing).
-pub fn note_running(pid: u32, command: &str) -> Result<()> {
+pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
     let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
     let Some(start) = start_time(pid) else { return Ok(()) }; // already gone
     let running = Running { pid, start, command: command.to_string() };
@@ -116,13 +116,13 @@ pub fn note_running(pid: u32, command: &str) -> Result<()> {
 }
 
 /// Terraform has ended (and been reaped): forget its record.
-pub fn note_done() -> Result<()> {
+pub(crate) fn note_done() -> Result<()> {
     let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
     fsio::remove(&dir.join(RUNNING)).map(drop)
 }
 
 /// Whether this process holds a directory lock.
-pub fn held() -> bool {
+pub(crate) fn held() -> bool {
     HELD.lock().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 

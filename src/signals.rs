@@ -43,15 +43,15 @@ fn flags() -> &'static Flags {
 }
 
 /// Marks a child as running until dropped.
-pub struct ChildRunning(());
+pub(crate) struct ChildRunning(());
 
 impl ChildRunning {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         flags().idle.store(false, Ordering::SeqCst);
         ChildRunning(())
     }
 
-    pub fn terminated(&self) -> bool {
+    pub(crate) fn terminated(&self) -> bool {
         flags().terminated.load(Ordering::SeqCst)
     }
 }
@@ -63,18 +63,18 @@ impl Drop for ChildRunning {
 }
 
 /// Whether SIGINT or SIGTERM arrived at any time during this process's life.
-pub fn stop_requested() -> bool {
+pub(crate) fn stop_requested() -> bool {
     let f = flags();
     f.interrupted.load(Ordering::SeqCst) || f.terminated.load(Ordering::SeqCst)
 }
 
 /// Sends SIGINT to one process (terraform's PID, not its group).
-pub fn interrupt(pid: u32) {
+pub(crate) fn interrupt(pid: u32) {
     send(pid, libc::SIGINT);
 }
 
 /// Sends SIGKILL to one process: a terraform that did not stop within its grace period.
-pub fn kill(pid: u32) {
+pub(crate) fn kill(pid: u32) {
     send(pid, libc::SIGKILL);
 }
 

@@ -25,13 +25,13 @@ use crate::fsio;
 use crate::names::Suffix;
 
 /// Lineage and serial of the state after our last terraform run.
-pub const RECORD: &str = ".infrakit-tf-state.json";
+pub(crate) const RECORD: &str = ".infrakit-tf-state.json";
 
 /// A state's identity and version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
-    pub lineage: String,
-    pub serial: u64,
+pub(crate) struct Stamp {
+    pub(crate) lineage: String,
+    pub(crate) serial: u64,
 }
 
 /// What the state file holds.
@@ -45,7 +45,7 @@ enum Observed {
 
 /// Records the state's stamp after a run (nothing for a remote backend, or a state that is
 /// not there or not whole).
-pub fn record(dir: &Path) -> Result<()> {
+pub(crate) fn record(dir: &Path) -> Result<()> {
     let Some(path) = local_state(dir) else { return Ok(()) };
     if let Observed::State(stamp) = observe(&path) {
         fsio::write_atomic(&dir.join(RECORD), &serde_json::to_vec(&stamp)?, fsio::Perms::Public)?;
@@ -55,9 +55,9 @@ pub fn record(dir: &Path) -> Result<()> {
 
 /// Refuses to let terraform plan or apply into a state that lost what the directory's live
 /// files say exists.
-pub fn check(dir: &Directory) -> Result<()> {
+pub(crate) fn check(dir: &Directory) -> Result<()> {
     let Some(path) = local_state(dir.path()) else { return Ok(()) };
-    if !dir.managed().any(|(_, _, _, suffix)| suffix == Suffix::Live) {
+    if !dir.managed().any(|f| f.suffix == Suffix::Live) {
         return Ok(());
     }
     let recorded: Option<Stamp> =

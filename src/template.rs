@@ -10,6 +10,7 @@ use crate::text::short;
 
 /// The variables a template may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)] // named as the templates name them: instId, logicalId, attachId
 pub enum Var {
     InstId,
     LogicalId,

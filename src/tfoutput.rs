@@ -14,15 +14,10 @@ pub enum Event {
     Diagnostic(Diagnostic),
     /// `change_summary`: totals of a plan (`operation: plan`) or of an apply/destroy.
     Summary(Changes),
-    PlannedChange {
-        addr: String,
-        action: String,
-    },
+    /// `planned_change`: what the plan would do to one resource.
+    PlannedChange(ResourceChange),
     /// `resource_drift`: an object changed outside Terraform (`delete`: it vanished).
-    Drift {
-        addr: String,
-        action: String,
-    },
+    Drift(ResourceChange),
     ApplyStart {
         addr: String,
         action: String,
@@ -47,6 +42,14 @@ pub enum Event {
         level: String,
         text: String,
     },
+}
+
+/// One resource's planned change or drift: its address and terraform's action (`create`,
+/// `update`, `delete`, `replace`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceChange {
+    pub address: String,
+    pub action: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,8 +135,8 @@ pub fn parse_line(line: &str) -> Option<Event> {
     Some(match raw.kind.as_str() {
         "diagnostic" if raw.diagnostic.is_some() => Event::Diagnostic(raw.diagnostic?),
         "change_summary" if raw.changes.is_some() => Event::Summary(raw.changes?),
-        "planned_change" => hook(raw.change).map(|(addr, action, _)| Event::PlannedChange { addr, action })?,
-        "resource_drift" => hook(raw.change).map(|(addr, action, _)| Event::Drift { addr, action })?,
+        "planned_change" => hook(raw.change).map(|(address, action, _)| Event::PlannedChange(ResourceChange { address, action }))?,
+        "resource_drift" => hook(raw.change).map(|(address, action, _)| Event::Drift(ResourceChange { address, action }))?,
         "apply_start" => hook(raw.hook).map(|(addr, action, _)| Event::ApplyStart { addr, action })?,
         "apply_progress" => {
             hook(raw.hook).map(|(addr, action, elapsed)| Event::ApplyProgress { addr, action, elapsed })?

@@ -16,9 +16,10 @@ use crate::directory::Instance;
 use crate::names::Suffix;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfoutput::StateResource;
+use crate::workspace::Workspace;
 
 #[derive(Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     #[serde(rename = "ID")]
     id: String,
     #[serde(rename = "LogicalID")]
@@ -65,9 +66,10 @@ fn row(inst: Instance, properties: bool, state: Option<&State>) -> Row {
     }
 }
 
-pub fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
-    let dir = ctx.directory()?;
-    let profiles = ctx.profiles(&dir)?;
+pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
+    let ws = Workspace::read(ctx)?;
+    let dir = ws.dir();
+    let profiles = ctx.profiles(dir)?;
     let filter: BTreeMap<String, String> = args.tags.into_iter().collect();
     let instances = dir.instances(&profiles);
     // Only a live file can be in state, and only where state can exist: a directory of queued
@@ -75,7 +77,7 @@ pub fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     let state = if !dir.may_have_state() {
         instances.iter().any(|i| i.suffix == Suffix::Live).then(BTreeMap::new)
     } else if instances.iter().any(|i| i.suffix == Suffix::Live) {
-        match ctx.terraform(&dir).and_then(|tf| tf.show()) {
+        match ws.state() {
             Ok(state) => Some(state),
             Err(e) => {
                 ctx.printer.warn(&format!("statuses come from the files only: {e:#}"));

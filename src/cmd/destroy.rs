@@ -8,11 +8,11 @@ use std::collections::BTreeSet;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::{DestroyArgs, Reason};
 use crate::context::Ctx;
 use crate::exit::{invalid, not_found};
 use crate::names::{self, Kind};
+use crate::workspace::{ChangeSet, CommitMode, Outcome, Workspace};
 
 #[derive(Serialize)]
 struct Report {
@@ -22,12 +22,12 @@ struct Report {
     outcome: Outcome,
 }
 
-pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
+pub(crate) fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     let ids: BTreeSet<_> = args.ids.iter().cloned().collect();
-    let mode = Mode::from_flags(args.no_apply, args.dry_run);
-    let _lock = if mode == Mode::DryRun { None } else { Some(ctx.lock()?) };
-    let dir = ctx.directory()?;
-    let profiles = ctx.profiles(&dir)?;
+    let mode = CommitMode::from_flags(args.no_apply, args.dry_run);
+    let mut ws = Workspace::for_mode(ctx, mode)?;
+    let dir = ws.dir();
+    let profiles = ctx.profiles(dir)?;
     let known = dir.instance_ids();
     let missing: Vec<String> = ids.iter().filter(|id| !known.contains(id)).map(ToString::to_string).collect();
     if !missing.is_empty() {
@@ -72,18 +72,19 @@ pub fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
     let what =
         if list.len() == 1 { list[0].clone() } else { format!("{} instances ({})", list.len(), list.join(", ")) };
-    if mode != Mode::DryRun {
+    if mode != CommitMode::DryRun {
         ctx.printer.confirm(
             ctx.assume_yes,
             &format!("destroy {what} in `{}` ({} file(s))?", dir.path().display(), doomed.len()),
         )?;
     }
-    let (outcome, failure) = apply::commit(ctx, &dir, ChangeSet { removals: doomed, ..ChangeSet::default() }, mode)?;
+    let committed = ws.commit(ChangeSet::removing(doomed), mode)?;
+    let (outcome, failure) = (committed.outcome, committed.failure);
     let reason = match args.reason {
         Reason::Terminate => "terminate",
         Reason::RollingUpdate => "rolling_update",
     };
-    let verb = if mode == Mode::DryRun { "would destroy" } else { "destroyed" };
+    let verb = if mode == CommitMode::DryRun { "would destroy" } else { "destroyed" };
     ctx.printer.status(&format!("{verb} {what} ({reason}): {} file(s)", outcome.files.len()));
     let report = Report { destroyed: list, reason, outcome };
     if ctx.printer.json_output() {

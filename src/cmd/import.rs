@@ -1,46 +1,54 @@
-//! `import SPEC --resource TYPE=ID[:NAME]...`: adopt existing objects into a new instance.
+//! `import SPEC --resource TYPE=ID[:NAME]...`: adopt existing objects into a new instance. In
+//! the order `run` takes them:
 //!
-//! 1. The spec (instance or group spec) is expanded as a provision would, with a new ID and no
-//!    Init; each request is matched to a spec resource, hence to its address and file. An
-//!    adopted dedicated object gets a fresh slot, never an orphaned one.
-//! 2. Objects already in Terraform's state are recognised by cloud ID: all of them → nothing
-//!    to do (exit 0); some of them → an error (never adopted twice). A logical ID in use, or a
-//!    target address that already holds an object, is refused.
-//! 3. A discovery plan in a mirror (expanded files plus an import-blocks file) reads each
-//!    object's live values (`show -json` of the plan); a wrong cloud ID fails here, before
+//! 1. **Request** ([`read_request`]): the spec (an instance spec, or a group spec read as one)
+//!    without Init (an adopted machine has already booted), each request matched to a spec
+//!    resource.
+//! 2. **Already managed?** ([`already_imported`]): objects in Terraform's state are recognised
+//!    by cloud ID: all of them → nothing to do (exit 0); some of them → an error (never adopted
+//!    twice). A logical ID in use is refused too.
+//! 3. **Plan** ([`ImportPlan::new`], no I/O): the spec expanded as a provision would, with a
+//!    new ID; each request's target address and file; the import blocks; the unrequested
+//!    resources, which are created. An adopted dedicated object gets a fresh slot, never an
+//!    orphaned one; a target address that already holds an object is refused.
+//! 4. **Discover** (`Workspace::discover_imports`): a plan in a mirror (expanded files plus
+//!    the import blocks) reads each object's live values; a wrong cloud ID fails here, before
 //!    anything is written.
-//! 4. Each adopted resource keeps its live values for the keys the spec names (less
-//!    `--exclude-prop`); the VM gets the instance's tags on top.
-//! 5. The files and the import blocks ([`IMPORT_FILE`]) are written and applied (import, tag
-//!    update, creation of the spec's unrequested resources); a successful apply removes the
-//!    import blocks. A leftover import-blocks file (a killed import) is finished by the next
-//!    apply (`apply::settle_imports`); until then, import refuses to start.
+//! 5. **Adopt** ([`ImportPlan::adopt`], no I/O): each adopted resource keeps its live values
+//!    for the keys the spec names (less `--exclude-prop`); the VM gets the instance's tags on
+//!    top.
+//! 6. **Commit or roll back**: the files and the import blocks ([`IMPORT_FILE`]) are written
+//!    and applied (import, tag update, creation of the unrequested resources); a successful
+//!    apply removes the import blocks. When the apply fails, `Workspace::undo_import` removes
+//!    the adopted addresses from state (the machines themselves are left alone), puts the
+//!    files back, and applies again to remove what the failed apply created. If an adopted
+//!    address cannot be removed from state, the files stay (removing them would destroy the
+//!    machine) for `reconcile` to finish the import.
 //!
-//! All or nothing: when the apply fails, the adopted addresses are removed from state (the
-//! machines themselves are left alone), the files written are removed or restored, and a
-//! second apply removes what the failed one created. If an adopted address cannot be removed
-//! from state, the files stay (removing them would destroy the machine).
+//! A leftover import-blocks file (a killed import) is finished by the next apply
+//! (`Workspace::settle_imports`); until then, import refuses to start.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::adopt::{self, Matched};
-use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::ImportArgs;
 use crate::cmd::{problems_error, read_slots, read_spec};
 use crate::context::Ctx;
+use crate::directory::Directory;
 use crate::exit::invalid;
-use crate::expand::{self, Request, Slots};
-use crate::fsio::Perms;
-use crate::names::{self, Kind, Scope, IMPORT_FILE};
-use crate::spec;
+use crate::expand::{self, Expansion, Request, Slots};
+use crate::names::{self, InstanceId, Scope, IMPORT_FILE};
+use crate::profile::Profiles;
+use crate::spec::{self, Spec};
+use crate::terraform::State;
 use crate::text::short;
 use crate::tfconfig::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
-use crate::tfoutput;
+use crate::workspace::{ChangeSet, CommitMode, FileWrite, Outcome, Workspace};
 
 #[derive(Debug, Serialize)]
 struct Adopted {
@@ -64,25 +72,89 @@ struct Report {
     outcome: Option<Outcome>,
 }
 
-pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
+pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
-    let path = std::path::PathBuf::from(args.spec.strip_prefix("file://").unwrap_or(&args.spec));
-    let (label, text) = read_spec(&path)?;
-    let doc: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("spec {label}: not valid JSON: {e}")))?;
-    let doc = adopt::instance_spec(doc, args.group_id.as_deref()).map_err(invalid)?;
-    let mut spec = spec::parse(&doc.to_string(), &profiles).map_err(|p| problems_error(&label, &p, &ctx.printer))?;
-    spec.init.clear(); // an adopted machine has already booted
-    let requests = adopt::match_requests(&spec, &args.resources).map_err(invalid)?;
+    let (spec, requests) = read_request(&args, &profiles, ctx)?;
 
-    let _lock = if args.dry_run { None } else { Some(ctx.lock()?) };
-    let dir = ctx.directory()?;
-    if dir.has(IMPORT_FILE) {
+    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::lock(ctx, ctx.lock_timeout)? };
+    if ws.dir().has(IMPORT_FILE) {
         return Err(invalid(format!("a previous import did not finish: `{IMPORT_FILE}` is still in the directory"))
             .hint("run `infrakit-tf reconcile` to finish it (it adopts what that import wrote), then import again")
             .into());
     }
-    let tf = ctx.terraform(&dir)?;
-    let state = tf.show()?;
+    let state = ws.state()?;
+    if let Some(report) = already_imported(&spec, &requests, &state, ws.dir())? {
+        ctx.printer.status(&format!("already imported: {} manages these objects; nothing to do", report.id));
+        return print(ctx, &report);
+    }
+    if let Some(lid) = &spec.logical_id {
+        names::check_path_component(lid, "logical ID").map_err(invalid)?;
+        ws.dir().check_logical_id_free(&profiles, lid)?;
+    }
+    let slots = if spec.needs_slot() { read_slots(ws.dir(), &profiles, &ctx.printer)? } else { Slots::default() };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let id = ws.dir().next_id(now)?;
+    let plan = ImportPlan::new(&spec, &requests, &profiles, &id, slots, &state)?;
+
+    // Discover the live values in a mirror; adopt them into the expanded files.
+    let live = ws.discover_imports(&plan.changes(ws.dir(), &plan.expansion.files))?;
+    let (files, mut imported) = plan.adopt(&live, &args.exclude, &profiles, ws.dir());
+    let changes = plan.changes(ws.dir(), &files);
+    let report = |status, imported, outcome| Report {
+        id: id.to_string(),
+        logical_id: spec.logical_id.clone(),
+        status,
+        imported,
+        created: plan.created.clone(),
+        outcome: Some(outcome),
+    };
+    if args.dry_run {
+        let outcome = ws.commit(changes, CommitMode::DryRun)?.outcome;
+        return print(ctx, &report("would-import", imported, outcome));
+    }
+
+    // Write and apply; all or nothing.
+    let previous = ws.contents(&changes.writes.iter().map(|w| w.name.clone()).collect::<Vec<_>>());
+    let committed = ws.commit(changes, CommitMode::Apply)?;
+    let mut outcome = committed.outcome;
+    outcome.files.retain(|f| f.name != IMPORT_FILE);
+    if let Some(err) = committed.failure {
+        let adopted: Vec<&str> = imported.iter().map(|a| a.address.as_str()).collect();
+        let undone = ws.undo_import(&adopted, &previous);
+        let what = if undone { "what it wrote was removed" } else { "it could not be undone (see the warnings)" };
+        return Err(err.context(format!("import of {id} failed; {what}")));
+    }
+    // The files are live now.
+    for a in &mut imported {
+        if let Some(base) = a.file.strip_suffix(names::QUEUED) {
+            a.file = format!("{base}{}", names::LIVE);
+        }
+    }
+    ctx.printer.status(&format!(
+        "imported {id}: {} object(s) adopted, {} resource(s) created",
+        imported.len(),
+        plan.created.len()
+    ));
+    print(ctx, &report("imported", imported, outcome))
+}
+
+/// The spec (an instance spec, or a group spec read as one) and the `--resource` requests
+/// matched to its resources.
+fn read_request(args: &ImportArgs, profiles: &Profiles, ctx: &Ctx) -> Result<(Spec, Vec<Matched>)> {
+    let path = std::path::PathBuf::from(args.spec.strip_prefix("file://").unwrap_or(&args.spec));
+    let (label, text) = read_spec(&path)?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("spec {label}: not valid JSON: {e}")))?;
+    let doc = adopt::instance_spec(doc, args.group_id.as_deref()).map_err(invalid)?;
+    let mut spec = spec::parse(&doc.to_string(), profiles).map_err(|p| problems_error(&label, &p, &ctx.printer))?;
+    spec.init.clear(); // an adopted machine has already booted
+    let requests = adopt::match_requests(&spec, &args.resources).map_err(invalid)?;
+    Ok((spec, requests))
+}
+
+/// Objects already in Terraform's state are recognised by cloud ID: all of them, under an
+/// instance of this directory → the report that there is nothing to do; some of them → an
+/// error (an object is never adopted twice); none → `None`, go on.
+fn already_imported(spec: &Spec, requests: &[Matched], state: &State, dir: &Directory) -> Result<Option<Report>> {
     let managed: Vec<Option<&String>> = requests
         .iter()
         .map(|m| {
@@ -97,7 +169,6 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         let vm_addr = managed[requests.iter().position(|m| m.index == spec.vm).expect("VM requested")].expect("all");
         let id = vm_addr.rsplit('.').next().unwrap_or_default().to_string();
         if !dir.twins(&id).is_empty() {
-            ctx.printer.status(&format!("already imported: {id} manages these objects; nothing to do"));
             let imported = requests
                 .iter()
                 .zip(&managed)
@@ -107,15 +178,14 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
                     file: String::new(),
                 })
                 .collect();
-            let report = Report {
+            return Ok(Some(Report {
                 id,
                 logical_id: spec.logical_id.clone(),
                 status: "already-imported",
                 imported,
                 created: vec![],
                 outcome: None,
-            };
-            return print(ctx, &report);
+            }));
         }
     }
     if let Some((m, Some(addr))) = requests.iter().zip(&managed).find(|(_, a)| a.is_some()) {
@@ -129,200 +199,119 @@ pub fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         .hint("import only objects Terraform does not manage yet")
         .into());
     }
-
-    if let Some(lid) = &spec.logical_id {
-        names::check_path_component(lid, "logical ID").map_err(invalid)?;
-        dir.check_logical_id_free(&profiles, lid)?;
-    }
-    // 1. Expand as a provision would; but an adopted dedicated object gets a fresh slot, never
-    //    an orphaned one (whose object is still in state).
-    let mut slots = if spec.needs_slot() { read_slots(&dir, &profiles, &ctx.printer)? } else { Slots::default() };
-    if requests.iter().any(|m| matches!(spec.resources[m.index].scope, Scope::Dedicated(_))) {
-        slots.attached.extend(slots.existing.iter().cloned());
-    }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let id = dir.next_id(now)?;
-    let no_tags = BTreeMap::new();
-    let expansion = expand::expand(
-        &Request { spec: &spec, profiles: &profiles, id: &id, logical_id: spec.logical_id.as_deref(), tags: &no_tags },
-        &slots,
-    )
-    .map_err(invalid)?;
-    let target = |m: &Matched| {
-        let (file, name) = &expansion.placed[m.index];
-        (file.clone(), format!("{}.{name}", spec.resources[m.index].rtype), name.clone())
-    };
-    if let Some((m, addr)) = requests.iter().map(|m| (m, target(m).1)).find(|(_, a)| state.contains_key(a)) {
-        return Err(invalid(format!(
-            "cannot adopt {} `{}` as `{}`: that address already holds another object in Terraform's state",
-            short(&spec.resources[m.index].rtype),
-            short(&m.cloud_id),
-            short(&addr)
-        ))
-        .hint("a shared (global) or pet (logical ID) resource exists already: import only what is new")
-        .into());
-    }
-    let import_doc =
-        json!({"import": requests.iter().map(|m| json!({"to": target(m).1, "id": m.cloud_id})).collect::<Vec<_>>()});
-    let file_mode = |base: &str| {
-        if matches!(names::classify(base), Some(Kind::Instance(_))) {
-            Perms::Private
-        } else {
-            Perms::Public
-        }
-    };
-    let writes_of = |files: &BTreeMap<String, Value>| -> Vec<(String, Value, Perms)> {
-        let mut w: Vec<_> = files.iter().map(|(b, d)| (dir.target(b), d.clone(), file_mode(b))).collect();
-        w.push((IMPORT_FILE.to_string(), import_doc.clone(), Perms::Public));
-        w
-    };
-
-    // 2. Discover the live values in a mirror.
-    let discovery = ChangeSet { writes: writes_of(&expansion.files), ..ChangeSet::default() };
-    // Before anything runs: a file that cannot be replaced (a link, not JSON) stops the import.
-    discovery.writes.iter().try_for_each(|(name, ..)| dir.check_replaceable(name))?;
-    let mirror = apply::mirror(&dir, &discovery)?;
-    let mtf = tf.in_dir(mirror.path());
-    let plan_file = mirror.path().join(".infrakit-tf-import.plan");
-    let out_arg = format!("-out={}", plan_file.display());
-    apply::plan_in(ctx, &mtf, &dir, &discovery, false, &[&out_arg])?;
-    let live =
-        tfoutput::parse_plan_imports(&mtf.output(&["show", "-json", plan_file.to_str().context("plan path")?])?)
-            .map_err(invalid)?;
-
-    // 3. Adopted resources keep their live values; the VM gets the instance's tags.
-    let mut files = expansion.files.clone();
-    let vm = spec.vm();
-    let profile = profiles.get(&vm.rtype).expect("VM profile");
-    let mut imported = Vec::new();
-    for m in &requests {
-        let (file, addr, name) = target(m);
-        let rtype = &spec.resources[m.index].rtype;
-        let props = tfconfig::resource_mut(files.get_mut(&file).expect("expanded"), rtype, &name).expect("expanded");
-        let empty = serde_json::Map::new();
-        let live_props = live.get(&addr).and_then(Value::as_object).unwrap_or(&empty);
-        let mut adopted = adopt::adopt_props(props, live_props, &args.exclude);
-        if m.index == spec.vm {
-            let expanded_tags = tfconfig::read_tags(props, profile);
-            let ours = expanded_tags
-                .into_iter()
-                .filter(|(k, _)| {
-                    spec.tags.contains_key(k) || [NAME_TAG, ATTACH_TAG, LOGICAL_ID_TAG].contains(&k.as_str())
-                })
-                .collect();
-            tfconfig::merge_tags(&mut adopted, profile, &ours);
-        }
-        *props = adopted;
-        imported.push(Adopted { address: addr, cloud_id: m.cloud_id.clone(), file: dir.target(&file) });
-    }
-    let adopted_addrs: Vec<&str> = imported.iter().map(|a| a.address.as_str()).collect();
-    let created: Vec<String> = (0..spec.resources.len())
-        .filter(|i| !requests.iter().any(|m| m.index == *i))
-        .map(|i| format!("{}.{}", spec.resources[i].rtype, expansion.placed[i].1))
-        .filter(|a| !adopted_addrs.contains(&a.as_str()) && !state.contains_key(a))
-        .collect();
-    let changes = || ChangeSet { writes: writes_of(&files), ..ChangeSet::default() };
-
-    if args.dry_run {
-        let (outcome, _) = apply::commit(ctx, &dir, changes(), Mode::DryRun)?;
-        let report = Report {
-            id: id.to_string(),
-            logical_id: spec.logical_id.clone(),
-            status: "would-import",
-            imported,
-            created,
-            outcome: Some(outcome),
-        };
-        return print(ctx, &report);
-    }
-
-    // 4. Write and apply; all or nothing.
-    let previous: Vec<(String, Option<Vec<u8>>)> =
-        changes().writes.iter().map(|(n, _, _)| (n.clone(), std::fs::read(dir.path().join(n)).ok())).collect();
-    let (mut outcome, failure) = apply::commit(ctx, &dir, changes(), Mode::Apply)?;
-    outcome.files.retain(|f| f.name != IMPORT_FILE);
-    if let Some(err) = failure {
-        let undone = rollback(ctx, &dir, &tf, &adopted_addrs, &previous);
-        let what = if undone { "what it wrote was removed" } else { "it could not be undone (see the warnings)" };
-        return Err(err.context(format!("import of {id} failed; {what}")));
-    }
-    // The files are live now.
-    for a in &mut imported {
-        if let Some(base) = a.file.strip_suffix(names::QUEUED) {
-            a.file = format!("{base}{}", names::LIVE);
-        }
-    }
-    ctx.printer.status(&format!(
-        "imported {id}: {} object(s) adopted, {} resource(s) created",
-        imported.len(),
-        created.len()
-    ));
-    let report = Report {
-        id: id.to_string(),
-        logical_id: spec.logical_id.clone(),
-        status: "imported",
-        imported,
-        created,
-        outcome: Some(outcome),
-    };
-    print(ctx, &report)
+    Ok(None)
 }
 
-/// Undoes a failed import: forget the adopted objects (never destroy them), put the files
-/// back as they were, and apply to remove whatever the failed apply created. When an adopted
-/// object cannot be forgotten, nothing else is undone: removing its file would make the next
-/// apply destroy it. The files and the import blocks stay, so that `reconcile` finishes the
-/// import instead. Returns whether the import was undone.
-fn rollback(
-    ctx: &Ctx,
-    dir: &crate::directory::Directory,
-    tf: &crate::terraform::Terraform,
-    adopted: &[&str],
-    previous: &[(String, Option<Vec<u8>>)],
-) -> bool {
-    // Every adopted address was checked to be absent from state before the import, so each
-    // one in state now was put there by this import.
-    let state = match tf.show() {
-        Ok(state) => state,
-        Err(e) => {
-            ctx.printer.warn(&format!("rollback: cannot read the state: {e:#}"));
-            return false;
+/// What an import will write, decided before terraform runs: the spec expanded as a provision
+/// would (with a new ID, no Init), each request's target address and file, the import blocks,
+/// and the spec's unrequested resources, which are created.
+struct ImportPlan<'s> {
+    spec: &'s Spec,
+    requests: &'s [Matched],
+    expansion: Expansion,
+    import_doc: Value,
+    /// Addresses of the spec's resources that are not requested and not in state.
+    created: Vec<String>,
+}
+
+/// Where a requested object goes: its file (base name), address and resource name.
+struct Target {
+    file: String,
+    address: String,
+    name: String,
+}
+
+impl<'s> ImportPlan<'s> {
+    fn new(
+        spec: &'s Spec,
+        requests: &'s [Matched],
+        profiles: &Profiles,
+        id: &InstanceId,
+        mut slots: Slots,
+        state: &State,
+    ) -> Result<Self> {
+        // An adopted dedicated object gets a fresh slot, never an orphaned one (whose object
+        // is still in state).
+        if requests.iter().any(|m| matches!(spec.resources[m.index].scope, Scope::Dedicated(_))) {
+            slots.attached.extend(slots.existing.iter().cloned());
         }
-    };
-    let mut forgotten = true;
-    for addr in adopted.iter().filter(|a| state.contains_key(**a)) {
-        if let Err(e) = tf.output(&["state", "rm", "-no-color", addr]) {
-            ctx.printer.warn(&format!("rollback: could not forget `{addr}`: {e:#}"));
-            forgotten = false;
+        let no_tags = BTreeMap::new();
+        let expansion = expand::expand(
+            &Request { spec, profiles, id, logical_id: spec.logical_id.as_deref(), tags: &no_tags },
+            &slots,
+        )
+        .map_err(invalid)?;
+        let mut plan = ImportPlan { spec, requests, expansion, import_doc: Value::Null, created: Vec::new() };
+        if let Some(m) = requests.iter().find(|m| state.contains_key(&plan.target(m).address)) {
+            return Err(invalid(format!(
+                "cannot adopt {} `{}` as `{}`: that address already holds another object in Terraform's state",
+                short(&spec.resources[m.index].rtype),
+                short(&m.cloud_id),
+                short(&plan.target(m).address)
+            ))
+            .hint("a shared (global) or pet (logical ID) resource exists already: import only what is new")
+            .into());
         }
+        plan.import_doc = json!({"import": requests.iter().map(|m| json!({"to": plan.target(m).address, "id": m.cloud_id})).collect::<Vec<_>>()});
+        let adopted: Vec<String> = requests.iter().map(|m| plan.target(m).address).collect();
+        plan.created = (0..spec.resources.len())
+            .filter(|i| !requests.iter().any(|m| m.index == *i))
+            .map(|i| format!("{}.{}", spec.resources[i].rtype, plan.expansion.placed[i].1))
+            .filter(|a| !adopted.contains(a) && !state.contains_key(a))
+            .collect();
+        Ok(plan)
     }
-    if !forgotten {
-        ctx.printer.warn(
-            "rollback stopped: the imported files are kept so that nothing adopted is destroyed; \
-             run `infrakit-tf reconcile` to finish the import",
-        );
-        return false;
+
+    fn target(&self, m: &Matched) -> Target {
+        let (file, name) = &self.expansion.placed[m.index];
+        let address = format!("{}.{name}", self.spec.resources[m.index].rtype);
+        Target { file: file.clone(), address, name: name.clone() }
     }
-    let mut restored = true;
-    for (name, old) in previous {
-        let live = names::split_file_name(name).map_or(name.clone(), |(b, _)| format!("{b}{}", names::LIVE));
-        let result = match old {
-            Some(bytes) => crate::fsio::write_atomic(&dir.path().join(name), bytes, Perms::Private).map(drop),
-            None => dir.remove(name).and(dir.remove(&live)).map(drop),
-        };
-        if let Err(e) = result {
-            ctx.printer.warn(&format!("rollback: {e:#}"));
-            restored = false;
+
+    /// The change writing `files` (base name → document) and the import blocks.
+    fn changes(&self, dir: &Directory, files: &BTreeMap<String, Value>) -> ChangeSet {
+        let mut writes: Vec<FileWrite> =
+            files.iter().map(|(base, doc)| FileWrite::managed(dir.target(base), doc.clone())).collect();
+        writes.push(FileWrite::managed(IMPORT_FILE.to_string(), self.import_doc.clone()));
+        ChangeSet::writing(writes)
+    }
+
+    /// The expanded files with each adopted resource keeping its live values (for the keys
+    /// the spec names, less `exclude`), the VM with the instance's tags on top; and what was
+    /// adopted where.
+    fn adopt(
+        &self,
+        live: &BTreeMap<String, Value>,
+        exclude: &[String],
+        profiles: &Profiles,
+        dir: &Directory,
+    ) -> (BTreeMap<String, Value>, Vec<Adopted>) {
+        let mut files = self.expansion.files.clone();
+        let vm = self.spec.vm();
+        let profile = profiles.get(&vm.rtype).expect("VM profile");
+        let mut imported = Vec::new();
+        for m in self.requests {
+            let Target { file, address, name } = self.target(m);
+            let rtype = &self.spec.resources[m.index].rtype;
+            let props =
+                tfconfig::resource_mut(files.get_mut(&file).expect("expanded"), rtype, &name).expect("expanded");
+            let empty = serde_json::Map::new();
+            let live_props = live.get(&address).and_then(Value::as_object).unwrap_or(&empty);
+            let mut adopted = adopt::adopt_props(props, live_props, exclude);
+            if m.index == self.spec.vm {
+                let ours = tfconfig::read_tags(props, profile)
+                    .into_iter()
+                    .filter(|(k, _)| {
+                        self.spec.tags.contains_key(k) || [NAME_TAG, ATTACH_TAG, LOGICAL_ID_TAG].contains(&k.as_str())
+                    })
+                    .collect();
+                tfconfig::merge_tags(&mut adopted, profile, &ours);
+            }
+            *props = adopted;
+            imported.push(Adopted { address, cloud_id: m.cloud_id.clone(), file: dir.target(&file) });
         }
+        (files, imported)
     }
-    let mut progress = crate::progress::Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
-    let cleaned = tf
-        .stream(&["apply", "-auto-approve", "-input=false", "-json", "-refresh=false"], &mut |e| progress.on_event(e));
-    progress.finish();
-    if let Err(e) = &cleaned {
-        ctx.printer.warn(&format!("rollback: the cleaning apply failed: {e:#}"));
-    }
-    restored && cleaned.is_ok()
 }
 
 fn print(ctx: &Ctx, report: &Report) -> Result<()> {

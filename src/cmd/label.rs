@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::LabelArgs;
 use crate::context::Ctx;
 use crate::exit::{invalid, not_found};
 use crate::fsio::Perms;
 use crate::tfconfig;
+use crate::workspace::{ChangeSet, CommitMode, FileWrite, Outcome, Workspace};
 
 #[derive(Serialize)]
 struct Report {
@@ -25,13 +25,13 @@ struct Report {
     outcome: Outcome,
 }
 
-pub fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
+pub(crate) fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
     let id = args.id.to_string();
     let labels: BTreeMap<String, String> = args.labels.into_iter().collect();
-    let mode = Mode::from_flags(args.no_apply, args.dry_run);
-    let _lock = if mode == Mode::DryRun { None } else { Some(ctx.lock()?) };
-    let dir = ctx.directory()?;
-    let profiles = ctx.profiles(&dir)?;
+    let mode = CommitMode::from_flags(args.no_apply, args.dry_run);
+    let mut ws = Workspace::for_mode(ctx, mode)?;
+    let dir = ws.dir();
+    let profiles = ctx.profiles(dir)?;
     let file = dir.current(&id).ok_or_else(|| {
         not_found(format!("no such instance in `{}`: {id}", dir.path().display()))
             .hint("`infrakit-tf describe` lists the instances")
@@ -49,9 +49,10 @@ pub fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
         tfconfig::lowercase_list_tags(props, profile);
     }
     let tags = tfconfig::read_tags(props, profile);
-    let changes = ChangeSet { writes: vec![(file.clone(), doc, Perms::Private)], ..ChangeSet::default() };
-    let (outcome, failure) = apply::commit(ctx, &dir, changes, mode)?;
-    let changed = outcome.files.iter().any(|f| f.action != "unchanged");
+    let changes = ChangeSet::writing(vec![FileWrite { name: file.clone(), doc, perms: Perms::Private }]);
+    let committed = ws.commit(changes, mode)?;
+    let (outcome, failure) = (committed.outcome, committed.failure);
+    let changed = outcome.changed();
     ctx.printer.status(&format!("labelled {id} in {file}{}", if changed { "" } else { " (no change)" }));
     let report = Report { id, file, tags, changed, outcome };
     if ctx.printer.json_output() {

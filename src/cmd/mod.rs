@@ -2,14 +2,14 @@
 //! (directory, expansion, lock, output) and builds its report; it spawns nothing and writes no
 //! file itself.
 
-pub mod describe;
-pub mod destroy;
-pub mod import;
-pub mod label;
-pub mod provision;
-pub mod reconcile;
-pub mod sweep_orphans;
-pub mod validate;
+pub(crate) mod describe;
+pub(crate) mod destroy;
+pub(crate) mod import;
+pub(crate) mod label;
+pub(crate) mod provision;
+pub(crate) mod reconcile;
+pub(crate) mod sweep_orphans;
+pub(crate) mod validate;
 
 use std::io::Read;
 use std::path::Path;
@@ -26,7 +26,7 @@ use crate::spec::{self, Problem, Spec};
 use crate::text::short;
 
 /// How a spec is named in reports: its path, or `<stdin>` for `-`.
-pub fn spec_name(path: &Path) -> String {
+pub(crate) fn spec_name(path: &Path) -> String {
     if path == Path::new("-") {
         "<stdin>".to_string()
     } else {
@@ -35,7 +35,7 @@ pub fn spec_name(path: &Path) -> String {
 }
 
 /// Reads a spec from a path or `-` (stdin). Returns (how to name it in messages, text).
-pub fn read_spec(path: &Path) -> Result<(String, String)> {
+pub(crate) fn read_spec(path: &Path) -> Result<(String, String)> {
     let (label, bytes) = if path == Path::new("-") {
         let mut bytes = Vec::new();
         std::io::stdin().read_to_end(&mut bytes).context("failed to read the spec from stdin")?;
@@ -60,7 +60,7 @@ pub fn read_spec(path: &Path) -> Result<(String, String)> {
 }
 
 /// Parses a spec; problems become one error (one problem) or a list on stderr and an error.
-pub fn load_spec(path: &Path, profiles: &Profiles, printer: &Printer) -> Result<Spec> {
+pub(crate) fn load_spec(path: &Path, profiles: &Profiles, printer: &Printer) -> Result<Spec> {
     let (label, text) = read_spec(path)?;
     spec::parse(&text, profiles).map_err(|problems| problems_error(&label, &problems, printer))
 }
@@ -68,7 +68,7 @@ pub fn load_spec(path: &Path, profiles: &Profiles, printer: &Printer) -> Result<
 /// The directory's dedicated slots, for slot choice. An instance attached to a slot whose file
 /// is gone keeps the slot (it may still hold the volume in Terraform's state); the directory is
 /// inconsistent, and the user is told.
-pub fn read_slots(dir: &Directory, profiles: &Profiles, printer: &Printer) -> Result<Slots> {
+pub(crate) fn read_slots(dir: &Directory, profiles: &Profiles, printer: &Printer) -> Result<Slots> {
     let slots = dir.slots(profiles)?;
     for (id, base) in &slots.missing {
         printer.warn(&format!(
@@ -78,7 +78,7 @@ pub fn read_slots(dir: &Directory, profiles: &Profiles, printer: &Printer) -> Re
     Ok(slots)
 }
 
-pub fn problems_error(label: &str, problems: &[Problem], printer: &Printer) -> anyhow::Error {
+pub(crate) fn problems_error(label: &str, problems: &[Problem], printer: &Printer) -> anyhow::Error {
     match problems {
         [one] => invalid(format!("spec {label}: {one}")).into(),
         many => {

@@ -6,14 +6,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::apply::{self, ChangeSet, Mode, Outcome};
 use crate::cli::ProvisionArgs;
 use crate::cmd::{load_spec, read_slots};
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
-use crate::fsio::Perms;
-use crate::names::{self, Kind};
+use crate::names;
+use crate::workspace::{ChangeSet, CommitMode, FileWrite, Outcome, Workspace};
 
 #[derive(Serialize)]
 struct Report {
@@ -25,7 +24,7 @@ struct Report {
     outcome: Outcome,
 }
 
-pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
+pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
     let spec = load_spec(&args.spec, &profiles, &ctx.printer)?;
     let logical_id = args.logical_id.clone().or_else(|| spec.logical_id.clone());
@@ -33,14 +32,14 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         names::check_path_component(lid, "logical ID").map_err(invalid)?;
     }
     let tags: BTreeMap<String, String> = args.tags.iter().cloned().collect();
-    let mode = Mode::from_flags(args.no_apply, args.dry_run);
+    let mode = CommitMode::from_flags(args.no_apply, args.dry_run);
 
-    let _lock = if mode == Mode::DryRun { None } else { Some(ctx.lock()?) };
-    let dir = ctx.directory()?; // listed under the lock: what another run wrote is seen
+    let mut ws = Workspace::for_mode(ctx, mode)?;
+    let dir = ws.dir(); // listed under the lock: what another run wrote is seen
     if let Some(lid) = &logical_id {
         dir.check_logical_id_free(&profiles, lid)?;
     }
-    let slots = if spec.needs_slot() { read_slots(&dir, &profiles, &ctx.printer)? } else { Slots::default() };
+    let slots = if spec.needs_slot() { read_slots(dir, &profiles, &ctx.printer)? } else { Slots::default() };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let id = dir.next_id(now)?;
     let expansion = expand::expand(
@@ -48,21 +47,14 @@ pub fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         &slots,
     )
     .map_err(invalid)?;
-    let writes: Vec<_> = expansion
-        .files
-        .into_iter()
-        .map(|(base, doc)| {
-            let file_mode =
-                if matches!(names::classify(&base), Some(Kind::Instance(_))) { Perms::Private } else { Perms::Public };
-            (dir.target(&base), doc, file_mode)
-        })
-        .collect();
-    let (outcome, failure) = apply::commit(ctx, &dir, ChangeSet { writes, removals: vec![] }, mode)?;
+    let writes = expansion.files.into_iter().map(|(base, doc)| FileWrite::managed(dir.target(&base), doc)).collect();
+    let committed = ws.commit(ChangeSet::writing(writes), mode)?;
+    let (outcome, failure) = (committed.outcome, committed.failure);
     let verb = match mode {
-        Mode::DryRun => "would provision",
-        Mode::Queue => "provisioned (queued)",
-        Mode::Apply if failure.is_some() => "provisioned (apply failed)",
-        Mode::Apply => "provisioned",
+        CommitMode::DryRun => "would provision",
+        CommitMode::Queue => "provisioned (queued)",
+        CommitMode::Apply if failure.is_some() => "provisioned (apply failed)",
+        CommitMode::Apply => "provisioned",
     };
     ctx.printer.status(&format!("{verb} {id}"));
     let report = Report { id: id.to_string(), logical_id, outcome };

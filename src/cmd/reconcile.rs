@@ -16,20 +16,21 @@
 //! not saved, and exits 10 when anything is pending: drift, changes or queued files.
 
 use std::collections::BTreeSet;
-use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 
-use crate::apply::{self, ChangeSet, PlannedChange};
 use crate::cli::ReconcileArgs;
 use crate::context::Ctx;
+use crate::directory::Instance;
 use crate::exit::{Code, Failure};
-use crate::names::{self, Kind, Suffix};
-use crate::progress::{utc_now, Progress};
-use crate::terraform::Report as TfReport;
+use crate::names::{self, Suffix};
+use crate::output::utc_now;
+use crate::terraform::{Apply, Plan};
+use crate::tfoutput::ResourceChange;
+use crate::workspace::{ChangeSet, Workspace};
 
 #[derive(Debug, Serialize)]
 struct Pruned {
@@ -47,9 +48,9 @@ struct Report {
     /// Queued files promoted (in `--check`: that would be).
     promoted: Vec<String>,
     /// Objects changed outside Terraform (`action` `delete`: vanished).
-    drift: Vec<PlannedChange>,
+    drift: Vec<ResourceChange>,
     /// The plan's changes before anything was pruned.
-    planned: Vec<PlannedChange>,
+    planned: Vec<ResourceChange>,
     added: u64,
     changed: u64,
     destroyed: u64,
@@ -60,129 +61,129 @@ struct Report {
     duration_seconds: f64,
 }
 
-pub fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
+pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
-    let _lock = ctx.lock_within(timeout)?;
-    let dir = ctx.directory()?;
-    let profiles = ctx.profiles(&dir)?;
-    let tf = ctx.terraform(&dir)?;
-    apply::preflight(&dir, &ChangeSet::default())?; // refuses before anything is promoted
-    let instances = dir.instances(&profiles);
-    let queued: Vec<String> =
-        dir.managed().filter(|(_, _, _, s)| *s == Suffix::Queued).map(|(n, _, _, _)| n.to_string()).collect();
-    let mut report = Report { check: args.check, promoted: queued.clone(), ..Report::default() };
-
+    let mut ws = Workspace::lock(ctx, timeout)?;
+    let profiles = ctx.profiles(ws.dir())?;
+    ws.terraform()?;
+    ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
+    let instances = ws.dir().instances(&profiles);
+    let mut report = Report { check: args.check, ..Report::default() };
     if args.check {
-        let plan = apply::plan_mirror(ctx, &dir, &tf, &ChangeSet::default(), true)?;
-        report.terraform_runs = 1;
-        fill_plan(&mut report, &plan);
-        report.pending = plan.has_changes || !report.drift.is_empty() || !queued.is_empty();
-        return finish(ctx, report, started, args.check);
+        check(&ws, &mut report)?;
+    } else {
+        converge(ctx, &mut ws, &instances, args.max_destroy, &mut report)?;
     }
+    report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+    finish(ctx, &report)
+}
 
+/// `--check`: plans the would-be directory (queue promoted) in a mirror, with a refresh that
+/// is not saved.
+fn check(ws: &Workspace<'_>, report: &mut Report) -> Result<()> {
+    report.promoted = ws.dir().queued().map(str::to_string).collect();
+    let plan = ws.plan_after(&ChangeSet::default(), true)?;
+    report.terraform_runs = 1;
+    fill_plan(report, &plan);
+    report.pending = plan.has_changes || !report.drift.is_empty() || !report.promoted.is_empty();
+    Ok(())
+}
+
+/// Promote, plan, prune, apply (see the module doc).
+fn converge(
+    ctx: &Ctx,
+    ws: &mut Workspace<'_>,
+    instances: &[Instance],
+    max_destroy: u64,
+    report: &mut Report,
+) -> Result<()> {
     let promoted_ids: BTreeSet<String> =
         instances.iter().filter(|i| i.suffix == Suffix::Queued).map(|i| i.id.to_string()).collect();
-    apply::promote(ctx, dir.path())?;
-    // An import that did not finish: its blocks are applied now (see `settle_imports`).
-    let importing = apply::settle_imports(dir.path())? > 0;
-    apply::init_if_needed(ctx, dir.path(), &tf, &providers(&dir, &instances))?;
-    let plan_dir = tempfile::Builder::new()
-        .prefix("infrakit-tf-plan-")
-        .tempdir()
-        .context("failed to create a temporary directory")?;
-    let plan_file = plan_dir.path().join("plan");
-    let out = format!("-out={}", plan_file.display());
-    let mut progress = Progress::new(ctx.printer.quiet(), ctx.printer.verbose());
-    let plan =
-        tf.stream(&["plan", "-json", "-input=false", "-detailed-exitcode", &out], &mut |e| progress.on_event(e))?;
+    report.promoted = ws.promote()?;
+    // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
+    let importing = ws.settle_imports()?;
+    ws.init_if_needed(&ws.providers(instances))?;
+    let saved = ws.plan()?;
     report.terraform_runs = 1;
-    fill_plan(&mut report, &plan);
+    fill_plan(report, &saved.plan);
 
     // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
-    let vanished: BTreeSet<&str> =
-        plan.drift.iter().filter(|(_, action)| action == "delete").map(|(addr, _)| addr.as_str()).collect();
-    let doomed: Vec<_> = instances
-        .iter()
-        .filter(|i| !promoted_ids.contains(&i.id.to_string()))
-        .filter_map(|i| {
-            let (t, n) = i.vm.as_ref()?;
-            let addr = format!("{t}.{n}");
-            vanished.contains(addr.as_str()).then_some((i, addr))
-        })
-        .collect();
-    // Everything in a pruned instance's file goes: its vanished VM and the siblings the apply
-    // will destroy. Counted before anything is touched.
-    let prune_count: u64 = doomed.iter().map(|(i, _)| resource_count(i.doc.as_ref().ok()) as u64).sum();
-    let destroys = plan.planned.map_or(0, |c| c.remove) + prune_count;
-    if destroys > args.max_destroy {
-        let ids: Vec<String> = doomed.iter().map(|(i, _)| i.id.to_string()).collect();
-        return Err(Failure::new(
-            Code::TooManyDestroys,
-            format!(
-                "refusing to destroy {destroys} resources (more than --max-destroy {}): {} vanished machine(s){}; nothing was applied",
-                args.max_destroy,
-                ids.len(),
-                if ids.is_empty() { String::new() } else { format!(" ({})", ids.join(", ")) }
-            ),
-        )
-        .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
-        .into());
-    }
+    let doomed = vanished(&saved.plan, instances, &promoted_ids);
+    check_max_destroy(&saved.plan, &doomed, max_destroy)?;
     // All pruned files go together, or none (a killed prune is undone and found again).
     let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
-    let removals = ChangeSet { removals: pruned_files.clone(), ..ChangeSet::default() };
-    apply::commit(ctx, &dir.relisted()?, removals, apply::Mode::Queue)?;
+    ws.write(ChangeSet::removing(pruned_files.clone()))?;
     for ((inst, vm), file) in doomed.iter().zip(pruned_files) {
-        progress_line(ctx, &format!("pruned {} ({vm} vanished)", inst.id));
+        ctx.printer.event(&format!("pruned {} ({vm} vanished)", inst.id));
         report.pruned.push(Pruned { id: inst.id.to_string(), file, vm: vm.clone() });
     }
     if importing && !report.pruned.is_empty() {
-        apply::settle_imports(dir.path())?;
+        ws.settle_imports()?;
     }
 
     // A refresh that found objects gone is saved by applying its plan, even one with no
     // changes: otherwise every later run finds the same drift and `--check` never says 0.
     let applied = if !report.pruned.is_empty() {
-        Some(tf.stream(&["apply", "-auto-approve", "-input=false", "-json"], &mut |e| progress.on_event(e))?)
-    } else if plan.has_changes || !plan.drift.is_empty() {
-        let plan_arg = plan_file.to_str().context("plan path is not UTF-8")?;
-        Some(tf.stream(&["apply", "-auto-approve", "-input=false", "-json", plan_arg], &mut |e| progress.on_event(e))?)
+        Some(ws.apply(Apply::Configuration { refresh: true })?)
+    } else if saved.plan.has_changes || !saved.plan.drift.is_empty() {
+        Some(ws.apply(Apply::Saved(saved.path()))?)
     } else {
         None
     };
-    progress.finish();
-    if importing && applied.is_none() {
-        // The plan included the import blocks and found nothing to do: they were carried out
-        // by an apply whose end the importing run did not see.
-        dir.remove(names::IMPORT_FILE)?;
+    if importing {
+        // Carried out by this apply, or (a plan with nothing to do) by an apply whose end the
+        // importing run did not see.
+        ws.finish_imports()?;
     }
-    if let Some(applied) = applied {
-        if importing {
-            dir.remove(names::IMPORT_FILE)?;
-        }
+    if let Some(c) = applied {
         report.terraform_runs += 1;
         report.applied = true;
-        let c = applied.applied.unwrap_or_default();
         (report.added, report.changed, report.destroyed) = (c.add, c.change, c.remove);
     }
-    finish(ctx, report, started, false)
+    Ok(())
 }
 
-fn fill_plan(report: &mut Report, plan: &TfReport) {
-    report.drift = PlannedChange::list(&plan.drift);
-    report.planned = PlannedChange::list(&plan.changes);
+/// The live instances whose VM the plan found deleted outside Terraform, with the VM's
+/// address. Instances just promoted from the queue are never among them.
+fn vanished<'i>(plan: &Plan, instances: &'i [Instance], promoted: &BTreeSet<String>) -> Vec<(&'i Instance, String)> {
+    let gone: BTreeSet<&str> = plan.drift.iter().filter(|d| d.action == "delete").map(|d| d.address.as_str()).collect();
+    instances
+        .iter()
+        .filter(|i| !promoted.contains(&i.id.to_string()))
+        .filter_map(|i| {
+            let (t, n) = i.vm.as_ref()?;
+            let addr = format!("{t}.{n}");
+            gone.contains(addr.as_str()).then_some((i, addr))
+        })
+        .collect()
 }
 
-/// Provider prefixes of every managed resource type (for `init` on a new provider).
-fn providers(dir: &crate::directory::Directory, instances: &[crate::directory::Instance]) -> BTreeSet<String> {
-    // The listing predates promotion: every managed file now has its live name.
-    let others: Vec<serde_json::Value> = dir
-        .managed()
-        .filter(|(_, _, kind, _)| !matches!(kind, Kind::Instance(_)))
-        .filter_map(|(_, base, _, _)| dir.read_doc(&format!("{base}{}", names::LIVE)).ok())
-        .collect();
-    apply::providers_of(instances.iter().filter_map(|i| i.doc.as_ref().ok()).chain(&others))
+/// Refuses a run that would destroy more than `max` resources: the plan's own destroys, and
+/// everything in a pruned instance's file (its vanished VM and the siblings the apply will
+/// destroy). Counted before anything is touched.
+fn check_max_destroy(plan: &Plan, doomed: &[(&Instance, String)], max: u64) -> Result<()> {
+    let prune_count: u64 = doomed.iter().map(|(i, _)| resource_count(i.doc.as_ref().ok()) as u64).sum();
+    let destroys = plan.totals.remove + prune_count;
+    if destroys <= max {
+        return Ok(());
+    }
+    let ids: Vec<String> = doomed.iter().map(|(i, _)| i.id.to_string()).collect();
+    Err(Failure::new(
+        Code::TooManyDestroys,
+        format!(
+            "refusing to destroy {destroys} resources (more than --max-destroy {max}): {} vanished machine(s){}; nothing was applied",
+            ids.len(),
+            if ids.is_empty() { String::new() } else { format!(" ({})", ids.join(", ")) }
+        ),
+    )
+    .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
+    .into())
+}
+
+fn fill_plan(report: &mut Report, plan: &Plan) {
+    report.drift = plan.drift.clone();
+    report.planned = plan.changes.clone();
 }
 
 fn resource_count(doc: Option<&serde_json::Value>) -> usize {
@@ -190,25 +191,14 @@ fn resource_count(doc: Option<&serde_json::Value>) -> usize {
         .map_or(0, |types| types.values().filter_map(|n| n.as_object()).map(|n| n.len()).sum())
 }
 
-fn progress_line(ctx: &Ctx, message: &str) {
-    if std::io::stderr().is_terminal() {
-        ctx.printer.status(message);
-    } else {
-        ctx.printer.status(&format!("{} {message}", utc_now()));
-    }
-}
-
-fn finish(ctx: &Ctx, mut report: Report, started: Instant, check: bool) -> Result<()> {
-    report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+fn finish(ctx: &Ctx, report: &Report) -> Result<()> {
     if ctx.printer.json_output() {
-        ctx.printer.json(&report)?;
-    } else if std::io::stdout().is_terminal() {
-        ctx.printer.data(&table(&report).to_string())?;
+        ctx.printer.json(report)?;
     } else {
-        ctx.printer.data(&line(&report))?;
+        ctx.printer.table_or_line(|| table(report).to_string(), || line(report))?;
     }
-    if check && report.pending {
-        return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(&report)))
+    if report.check && report.pending {
+        return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(report)))
             .hint("run `infrakit-tf reconcile` to apply them")
             .into());
     }

@@ -15,11 +15,12 @@ use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 
-use crate::apply::{self, ChangeSet, Mode, Outcome, PlannedChange};
 use crate::cli::SweepArgs;
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::names::{Kind, Suffix, IMPORT_FILE};
+use crate::tfoutput::ResourceChange;
+use crate::workspace::{ChangeSet, CommitMode, Outcome, Workspace};
 
 #[derive(Debug, Serialize)]
 struct Orphan {
@@ -32,15 +33,15 @@ struct Orphan {
 struct Report {
     orphans: Vec<Orphan>,
     /// What terraform plans to destroy for them.
-    destroys: Vec<PlannedChange>,
+    destroys: Vec<ResourceChange>,
     #[serde(flatten)]
     outcome: Option<Outcome>,
 }
 
-pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
-    let _lock = if args.dry_run { None } else { Some(ctx.lock()?) };
-    let dir = ctx.directory()?;
-    let profiles = ctx.profiles(&dir)?;
+pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
+    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::lock(ctx, ctx.lock_timeout)? };
+    let dir = ws.dir();
+    let profiles = ctx.profiles(dir)?;
     let instances = dir.instances(&profiles);
     // A killed import's blocks adopt objects on the next apply: until then, the instance they
     // belong to has files but no VM in state, and would look orphaned.
@@ -57,7 +58,7 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
             .hint("fix or remove that instance file, then re-run sweep-orphans")
             .into());
     }
-    let state = ctx.terraform(&dir)?.show()?;
+    let state = ws.state()?;
     let mut orphans = Vec::new();
     let mut swept_ids = BTreeSet::new();
     for inst in instances.iter().filter(|i| i.suffix == Suffix::Live) {
@@ -71,14 +72,14 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     }
     let attached: BTreeSet<&String> =
         instances.iter().filter(|i| !swept_ids.contains(&i.id)).flat_map(|i| i.attachments.iter()).collect();
-    for (name, base, kind, suffix) in dir.managed() {
-        let kind = match kind {
+    for f in dir.managed() {
+        let kind = match f.kind {
             Kind::Dedicated { .. } => "dedicated",
             Kind::Global { .. } => "global",
             Kind::Instance(_) => continue,
         };
-        if suffix == Suffix::Live && !attached.contains(&base.to_string()) {
-            orphans.push(Orphan { file: name.to_string(), kind, why: "no instance is attached to it".into() });
+        if f.suffix == Suffix::Live && !attached.contains(&f.base.to_string()) {
+            orphans.push(Orphan { file: f.name.to_string(), kind, why: "no instance is attached to it".into() });
         }
     }
 
@@ -89,9 +90,9 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         }
         return Ok(());
     }
-    let changes = || ChangeSet { removals: orphans.iter().map(|o| o.file.clone()).collect(), ..ChangeSet::default() };
-    let (preview, _) = apply::commit(ctx, &dir, changes(), Mode::DryRun)?;
-    let destroys: Vec<PlannedChange> = preview.planned.into_iter().filter(|c| c.action == "delete").collect();
+    let changes = || ChangeSet::removing(orphans.iter().map(|o| o.file.clone()).collect());
+    let preview = ws.commit(changes(), CommitMode::DryRun)?.outcome;
+    let destroys: Vec<ResourceChange> = preview.planned.into_iter().filter(|c| c.action == "delete").collect();
     if !ctx.printer.json_output() {
         ctx.printer.data(&table(&orphans, &destroys).to_string())?;
     }
@@ -106,12 +107,13 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         &format!(
             "remove {} orphaned file(s) in `{}` and destroy {} resource(s)?",
             orphans.len(),
-            dir.path().display(),
+            ws.dir().path().display(),
             destroys.len()
         ),
     )?;
-    let mode = if args.no_apply { Mode::Queue } else { Mode::Apply };
-    let (outcome, failure) = apply::commit(ctx, &dir, changes(), mode)?;
+    let mode = if args.no_apply { CommitMode::Queue } else { CommitMode::Apply };
+    let committed = ws.commit(changes(), mode)?;
+    let (outcome, failure) = (committed.outcome, committed.failure);
     ctx.printer.status(&format!("swept {} orphaned file(s)", orphans.len()));
     if ctx.printer.json_output() {
         ctx.printer.json(&Report { orphans, destroys, outcome: Some(outcome) })?;
@@ -119,7 +121,7 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     failure.map_or(Ok(()), Err)
 }
 
-fn table(orphans: &[Orphan], destroys: &[PlannedChange]) -> Table {
+fn table(orphans: &[Orphan], destroys: &[ResourceChange]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(["ORPHAN", "KIND", "WHY"]);
     for o in orphans {

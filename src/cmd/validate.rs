@@ -34,7 +34,7 @@ fn print_report(ctx: &Ctx, report: &Report) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
+pub(crate) fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
     // The directory's configuration file may declare VM types; a missing directory is fine.
     let profiles = Profiles::load(&ctx.dir, &ctx.vm_types)?;
     let (label, text) = match read_spec(&args.spec) {

@@ -25,7 +25,7 @@ fn events(text: &str) -> Vec<Event> {
 fn terraform_stream() {
     let e = events(TF_APPLY);
     assert!(matches!(&e[0], Event::Message { text, .. } if text == "Terraform 1.11.4"));
-    assert_eq!(e[1], Event::PlannedChange { addr: "terraform_data.ok".into(), action: "create".into() });
+    assert_eq!(e[1], Event::PlannedChange(ResourceChange { address: "terraform_data.ok".into(), action: "create".into() }));
     assert_eq!(e[2], Event::Summary(Changes { add: 3, change: 0, remove: 0, import: 0, operation: Operation::Plan }));
     assert_eq!(e[3], Event::ApplyStart { addr: "terraform_data.slow".into(), action: "create".into() });
     assert_eq!(e[4], Event::ApplyErrored { addr: "terraform_data.bad".into(), action: "create".into(), elapsed: 0 });

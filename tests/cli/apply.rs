@@ -94,7 +94,7 @@ fn failed_apply_is_reported_and_converges() {
     let rows = s.run(&["describe", "--output", "json"]).ok().json();
     assert_eq!(rows[0]["status"], "tainted");
 
-    infrakit_tf::fsio::remove(&s.root.path().join("fail")).unwrap();
+    crate::support::remove(&s.root.path().join("fail")).unwrap();
     let out = s.run(&["label", &id, "retry=1", "--output", "json"]).ok().json();
     assert_eq!(out["applied"], true);
     assert_eq!(s.run(&["describe", "--output", "json"]).ok().json()[0]["status"], "created");

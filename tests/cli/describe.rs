@@ -94,22 +94,3 @@ fn broken_files_do_not_hide_the_rest() {
     assert_eq!(rows[3]["status"], "invalid");
     assert!(run.stderr.contains("instance-9.tf.json` is not valid JSON"), "{}", run.stderr);
 }
-
-// A file that vanishes between listing and reading (a concurrent promotion or destroy) is
-// read from its twin, or the instance is skipped; it is never reported broken.
-#[test]
-fn files_vanishing_under_describe() {
-    let s = three_instances();
-    s.write(
-        "instance-1.tf.json.new",
-        r#"{"resource": {"softlayer_virtual_guest": {"instance-1": {"tags": ["tag1:queued"]}}}}"#,
-    );
-    let dir = infrakit_tf::directory::Directory::open(&s.dir).unwrap();
-    infrakit_tf::fsio::remove(&s.dir.join("instance-1.tf.json.new")).unwrap();
-    infrakit_tf::fsio::remove(&s.dir.join("instance-3.tf.json.new")).unwrap();
-    let found = dir.instances(&infrakit_tf::profile::Profiles::builtin());
-    let ids: Vec<String> = found.iter().map(|i| i.id.to_string()).collect();
-    assert_eq!(ids, ["instance-1", "instance-2"]);
-    assert!(found.iter().all(|i| i.doc.is_ok()));
-    assert_eq!(found[0].tags.get("tag1").map(String::as_str), Some("val1"), "read from the live twin");
-}

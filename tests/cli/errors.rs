@@ -249,7 +249,7 @@ fn declared_vm_types() {
 fn spec_that_is_not_text() {
     let s = Scratch::new();
     let path = s.root.path().join("bin.json");
-    infrakit_tf::fsio::write_atomic(&path, &[0xff, 0xfe, b'{'], infrakit_tf::fsio::Perms::Public).unwrap();
+    crate::support::put(&path, &[0xff, 0xfe, b'{']).unwrap();
     let run = s.run(&["validate", path.to_str().unwrap()]).code(INVALID);
     assert!(run.error_lines()[0].contains("is not UTF-8 text"), "{run:#?}");
 }
@@ -260,7 +260,7 @@ fn spec_that_is_not_text() {
 fn validate_reports_unreadable_specs_in_json() {
     let s = Scratch::new();
     let binary = s.root.path().join("bin.json");
-    infrakit_tf::fsio::write_atomic(&binary, &[0xff, 0xfe, b'{'], infrakit_tf::fsio::Perms::Public).unwrap();
+    crate::support::put(&binary, &[0xff, 0xfe, b'{']).unwrap();
     let missing = s.root.path().join("missing.json");
     for (path, code, says) in [
         (binary.as_path(), INVALID, "is not UTF-8 text"),

@@ -2,6 +2,8 @@
 //! `infrakit-tf` binary on a real temporary directory.
 // Test set-up writes, copies and spawns directly: the bans in clippy.toml guard the tool.
 #![allow(clippy::disallowed_methods)]
+// Test code may print, and its helpers are `pub` for the sibling modules.
+#![allow(clippy::print_stdout, clippy::print_stderr, unreachable_pub)]
 
 mod apply;
 mod cloud;

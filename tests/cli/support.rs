@@ -206,3 +206,16 @@ pub fn write_executable(path: &Path, script: &str) {
     child.stdin.take().expect("piped").write_all(script.as_bytes()).expect("write script");
     assert!(child.wait().expect("wait").success(), "could not write {}", path.display());
 }
+
+/// Removes a file if it is there (test set-up).
+pub fn remove(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// Writes a file (test set-up).
+pub fn put(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::write(path, bytes)
+}

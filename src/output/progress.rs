@@ -10,14 +10,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::tfoutput::{Diagnostic, Event};
 
-pub struct Progress {
+pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     plain: bool,
     verbose: bool,
 }
 
 impl Progress {
-    pub fn new(quiet: bool, verbose: bool) -> Self {
+    pub(crate) fn new(printer: &super::Printer) -> Self {
+        let (quiet, verbose) = (printer.quiet(), printer.verbose());
         let tty = std::io::stderr().is_terminal();
         let bar = (tty && !quiet).then(|| {
             let bar = ProgressBar::new(0);
@@ -31,7 +32,7 @@ impl Progress {
         Progress { bar, plain: !tty && !quiet, verbose }
     }
 
-    pub fn on_event(&mut self, event: &Event) {
+    pub(crate) fn on_event(&mut self, event: &Event) {
         match event {
             Event::Diagnostic(d) => self.println(&render_diagnostic(d)),
             Event::Summary(c) if c.operation == crate::tfoutput::Operation::Plan => {
@@ -56,7 +57,7 @@ impl Progress {
     }
 
     /// Ends the bar; a finished run's summary line is the caller's.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
@@ -118,7 +119,7 @@ fn done(action: &str) -> &str {
 }
 
 /// `terraform error: <summary>` then indented detail and address.
-pub fn render_diagnostic(d: &Diagnostic) -> String {
+pub(crate) fn render_diagnostic(d: &Diagnostic) -> String {
     let mut text = format!("terraform {}: {}", d.severity, d.summary);
     if let Some(addr) = &d.address {
         text.push_str(&format!("\n  at {addr}"));
@@ -131,7 +132,7 @@ pub fn render_diagnostic(d: &Diagnostic) -> String {
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC), without a date crate: days since the epoch to a civil
 /// date, after Howard Hinnant's `civil_from_days`.
-pub fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     utc(secs)
 }

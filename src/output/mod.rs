@@ -1,5 +1,12 @@
-//! The output layer: data to stdout, messages to stderr, confirmations. Commands build a
-//! report and hand it here; nothing else prints. A closed stdout (`| head`) is not an error.
+//! The output layer: data to stdout, messages to stderr, progress, confirmations. Commands
+//! build a report and hand it here; nothing else prints (clippy's `print_stdout` and
+//! `print_stderr` are denied everywhere else), and only this layer asks whether stdout or
+//! stderr is a terminal. A closed stdout (`| head`) is not an error.
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
+mod progress;
+
+pub(crate) use progress::{utc_now, Progress};
 
 use std::io::{self, IsTerminal, Write};
 
@@ -9,31 +16,32 @@ use serde::Serialize;
 use crate::cli::OutputFormat;
 use crate::exit::{Code, Failure};
 
-pub struct Printer {
-    pub format: OutputFormat,
+#[derive(Debug, Clone)]
+pub(crate) struct Printer {
+    pub(crate) format: OutputFormat,
     quiet: bool,
     verbose: bool,
 }
 
 impl Printer {
-    pub fn new(format: OutputFormat, quiet: bool, verbose: bool) -> Self {
+    pub(crate) fn new(format: OutputFormat, quiet: bool, verbose: bool) -> Self {
         Printer { format, quiet, verbose }
     }
 
-    pub fn quiet(&self) -> bool {
+    pub(crate) fn quiet(&self) -> bool {
         self.quiet
     }
 
-    pub fn verbose(&self) -> bool {
+    pub(crate) fn verbose(&self) -> bool {
         self.verbose
     }
 
-    pub fn json_output(&self) -> bool {
+    pub(crate) fn json_output(&self) -> bool {
         self.format == OutputFormat::Json
     }
 
     /// One line (or block) of data on stdout.
-    pub fn data(&self, text: &str) -> Result<()> {
+    pub(crate) fn data(&self, text: &str) -> Result<()> {
         let mut out = io::stdout().lock();
         let written =
             out.write_all(text.as_bytes()).and_then(
@@ -51,37 +59,57 @@ impl Printer {
         }
     }
 
+    /// Data on stdout for a person or for a log: `table` on a terminal, `line` otherwise (one
+    /// timestamped line is what cron keeps).
+    pub(crate) fn table_or_line(&self, table: impl FnOnce() -> String, line: impl FnOnce() -> String) -> Result<()> {
+        if io::stdout().is_terminal() {
+            self.data(&table())
+        } else {
+            self.data(&line())
+        }
+    }
+
     /// A report as pretty JSON on stdout.
-    pub fn json<T: Serialize>(&self, report: &T) -> Result<()> {
+    pub(crate) fn json<T: Serialize>(&self, report: &T) -> Result<()> {
         self.data(&serde_json::to_string_pretty(report)?)
     }
 
     /// A progress or outcome message on stderr; silenced by `--quiet`.
-    pub fn status(&self, message: &str) {
+    pub(crate) fn status(&self, message: &str) {
         if !self.quiet {
             eprintln!("{message}");
         }
     }
 
+    /// An event of a long run, on stderr: as is on a terminal, UTC-timestamped otherwise (for
+    /// cron logs); silenced by `--quiet`.
+    pub(crate) fn event(&self, message: &str) {
+        if io::stderr().is_terminal() {
+            self.status(message);
+        } else {
+            self.status(&format!("{} {message}", utc_now()));
+        }
+    }
+
     /// Extra detail on stderr, with `--verbose` only.
-    pub fn detail(&self, message: &str) {
+    pub(crate) fn detail(&self, message: &str) {
         if self.verbose {
             eprintln!("{message}");
         }
     }
 
     /// A warning on stderr; never silenced.
-    pub fn warn(&self, message: &str) {
+    pub(crate) fn warn(&self, message: &str) {
         eprintln!("warning: {message}");
     }
 
     /// One problem of a list (spec problems); never silenced.
-    pub fn problem(&self, message: &str) {
+    pub(crate) fn problem(&self, message: &str) {
         eprintln!("problem: {message}");
     }
 
     /// The final error: the chain on one line, then the hint if there is one.
-    pub fn error(&self, err: &anyhow::Error) {
+    pub(crate) fn error(&self, err: &anyhow::Error) {
         eprintln!("error: {err:#}");
         if let Some(hint) = crate::exit::hint_for(err) {
             eprintln!("hint: {hint}");
@@ -90,7 +118,7 @@ impl Printer {
 
     /// Asks before something destructive. Yes with `--yes`; an error without a terminal (never
     /// a prompt in cron); otherwise asks on the terminal, defaulting to no.
-    pub fn confirm(&self, assume_yes: bool, question: &str) -> Result<()> {
+    pub(crate) fn confirm(&self, assume_yes: bool, question: &str) -> Result<()> {
         if assume_yes {
             return Ok(());
         }

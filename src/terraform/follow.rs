@@ -1,0 +1,185 @@
+//! Reading what a running terraform writes: its stdout and stderr are files we follow like
+//! `tail -f` ([`Followed`]), decoded line by line into events, a tail of its last words and a
+//! count of lines that are not its JSON stream ([`Collected`]).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Read};
+
+use anyhow::{Context, Result};
+
+use crate::tfoutput::{self, Changes, Diagnostic, Event, ResourceChange};
+
+/// Lines of stderr (and stray stdout) kept for error messages.
+const TAIL: usize = 20;
+
+/// Where a run's stdout goes.
+pub(super) enum Sink<'a> {
+    /// `-json` events, one per line, each handed on as it arrives.
+    Events(&'a mut dyn FnMut(&Event)),
+    /// Kept whole (`show -json`, `version -json`).
+    Capture(&'a mut Vec<u8>),
+}
+
+/// What a run's output said, so far.
+#[derive(Default)]
+pub(super) struct Collected {
+    /// The plan's totals (`operation: plan`).
+    pub(super) planned: Option<Changes>,
+    /// The apply's totals, when it completed.
+    pub(super) applied: Option<Changes>,
+    pub(super) diagnostics: Vec<Diagnostic>,
+    pub(super) drift: Vec<ResourceChange>,
+    pub(super) changes: Vec<ResourceChange>,
+    /// The last lines of stderr, and of stdout that is not the JSON stream.
+    pub(super) tail: VecDeque<String>,
+    /// Lines of stdout that are not terraform's JSON stream.
+    pub(super) garbage: usize,
+}
+
+impl Collected {
+    /// Takes in what terraform appended to its stdout and stderr. Whether there was any.
+    pub(super) fn read(&mut self, stdout: &mut Followed, stderr: &mut Followed, sink: &mut Sink<'_>) -> Result<bool> {
+        let got_out = match sink {
+            Sink::Capture(buf) => stdout.read_into(buf)?,
+            Sink::Events(events) => stdout.read_lines(&mut |line| self.on_stdout_line(line, &mut **events))?,
+        };
+        let got_err = stderr.read_lines(&mut |line| self.push_tail(line))?;
+        Ok(got_out || got_err)
+    }
+
+    /// The last lines, when they lack a final newline.
+    pub(super) fn finish(&mut self, stdout: &mut Followed, stderr: &mut Followed, sink: &mut Sink<'_>) {
+        if let Sink::Events(events) = sink {
+            if let Some(line) = stdout.rest() {
+                self.on_stdout_line(line, &mut **events);
+            }
+        }
+        if let Some(line) = stderr.rest() {
+            self.push_tail(line);
+        }
+    }
+
+    pub(super) fn last_words(&self) -> Vec<String> {
+        self.tail.iter().cloned().collect()
+    }
+
+    fn on_stdout_line(&mut self, line: String, sink: &mut dyn FnMut(&Event)) {
+        match tfoutput::parse_line(&line) {
+            Some(event) => {
+                self.record(&event);
+                sink(&event);
+            }
+            None if line.trim().is_empty() => {}
+            None => {
+                self.garbage += 1;
+                self.push_tail(line);
+            }
+        }
+    }
+
+    fn record(&mut self, event: &Event) {
+        match event {
+            Event::Diagnostic(d) => self.diagnostics.push(d.clone()),
+            Event::Summary(c) if c.operation == tfoutput::Operation::Plan => self.planned = Some(*c),
+            Event::Summary(c) => self.applied = Some(*c),
+            Event::Drift(c) => self.drift.push(c.clone()),
+            Event::PlannedChange(c) => self.changes.push(c.clone()),
+            _ => {}
+        }
+    }
+
+    fn push_tail(&mut self, line: String) {
+        if self.tail.len() == TAIL {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(line);
+    }
+}
+
+/// A file terraform writes (its stdout or stderr) and we follow, like `tail -f`. It is created
+/// and at once unlinked: nothing is left behind, whoever dies first.
+pub(super) struct Followed {
+    reader: File,
+    partial: Vec<u8>,
+}
+
+impl Followed {
+    /// The follower, and the handle to give terraform.
+    pub(super) fn create() -> Result<(Followed, File)> {
+        let make = || -> io::Result<(Followed, File)> {
+            let tmp = tempfile::Builder::new().prefix("infrakit-tf-terraform-").tempfile()?;
+            // A second open file description: its own offset, independent of terraform's.
+            let reader = tmp.reopen()?;
+            let (writer, path) = tmp.into_parts();
+            drop(path); // unlinks the name; both handles stay open
+            Ok((Followed { reader, partial: Vec::new() }, writer))
+        };
+        make().context("failed to create a temporary file for terraform's output")
+    }
+
+    /// Appends what is new to `out`. Whether there was anything.
+    fn read_into(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        let n = self.reader.read_to_end(out).context("failed to read terraform's output")?;
+        Ok(n > 0)
+    }
+
+    /// Calls `line` for each new complete line. Whether there was anything new.
+    fn read_lines(&mut self, line: &mut dyn FnMut(String)) -> Result<bool> {
+        let start = self.partial.len();
+        let mut buf = std::mem::take(&mut self.partial);
+        let got = self.read_into(&mut buf);
+        self.partial = buf;
+        if !got? {
+            return Ok(false);
+        }
+        let mut from = 0;
+        let mut search = start;
+        while let Some(i) = self.partial[search..].iter().position(|b| *b == b'\n') {
+            let end = search + i;
+            line(String::from_utf8_lossy(&self.partial[from..end]).into_owned());
+            from = end + 1;
+            search = from;
+        }
+        self.partial.drain(..from);
+        Ok(true)
+    }
+
+    /// What is left after the last newline.
+    fn rest(&mut self) -> Option<String> {
+        let rest = std::mem::take(&mut self.partial);
+        (!rest.is_empty()).then(|| String::from_utf8_lossy(&rest).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn lines_are_decoded_as_they_arrive_and_the_rest_at_the_end() {
+        let (mut out, mut out_w) = Followed::create().unwrap();
+        let (mut err, mut err_w) = Followed::create().unwrap();
+        let mut seen = Vec::new();
+        let mut on_event = |e: &Event| seen.push(e.clone());
+        let mut collected = Collected::default();
+        let mut sink = Sink::Events(&mut on_event);
+        assert!(!collected.read(&mut out, &mut err, &mut sink).unwrap(), "nothing written yet");
+        let diag = r#"{"type":"diagnostic","@level":"error","diagnostic":{"severity":"error","summary":"boom"}}"#;
+        write!(
+            out_w,
+            "{diag}\nnot json\n{{\"type\":\"change_summary\",\"changes\":{{\"add\":1,\"operation\":\"plan\"}}}}"
+        )
+        .unwrap();
+        write!(err_w, "last words").unwrap();
+        assert!(collected.read(&mut out, &mut err, &mut sink).unwrap());
+        collected.finish(&mut out, &mut err, &mut sink);
+        assert_eq!(seen.len(), 2, "the diagnostic, then the summary line without its newline");
+        assert_eq!(collected.diagnostics[0].summary, "boom");
+        assert_eq!(collected.planned.map(|c| c.add), Some(1));
+        assert_eq!(collected.garbage, 1);
+        assert_eq!(collected.last_words(), ["not json", "last words"]);
+    }
+}

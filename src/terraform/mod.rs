@@ -1,0 +1,303 @@
+//! The Terraform runner: the only place that spawns a process (clippy bans `Command::new`
+//! elsewhere). It finds the program and checks its version, and gives each verb infrakit-tf
+//! uses one typed method ([`Terraform::plan`], [`Terraform::apply`], [`Terraform::show_state`],
+//! ...) that builds its command line, shows its progress, and interprets its exit code and
+//! output. Callers never see an argument list.
+//!
+//! - `supervise`: how a run is spawned, followed, interrupted or killed;
+//! - `follow`: how its output is read and decoded;
+//! - `conclude`: how its end is classified (success, interrupted, timed out, failed).
+//!
+//! Everything it decides on comes from machine-readable output (`-json`, `show -json`,
+//! `version -json`); human text is only shown, never parsed, except the one diagnostic summary
+//! Terraform gives a held state lock, which has no code of its own.
+
+mod conclude;
+mod follow;
+mod supervise;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use self::conclude::{conclude, Finished};
+use self::follow::Sink;
+use crate::exit::{Code, Failure};
+use crate::output::{Printer, Progress};
+use crate::tfoutput::{self, Changes, ResourceChange, StateResource};
+
+/// Terraform's state, by resource address (`show -json`).
+pub(crate) type State = BTreeMap<String, StateResource>;
+
+pub(crate) struct Terraform {
+    program: PathBuf,
+    version: String,
+    dir: PathBuf,
+    env: Vec<(String, String)>,
+    /// `--terraform-timeout`.
+    timeout: Duration,
+    /// Whether runs here touch the real state (not a dry-run mirror): see `state_guard`.
+    records_state: bool,
+    /// Where progress and `--verbose` detail go.
+    printer: Printer,
+}
+
+/// How to plan.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlanOptions<'a> {
+    /// Refresh the state first. Reconcile does; a commit's dry run does not (refreshing every
+    /// machine is reconcile's job, and one provision into a large directory must not pay it).
+    pub(crate) refresh: bool,
+    /// Take terraform's state lock. A plan in a dry-run mirror does not: it writes nothing.
+    pub(crate) lock: bool,
+    /// Save the plan there, for [`Apply::Saved`] or [`Terraform::show_plan`].
+    pub(crate) out: Option<&'a Path>,
+}
+
+/// What a plan found.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    /// Totals: to add, change, destroy.
+    pub(crate) totals: Changes,
+    /// Objects changed outside Terraform (`delete`: vanished).
+    pub(crate) drift: Vec<ResourceChange>,
+    /// What applying would do, resource by resource.
+    pub(crate) changes: Vec<ResourceChange>,
+    /// Whether applying would change anything (`-detailed-exitcode` exit 2).
+    pub(crate) has_changes: bool,
+}
+
+/// What to apply.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Apply<'a> {
+    /// The configuration as it is in the directory, refreshed first or not (see
+    /// [`PlanOptions::refresh`]).
+    Configuration { refresh: bool },
+    /// A plan saved by [`Terraform::plan`] (`out`): exactly what was planned, no second plan.
+    Saved(&'a Path),
+}
+
+/// One terraform command line and what its run means.
+struct Invocation {
+    args: Vec<String>,
+    /// Exit 2 means "succeeded, with changes" (`plan -detailed-exitcode`).
+    detailed_exitcode: bool,
+    /// It may change the state: lineage and serial are recorded after it (`state_guard`).
+    writes_state: bool,
+    /// It reads or writes the directory or its state: recorded as running while it runs, so
+    /// the directory stays locked until it ends (`lock`). `version` does not.
+    touches_dir: bool,
+}
+
+impl Invocation {
+    fn new(args: &[&str]) -> Self {
+        Invocation {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            detailed_exitcode: false,
+            writes_state: false,
+            touches_dir: true,
+        }
+    }
+
+    fn writes_state(mut self) -> Self {
+        self.writes_state = true;
+        self
+    }
+}
+
+/// Finds the program: `--terraform`/`INFRAKIT_TF_TERRAFORM`, else `terraform` on PATH, else
+/// `tofu`.
+pub(crate) fn discover(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return find_program(p.as_os_str()).ok_or_else(|| {
+            missing(format!("terraform program `{}` not found", p.display()))
+                .hint("give --terraform (or INFRAKIT_TF_TERRAFORM) the path of a terraform or tofu binary")
+                .into()
+        });
+    }
+    ["terraform", "tofu"].iter().find_map(|name| find_program(name.as_ref())).ok_or_else(|| {
+        missing("terraform not found: neither `terraform` nor `tofu` is on PATH")
+            .hint("install Terraform 1.x (or OpenTofu), or give --terraform PATH (INFRAKIT_TF_TERRAFORM)")
+            .into()
+    })
+}
+
+fn missing(message: impl Into<String>) -> Failure {
+    Failure::new(Code::TerraformMissing, message)
+}
+
+fn find_program(name: &std::ffi::OsStr) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if p.components().count() > 1 {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|c| c.is_file())
+}
+
+impl Terraform {
+    /// Probes `version -json` and refuses anything before 1.0.
+    pub(crate) fn open(
+        program: PathBuf,
+        dir: &Path,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+        printer: Printer,
+    ) -> Result<Self> {
+        let mut tf = Terraform {
+            program,
+            version: String::new(),
+            dir: dir.to_path_buf(),
+            env,
+            timeout,
+            records_state: true,
+            printer,
+        };
+        let probe = Invocation { touches_dir: false, ..Invocation::new(&["version", "-json"]) };
+        let out = tf.capture(&probe)?;
+        let version = tfoutput::parse_version(&out).ok_or_else(|| {
+            missing(format!("`{} version -json` did not print a version: is it terraform?", tf.program.display()))
+        })?;
+        let major: u64 = version.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        if major < 1 {
+            return Err(missing(format!("terraform {version} is too old: infrakit-tf needs 1.0 or later"))
+                .hint("install Terraform 1.x or OpenTofu")
+                .into());
+        }
+        tf.version = version;
+        Ok(tf)
+    }
+
+    /// The same program, run in another directory (a dry-run mirror): its runs never record
+    /// the state (`state_guard`), which is not theirs to change.
+    pub(crate) fn in_dir(&self, dir: &Path) -> Terraform {
+        Terraform {
+            program: self.program.clone(),
+            version: self.version.clone(),
+            dir: dir.to_path_buf(),
+            env: self.env.clone(),
+            timeout: self.timeout,
+            records_state: false,
+            printer: self.printer.clone(),
+        }
+    }
+
+    /// `path version`, for `--verbose`.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} {}", self.program.display(), self.version)
+    }
+
+    /// `init`, quietly unless it fails.
+    pub(crate) fn init(&self) -> Result<()> {
+        self.capture(&Invocation::new(&["init", "-input=false", "-no-color"])).map(drop)
+    }
+
+    /// `plan -json -detailed-exitcode`, its progress shown as it runs.
+    pub(crate) fn plan(&self, options: PlanOptions<'_>) -> Result<Plan> {
+        let refresh = if options.refresh { "-refresh=true" } else { "-refresh=false" };
+        let mut args = vec!["plan".to_string(), "-json".into(), "-input=false".into(), refresh.into()];
+        if !options.lock {
+            args.push("-lock=false".into());
+        }
+        args.push("-detailed-exitcode".into());
+        if let Some(out) = options.out {
+            args.push(format!("-out={}", out.display()));
+        }
+        let inv = Invocation { args, detailed_exitcode: true, ..Invocation::new(&[]) };
+        let finished = self.stream(&inv)?;
+        let c = finished.collected;
+        Ok(Plan {
+            totals: c.planned.unwrap_or_default(),
+            drift: c.drift,
+            changes: c.changes,
+            has_changes: finished.has_changes,
+        })
+    }
+
+    /// `apply -auto-approve -json`, its progress shown as it runs. Returns what it did.
+    pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
+        let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-json"].map(String::from).into();
+        match what {
+            Apply::Configuration { refresh: false } => args.push("-refresh=false".into()),
+            Apply::Configuration { refresh: true } => {}
+            Apply::Saved(plan) => args.push(plan.to_str().context("plan path is not UTF-8")?.to_string()),
+        }
+        let inv = Invocation { args, ..Invocation::new(&[]) }.writes_state();
+        Ok(self.stream(&inv)?.collected.applied.unwrap_or_default())
+    }
+
+    /// `show -json`: the state, by address.
+    pub(crate) fn show_state(&self) -> Result<State> {
+        let out = self.capture(&Invocation::new(&["show", "-json", "-no-color"]))?;
+        tfoutput::parse_state(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
+    }
+
+    /// `show -json PLAN` of a saved plan: the live values of the objects its import blocks
+    /// read, by address.
+    pub(crate) fn show_plan_imports(&self, plan: &Path) -> Result<BTreeMap<String, Value>> {
+        let plan = plan.to_str().context("plan path is not UTF-8")?;
+        let out = self.capture(&Invocation::new(&["show", "-json", plan]))?;
+        tfoutput::parse_plan_imports(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
+    }
+
+    /// `state rm ADDRESS`: forget an object, leaving it alone.
+    pub(crate) fn state_rm(&self, address: &str) -> Result<()> {
+        self.capture(&Invocation::new(&["state", "rm", "-no-color", address]).writes_state()).map(drop)
+    }
+
+    /// Runs to completion and returns stdout; stderr's tail goes into the error.
+    fn capture(&self, inv: &Invocation) -> Result<String> {
+        let mut stdout = Vec::new();
+        let ran = supervise::supervise(self, inv, Sink::Capture(&mut stdout))?;
+        conclude(self, inv, ran)?;
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
+    }
+
+    /// Runs a `-json` command, its events shown as progress as they arrive.
+    fn stream(&self, inv: &Invocation) -> Result<Finished> {
+        self.printer.detail(&format!("running {}", self.display(&inv.args)));
+        let mut progress = Progress::new(&self.printer);
+        let ran = supervise::supervise(self, inv, Sink::Events(&mut |e| progress.on_event(e)));
+        progress.finish();
+        let ran = ran?;
+        let garbage = ran.collected.garbage;
+        let finished = conclude(self, inv, ran)?;
+        let c = &finished.collected;
+        if garbage > 0 && c.planned.is_none() && c.applied.is_none() {
+            return Err(Failure::new(
+                Code::TerraformFailed,
+                format!(
+                    "{} printed output that is not its JSON stream ({garbage} line(s)): {}",
+                    self.display(&inv.args),
+                    c.tail.back().cloned().unwrap_or_default()
+                ),
+            )
+            .into());
+        }
+        Ok(finished)
+    }
+
+    fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            missing(format!("terraform program `{}` not found", self.program.display())).into()
+        } else {
+            anyhow::Error::new(e).context(format!("failed to run `{}`", self.program.display()))
+        }
+    }
+
+    /// The command line, for messages and `--verbose`.
+    fn display(&self, args: &[String]) -> String {
+        let name =
+            self.program.file_name().map_or_else(|| self.program.display().to_string(), |n| n.to_string_lossy().into());
+        format!("`{name} {}`", args.join(" "))
+    }
+}
+
+impl fmt::Debug for Terraform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}

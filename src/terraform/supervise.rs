@@ -1,0 +1,233 @@
+//! Running terraform under supervision: every run, long or short, goes through [`supervise`].
+//!
+//! - Its stdout and stderr are unlinked temporary files that we follow ([`Followed`]), not
+//!   pipes: if we die, terraform's next write does not kill it (a pipe without a reader would,
+//!   and a terraform killed mid-write can leave a 0-byte state), so it finishes and saves its
+//!   state. While it runs, `lock` records it, so the directory stays locked until it ends.
+//! - What to do to it while it runs is [`Policy`]'s decision, from the clock and the signals
+//!   we received: Ctrl-C reaches terraform from the terminal; SIGTERM is forwarded once as
+//!   SIGINT; after either we wait up to [`STOP_GRACE`] for it to stop. `--terraform-timeout`:
+//!   one SIGINT when the run is over time, then SIGKILL after a grace period as long as the
+//!   timeout (at most a minute). A stop asked for before the run means it never starts.
+#![allow(clippy::disallowed_methods)] // the one place that spawns
+
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::follow::{Collected, Followed, Sink};
+use super::{Invocation, Terraform};
+use crate::exit::{Code, Failure};
+use crate::signals::{self, ChildRunning};
+use crate::{fault, lock, state_guard};
+
+/// How long to wait for terraform to stop after Ctrl-C or SIGTERM before leaving it to finish
+/// on its own (the directory stays locked until then; nothing is killed, so no state is lost).
+const STOP_GRACE: Duration = Duration::from_secs(120);
+/// The longest grace between the timeout's interrupt and the kill.
+const MAX_KILL_GRACE: Duration = Duration::from_secs(60);
+/// The longest pause between two looks at terraform's output and exit.
+const MAX_NAP: Duration = Duration::from_millis(10);
+
+/// How a run ended, and what it said.
+pub(super) struct Ran {
+    pub(super) status: ExitStatus,
+    pub(super) collected: Collected,
+    pub(super) timed_out: bool,
+    pub(super) killed: bool,
+}
+
+/// Runs `inv` with `tf`, its stdout to `sink`, until terraform exits.
+pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) -> Result<Ran> {
+    let display = tf.display(&inv.args);
+    if signals::stop_requested() {
+        return Err(Failure::new(Code::Interrupted, format!("interrupted: {display} was not started"))
+            .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
+            .into());
+    }
+    let (mut stdout, stdout_w) = Followed::create()?;
+    let (mut stderr, stderr_w) = Followed::create()?;
+    // Signals are ours to record from before the spawn: terraform can run (and a terminal's
+    // Ctrl-C reach us) before `spawn` returns, and with the default action we would die.
+    let running = ChildRunning::start();
+    let mut child: std::process::Child =
+        command(tf, &inv.args).stdout(stdout_w).stderr(stderr_w).spawn().map_err(|e| tf.spawn_error(e))?;
+    let pid = child.id();
+    fault::point(|| format!("spawned {display}"));
+    // Best effort: without the record, terraform's own state lock still guards its state.
+    if inv.touches_dir {
+        let _ = lock::note_running(pid, &display);
+    }
+
+    let mut policy = Policy::new(Instant::now(), tf.timeout);
+    let mut collected = Collected::default();
+    let mut nap = Duration::from_millis(1);
+    let status = loop {
+        let got = collected.read(&mut stdout, &mut stderr, &mut sink)?;
+        if let Some(status) = child.try_wait().context("failed to wait for terraform")? {
+            // Terraform has exited: everything it wrote is in the files now.
+            while collected.read(&mut stdout, &mut stderr, &mut sink)? {}
+            collected.finish(&mut stdout, &mut stderr, &mut sink);
+            break status;
+        }
+        match policy.next(Instant::now(), running.terminated(), signals::stop_requested()) {
+            Action::Wait => {}
+            Action::Interrupt => signals::interrupt(pid),
+            Action::Kill => signals::kill(pid),
+            Action::GiveUp => return Err(Failure::new(
+                Code::Interrupted,
+                format!(
+                    "interrupted: terraform (pid {pid}) is still stopping; the directory stays locked until it ends"
+                ),
+            )
+            .into()),
+        }
+        if got {
+            nap = Duration::from_millis(1);
+        } else {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(MAX_NAP);
+        }
+    };
+    drop(running);
+    if inv.touches_dir {
+        let _ = lock::note_done(); // a stale record names a dead process: the next lock drops it
+    }
+    if inv.writes_state && tf.records_state {
+        // A failed write leaves an older record, which the check still accepts.
+        let _ = state_guard::record(&tf.dir);
+    }
+    Ok(Ran { status, collected, timed_out: policy.timed_out(), killed: policy.killed })
+}
+
+/// The process, its environment cleaned: never let inherited arguments or a workspace change
+/// what runs.
+fn command(tf: &Terraform, args: &[String]) -> Command {
+    let mut cmd = Command::new(&tf.program);
+    cmd.args(args).current_dir(&tf.dir).stdin(std::process::Stdio::null());
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("TF_CLI_ARGS") || k == "TF_WORKSPACE" {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("TF_IN_AUTOMATION", "1").env("TF_INPUT", "0").env("CHECKPOINT_DISABLE", "1");
+    cmd.envs(tf.env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+/// What to do to the running terraform now.
+#[derive(Debug, PartialEq, Eq)]
+enum Action {
+    Wait,
+    /// SIGINT: stop gracefully (a forwarded SIGTERM, or the timeout).
+    Interrupt,
+    /// SIGKILL: the timeout's grace is over.
+    Kill,
+    /// A stop was asked for and terraform is still running after [`STOP_GRACE`]: leave it to
+    /// finish on its own.
+    GiveUp,
+}
+
+/// The signal and deadline policy of one run, decided from the time and the signals seen.
+/// Pure: the caller passes the clock, so each rule can be tested alone.
+struct Policy {
+    started: Instant,
+    timeout: Duration,
+    grace: Duration,
+    forwarded: bool,
+    stop_deadline: Option<Instant>,
+    kill_at: Option<Instant>,
+    killed: bool,
+}
+
+impl Policy {
+    fn new(started: Instant, timeout: Duration) -> Self {
+        Policy {
+            started,
+            timeout,
+            grace: timeout.min(MAX_KILL_GRACE),
+            forwarded: false,
+            stop_deadline: None,
+            kill_at: None,
+            killed: false,
+        }
+    }
+
+    fn timed_out(&self) -> bool {
+        self.kill_at.is_some()
+    }
+
+    fn next(&mut self, now: Instant, terminated: bool, stop_requested: bool) -> Action {
+        if stop_requested && self.stop_deadline.is_none() {
+            self.stop_deadline = Some(now + STOP_GRACE);
+        }
+        if self.stop_deadline.is_some_and(|d| now > d) {
+            return Action::GiveUp;
+        }
+        if terminated && !self.forwarded {
+            // SIGTERM is ours, not terraform's: forwarded once as the graceful interrupt.
+            self.forwarded = true;
+            return Action::Interrupt;
+        }
+        if self.kill_at.is_none() && now.duration_since(self.started) >= self.timeout {
+            self.kill_at = Some(now + self.grace);
+            return Action::Interrupt;
+        }
+        if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
+            self.killed = true;
+            return Action::Kill;
+        }
+        Action::Wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_run_over_time_is_interrupted_once_then_killed_after_the_grace() {
+        let t0 = Instant::now();
+        let mut p = Policy::new(t0, 10 * S);
+        assert_eq!(p.next(t0 + 9 * S, false, false), Action::Wait);
+        assert_eq!(p.next(t0 + 10 * S, false, false), Action::Interrupt);
+        assert!(p.timed_out());
+        assert_eq!(p.next(t0 + 15 * S, false, false), Action::Wait, "the grace is as long as the timeout");
+        assert_eq!(p.next(t0 + 20 * S, false, false), Action::Kill);
+        assert_eq!(p.next(t0 + 21 * S, false, false), Action::Wait, "killed once");
+    }
+
+    #[test]
+    fn the_kill_grace_is_at_most_a_minute() {
+        let t0 = Instant::now();
+        let mut p = Policy::new(t0, 3600 * S);
+        assert_eq!(p.next(t0 + 3600 * S, false, false), Action::Interrupt);
+        assert_eq!(p.next(t0 + 3659 * S, false, false), Action::Wait);
+        assert_eq!(p.next(t0 + 3660 * S, false, false), Action::Kill);
+    }
+
+    #[test]
+    fn sigterm_is_forwarded_once_and_a_stop_waits_its_grace_then_gives_up() {
+        let t0 = Instant::now();
+        let mut p = Policy::new(t0, 3600 * S);
+        assert_eq!(p.next(t0, true, true), Action::Interrupt);
+        assert_eq!(p.next(t0 + S, true, true), Action::Wait, "forwarded once");
+        assert_eq!(p.next(t0 + STOP_GRACE, true, true), Action::Wait);
+        assert_eq!(p.next(t0 + STOP_GRACE + S, true, true), Action::GiveUp);
+        assert!(!p.timed_out());
+    }
+
+    #[test]
+    fn ctrl_c_is_terraforms_own_and_never_sent_again() {
+        let t0 = Instant::now();
+        let mut p = Policy::new(t0, 3600 * S);
+        // SIGINT reached terraform from the terminal: we only wait, bounded.
+        assert_eq!(p.next(t0, false, true), Action::Wait);
+        assert_eq!(p.next(t0 + S, false, true), Action::Wait);
+        assert_eq!(p.next(t0 + STOP_GRACE + 2 * S, false, true), Action::GiveUp);
+    }
+}

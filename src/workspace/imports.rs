@@ -1,0 +1,81 @@
+//! The import-blocks file ([`names::IMPORT_FILE`]): written by `import`, carried out by the
+//! next apply, removed once applied.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::directory::Directory;
+use crate::fsio::{self, Perms};
+use crate::names;
+
+/// Settles a leftover import-blocks file in `path` before terraform runs there: one left by an
+/// import that was interrupted, or whose failure could not be undone. A block whose target a
+/// managed file declares is kept, so that the next apply adopts that object rather than create
+/// a second one (a block whose object is already in state does nothing). A block whose target
+/// is gone is dropped: terraform refuses it. Returns how many blocks are kept.
+pub(super) fn settle(path: &Path) -> Result<usize> {
+    let file = path.join(names::IMPORT_FILE);
+    let Ok(bytes) = std::fs::read(&file) else { return Ok(0) };
+    let blocks: Vec<Value> = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|doc| doc.get("import")?.as_array().cloned())
+        .unwrap_or_default();
+    let listing = Directory::open(path)?;
+    let mut declared = BTreeSet::new();
+    for f in listing.managed() {
+        let Ok(doc) = listing.read_doc(f.name) else { continue };
+        for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
+            declared.extend(by_name.as_object().into_iter().flat_map(|m| m.keys()).map(|n| format!("{rtype}.{n}")));
+        }
+    }
+    let total = blocks.len();
+    let kept: Vec<Value> = blocks
+        .into_iter()
+        .filter(|b| b.get("to").and_then(Value::as_str).is_some_and(|to| declared.contains(to)))
+        .collect();
+    if kept.is_empty() {
+        fsio::remove(&file)?;
+    } else if kept.len() < total {
+        let doc = serde_json::json!({ "import": kept });
+        fsio::write_atomic(&file, &crate::tfconfig::to_bytes(&doc), Perms::Public)?;
+    }
+    Ok(kept.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(dir: &Path, name: &str, doc: Value) {
+        fsio::write_atomic(&dir.join(name), &crate::tfconfig::to_bytes(&doc), Perms::Public).unwrap();
+    }
+
+    fn blocks(dir: &Path) -> Option<Value> {
+        std::fs::read(dir.join(names::IMPORT_FILE)).ok().map(|b| serde_json::from_slice(&b).unwrap())
+    }
+
+    #[test]
+    fn settling_keeps_the_import_blocks_of_declared_resources_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let to = |addr: &str| serde_json::json!({"to": addr, "id": "x"});
+        put(d, "instance-1.tf.json", serde_json::json!({"resource": {"aws_instance": {"instance-1": {}}}}));
+        put(d, "main.tf.json", serde_json::json!({"resource": {"aws_vpc": {"net": {}}}}));
+        put(
+            d,
+            names::IMPORT_FILE,
+            serde_json::json!({"import": [to("aws_instance.instance-1"), to("aws_instance.instance-2"), to("aws_vpc.net")]}),
+        );
+        assert_eq!(settle(d).unwrap(), 1, "only managed files declare what an import adopts");
+        assert_eq!(blocks(d), Some(serde_json::json!({"import": [to("aws_instance.instance-1")]})));
+        assert_eq!(settle(d).unwrap(), 1, "settling again changes nothing");
+
+        fsio::remove(&d.join("instance-1.tf.json")).unwrap();
+        assert_eq!(settle(d).unwrap(), 0);
+        assert_eq!(blocks(d), None, "no block left: the file goes");
+        assert_eq!(settle(d).unwrap(), 0, "no file: nothing to do");
+    }
+}

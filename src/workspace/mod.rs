@@ -1,0 +1,455 @@
+//! The workspace: the managed directory (listed under the lock when the command writes), its
+//! terraform, and the output, with the operations every command uses. It is the one road from
+//! a change to terraform: commands build a [`ChangeSet`] and decide; the workspace writes,
+//! promotes, runs terraform and reports. Commands spawn nothing and write nothing themselves.
+//!
+//! The commit pipeline ([`Workspace::commit`]), by [`CommitMode`]:
+//!
+//! - `Queue` (`--no-apply`): write and remove files; new files stay queued as `.tf.json.new`.
+//! - `Apply`: the same, then promote every queued file to `.tf.json` and run one apply without
+//!   refreshing (refreshing is reconcile's job, so one provision into a large directory does
+//!   not refresh every machine).
+//! - `DryRun`: nothing is written; terraform plans the would-be directory in a mirror.
+//!
+//! The file change itself is all or nothing (`journal`): written together, or not at all,
+//! whatever kills the process. Before anything is written for an apply, the queued files it
+//! would promote must be readable and the state must not be lost (`state_guard`), so a refused
+//! apply changes nothing.
+//!
+//! After a failed apply the directory keeps what was asked for, promoted: the files describe
+//! the wanted state and terraform's state holds what it managed to do (a failed create is
+//! marked tainted). Re-running `terraform apply` through any infrakit-tf command, or
+//! `reconcile`, converges; nothing is rolled back or deleted behind the user's back. The one
+//! exception is `import`, whose failure is undone ([`Workspace::undo_import`]).
+//!
+//! Other operations: [`Workspace::promote`], [`Workspace::plan`] (the real directory, for
+//! reconcile), [`Workspace::plan_after`] (a mirror), [`Workspace::apply`],
+//! [`Workspace::discover_imports`], [`Workspace::state`].
+
+mod changes;
+mod imports;
+mod init;
+mod mirror;
+
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+pub(crate) use self::changes::{
+    ChangeSet, CommitMode, Committed, FileAction, FileChange, FileWrite, Outcome, TfSummary,
+};
+use crate::context::Ctx;
+use crate::directory::{Directory, Instance, LAST_ID};
+use crate::fsio::Perms;
+use crate::journal::{self, FileOp};
+use crate::lock::{self, DirLock};
+use crate::names::{self, Kind};
+use crate::terraform::{Apply, Plan, PlanOptions, State, Terraform};
+use crate::tfoutput::Changes;
+
+pub(crate) struct Workspace<'a> {
+    ctx: &'a Ctx,
+    dir: Directory,
+    /// Discovered and version-checked on first use: commands that never run terraform (a
+    /// `--no-apply`) never look for it.
+    tf: OnceCell<Terraform>,
+    _lock: Option<DirLock>,
+}
+
+/// A plan saved for [`Workspace::apply`] ([`Apply::Saved`]), and what it found.
+pub(crate) struct SavedPlan {
+    pub(crate) plan: Plan,
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl SavedPlan {
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl<'a> Workspace<'a> {
+    /// For a command that writes: takes the directory lock (waiting up to `timeout`), undoes
+    /// what a killed run left half done, then lists the directory.
+    pub(crate) fn lock(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
+        let lock = ctx.lock_within(timeout)?;
+        Ok(Workspace { ctx, dir: ctx.directory()?, tf: OnceCell::new(), _lock: Some(lock) })
+    }
+
+    /// For a command that only reads (or plans in a mirror): no lock.
+    pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
+        Ok(Workspace { ctx, dir: ctx.directory()?, tf: OnceCell::new(), _lock: None })
+    }
+
+    /// The directory for `mode`: locked unless it is a dry run.
+    pub(crate) fn for_mode(ctx: &'a Ctx, mode: CommitMode) -> Result<Self> {
+        if mode == CommitMode::DryRun {
+            Self::read(ctx)
+        } else {
+            Self::lock(ctx, ctx.lock_timeout)
+        }
+    }
+
+    /// The directory as last listed.
+    pub(crate) fn dir(&self) -> &Directory {
+        &self.dir
+    }
+
+    /// Terraform, found and version-checked once.
+    pub(crate) fn terraform(&self) -> Result<&Terraform> {
+        if let Some(tf) = self.tf.get() {
+            return Ok(tf);
+        }
+        let tf = self.ctx.terraform(&self.dir)?;
+        Ok(self.tf.get_or_init(|| tf))
+    }
+
+    /// Terraform's state, by address.
+    pub(crate) fn state(&self) -> Result<State> {
+        self.terraform()?.show_state()
+    }
+
+    /// Commits `changes` (see the module doc). `Err` means nothing was applied; an apply that
+    /// failed after the files were written comes back in [`Committed::failure`], so that the
+    /// command can still report what is in the directory.
+    pub(crate) fn commit(&mut self, changes: ChangeSet, mode: CommitMode) -> Result<Committed> {
+        if mode == CommitMode::DryRun {
+            return self.preview(&changes).map(|outcome| Committed { outcome, failure: None });
+        }
+        // Everything that can refuse the apply comes before the first write: a missing
+        // terraform, a queued file that would break every apply, a lost state.
+        let providers = if mode == CommitMode::Apply {
+            self.terraform()?;
+            let queued = self.preflight(&changes)?;
+            init::providers_of(changes.docs().chain(&queued))
+        } else {
+            BTreeSet::new()
+        };
+        let mut outcome = Outcome { files: self.write(changes)?, ..Outcome::default() };
+        if mode == CommitMode::Queue {
+            return Ok(Committed { outcome, failure: None });
+        }
+        self.promote()?;
+        self.settle_imports()?;
+        // The queued files written above are live now: report the names they have.
+        for f in outcome.files.iter_mut().filter(|f| f.action != FileAction::Removed) {
+            if let Some(base) = f.name.strip_suffix(names::QUEUED) {
+                f.name = format!("{base}{}", names::LIVE);
+            }
+        }
+        let started = Instant::now();
+        let applied = self
+            .init_if_needed(&providers)
+            .and_then(|()| self.terraform()?.apply(Apply::Configuration { refresh: false }));
+        match applied {
+            Ok(changes) => {
+                self.finish_imports()?; // every import block has been carried out
+                let summary = TfSummary::new(changes, started.elapsed());
+                self.ctx.printer.status(&format!(
+                    "applied: {} added, {} changed, {} destroyed in {:.2}s",
+                    summary.added, summary.changed, summary.destroyed, summary.elapsed_seconds
+                ));
+                outcome.applied = true;
+                outcome.terraform = Some(summary);
+                Ok(Committed { outcome, failure: None })
+            }
+            Err(e) => {
+                outcome.error = Some(format!("{e:#}"));
+                Ok(Committed { outcome, failure: Some(e) })
+            }
+        }
+    }
+
+    /// The checks an apply must pass before anything is written: every queued file it would
+    /// promote (those `changes` does not replace) is a readable document, and the state is not
+    /// lost (`state_guard`). Returns those queued documents (for `init`'s provider check).
+    pub(crate) fn preflight(&self, changes: &ChangeSet) -> Result<Vec<Value>> {
+        let mut queued = Vec::new();
+        for name in self.dir.queued().filter(|n| !changes.touches(n)) {
+            let readable = self.dir.read_doc(name).and_then(|doc| {
+                if doc.is_object() {
+                    Ok(doc)
+                } else {
+                    Err(anyhow::anyhow!("it is not a JSON object"))
+                }
+            });
+            match readable {
+                Ok(doc) => queued.push(doc),
+                Err(e) => {
+                    return Err(crate::exit::invalid(format!(
+                        "queued file `{name}` cannot be applied ({e:#}): promoting it would make every apply fail"
+                    ))
+                    .hint("fix it, or remove it (it was never applied), then re-run")
+                    .into())
+                }
+            }
+        }
+        crate::state_guard::check(&self.dir)?;
+        Ok(queued)
+    }
+
+    /// Writes and removes the files of `changes`, all or nothing (`journal`), and lists the
+    /// directory again. Returns what happened to each file.
+    pub(crate) fn write(&mut self, changes: ChangeSet) -> Result<Vec<FileChange>> {
+        let (ops, files) = self.file_ops(changes)?;
+        journal::commit(self.dir.path(), &ops)?;
+        for op in &ops {
+            self.dir.note(&op.name, op.after.is_some());
+        }
+        for f in &files {
+            self.ctx.printer.detail(&format!("{} {}", f.action.as_str(), f.name));
+        }
+        Ok(files)
+    }
+
+    /// The file operations of `changes` (unchanged documents left out) and what each does. A
+    /// change that removes instance files raises the ID record past them, in the same all or
+    /// nothing change, so that their IDs (whose machines may still be in state) are never
+    /// reused.
+    fn file_ops(&self, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<FileChange>)> {
+        let dir = &self.dir;
+        // Each file is read once, and all before any write: one that cannot be replaced (a
+        // link, not JSON) leaves all as it was.
+        let existing: Vec<Option<Value>> =
+            changes.writes.iter().map(|w| dir.replaceable(&w.name)).collect::<Result<_>>()?;
+        let mut ops = Vec::new();
+        let mut files = Vec::new();
+        for (FileWrite { name, doc, perms }, old) in changes.writes.into_iter().zip(existing) {
+            let action = if old.as_ref() == Some(&doc) {
+                FileAction::Unchanged
+            } else {
+                ops.push(FileOp { name: name.clone(), after: Some((crate::tfconfig::to_bytes(&doc), perms)) });
+                if dir.has(&name) {
+                    FileAction::Updated
+                } else {
+                    FileAction::Created
+                }
+            };
+            files.push(FileChange { name, action });
+        }
+        let mut highest_removed = None;
+        for name in changes.removals.into_iter().filter(|n| dir.has(n)) {
+            if let Some(Kind::Instance(id)) = names::split_file_name(&name).and_then(|(b, _)| names::classify(b)) {
+                highest_removed = highest_removed.max(Some(id.number()));
+            }
+            ops.push(FileOp { name: name.clone(), after: None });
+            files.push(FileChange { name, action: FileAction::Removed });
+        }
+        if let Some(n) = highest_removed.filter(|n| !matches!(dir.last_issued(), Some(last) if last >= *n)) {
+            ops.push(FileOp { name: LAST_ID.to_string(), after: Some((format!("{n}\n").into_bytes(), Perms::Public)) });
+        }
+        Ok((ops, files))
+    }
+
+    /// Renames every queued `.tf.json.new` to `.tf.json` (atomically replacing a live twin).
+    /// Returns the names promoted.
+    pub(crate) fn promote(&mut self) -> Result<Vec<String>> {
+        let queued: Vec<String> = self.dir.queued().map(str::to_string).collect();
+        for name in &queued {
+            let live = format!("{}{}", name.strip_suffix(names::QUEUED).expect("queued"), names::LIVE);
+            crate::fsio::rename(&self.dir.path().join(name), &self.dir.path().join(&live))?;
+            self.dir.note(name, false);
+            self.dir.note(&live, true);
+            self.ctx.printer.detail(&format!("promoted {name}"));
+        }
+        Ok(queued)
+    }
+
+    /// Settles a leftover import-blocks file before terraform runs (see `imports::settle`).
+    /// Whether import blocks remain for the next apply.
+    pub(crate) fn settle_imports(&mut self) -> Result<bool> {
+        if !self.dir.has(names::IMPORT_FILE) {
+            return Ok(false);
+        }
+        let kept = imports::settle(self.dir.path())? > 0;
+        self.dir.note(names::IMPORT_FILE, kept);
+        Ok(kept)
+    }
+
+    /// Removes the import-blocks file: its blocks were carried out.
+    pub(crate) fn finish_imports(&mut self) -> Result<()> {
+        self.dir.remove(names::IMPORT_FILE)?;
+        self.dir.note(names::IMPORT_FILE, false);
+        Ok(())
+    }
+
+    /// Runs `init` when the directory needs it for documents of `providers` (see `init`).
+    pub(crate) fn init_if_needed(&self, providers: &BTreeSet<String>) -> Result<()> {
+        let path = self.dir.path();
+        if !init::needed(path, providers)? {
+            return Ok(());
+        }
+        self.ctx.printer.status("running terraform init (first use, new provider or changed configuration)");
+        self.terraform()?.init()?;
+        init::record(path, providers)
+    }
+
+    /// Provider prefixes of every managed file's resource types (for reconcile's `init`),
+    /// the instances' from their documents as already read.
+    pub(crate) fn providers(&self, instances: &[Instance]) -> BTreeSet<String> {
+        let others: Vec<Value> = self
+            .dir
+            .managed()
+            .filter(|f| !matches!(f.kind, Kind::Instance(_)))
+            .filter_map(|f| self.dir.read_doc(f.name).ok())
+            .collect();
+        init::providers_of(instances.iter().filter_map(|i| i.doc.as_ref().ok()).chain(&others))
+    }
+
+    /// A refreshing plan of the directory as it is, saved for [`Workspace::apply`].
+    pub(crate) fn plan(&self) -> Result<SavedPlan> {
+        let dir = tempfile::Builder::new()
+            .prefix("infrakit-tf-plan-")
+            .tempdir()
+            .context("failed to create a temporary directory")?;
+        let path = dir.path().join("plan");
+        let plan = self.terraform()?.plan(PlanOptions { refresh: true, lock: true, out: Some(&path) })?;
+        Ok(SavedPlan { plan, _dir: dir, path })
+    }
+
+    /// Applies the directory as it is, or a saved plan. Returns what terraform did.
+    pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
+        self.terraform()?.apply(what)
+    }
+
+    /// Plans the directory as it would be after `changes` and promotion, in a mirror: nothing
+    /// in the real directory is written (a plan there takes no state lock, saves no refresh).
+    pub(crate) fn plan_after(&self, changes: &ChangeSet, refresh: bool) -> Result<Plan> {
+        let mirror = mirror::build(&self.dir, changes)?;
+        self.plan_in_mirror(mirror.path(), changes, PlanOptions { refresh, lock: false, out: None })
+    }
+
+    /// What `changes` (files and an import-blocks file) would import: a plan in a mirror,
+    /// saved, then `show -json` of it gives each imported object's live values, by address. A
+    /// wrong cloud ID fails here, before anything is written.
+    pub(crate) fn discover_imports(&self, changes: &ChangeSet) -> Result<BTreeMap<String, Value>> {
+        // Before anything runs: a file that cannot be replaced (a link, not JSON) stops it.
+        changes.writes.iter().try_for_each(|w| self.dir.check_replaceable(&w.name))?;
+        let mirror = mirror::build(&self.dir, changes)?;
+        let plan = mirror.path().join(".infrakit-tf-import.plan");
+        self.plan_in_mirror(mirror.path(), changes, PlanOptions { refresh: false, lock: false, out: Some(&plan) })?;
+        self.terraform()?.in_dir(mirror.path()).show_plan_imports(&plan)
+    }
+
+    /// Plans in `mirror`. When the real directory would need `init` first, `init` runs in the
+    /// mirror: its lock file is its own copy, so yours is left alone (providers it installs go
+    /// to the shared `.terraform`, which is a cache); the marker is not updated, so the next
+    /// apply runs `init`.
+    fn plan_in_mirror(&self, mirror: &Path, changes: &ChangeSet, options: PlanOptions<'_>) -> Result<Plan> {
+        let tf = self.terraform()?.in_dir(mirror);
+        let queued: Vec<Value> = self.dir.queued().filter_map(|n| self.dir.read_doc(n).ok()).collect();
+        if init::needed(self.dir.path(), &init::providers_of(changes.docs().chain(&queued)))? {
+            // `init` installs providers into the real `.terraform` (the mirror links it): that
+            // is a write, so it happens under the directory lock, like every other.
+            let _lock = if lock::held() { None } else { Some(self.ctx.lock()?) };
+            mirror::own_lock_file(mirror)?;
+            self.ctx.printer.detail("running terraform init in the mirror");
+            tf.init()?;
+        }
+        tf.plan(options)
+    }
+
+    /// What a dry run of `changes` would do: each file's action, and terraform's plan of the
+    /// would-be directory. Nothing is written.
+    fn preview(&self, changes: &ChangeSet) -> Result<Outcome> {
+        let mut files: Vec<FileChange> = changes
+            .writes
+            .iter()
+            .map(|w| {
+                let action = match std::fs::read(self.dir.path().join(&w.name)) {
+                    Ok(old) if old == crate::tfconfig::to_bytes(&w.doc) => FileAction::Unchanged,
+                    Ok(_) => FileAction::Updated,
+                    Err(_) => FileAction::Created,
+                };
+                FileChange { name: w.name.clone(), action }
+            })
+            .collect();
+        files.extend(
+            changes
+                .removals
+                .iter()
+                .filter(|n| self.dir.has(n))
+                .map(|n| FileChange { name: n.clone(), action: FileAction::Removed }),
+        );
+        let started = Instant::now();
+        let plan = self.plan_after(changes, false)?;
+        Ok(Outcome {
+            files,
+            dry_run: true,
+            terraform: Some(TfSummary::new(plan.totals, started.elapsed())),
+            planned: plan.changes,
+            ..Outcome::default()
+        })
+    }
+
+    /// The bytes of `names` as they are now (`None`: absent), for [`Workspace::undo_import`].
+    pub(crate) fn contents(&self, names: &[String]) -> Vec<(String, Option<Vec<u8>>)> {
+        names.iter().map(|n| (n.clone(), std::fs::read(self.dir.path().join(n)).ok())).collect()
+    }
+
+    /// Undoes a failed import: forget the adopted objects (never destroy them), put the files
+    /// back as they were (`previous`, from [`Workspace::contents`]), and apply to remove
+    /// whatever the failed apply created. When an adopted object cannot be forgotten, nothing
+    /// else is undone: removing its file would make the next apply destroy it. The files and
+    /// the import blocks stay, so that `reconcile` finishes the import instead. Returns whether
+    /// the import was undone.
+    pub(crate) fn undo_import(&self, adopted: &[&str], previous: &[(String, Option<Vec<u8>>)]) -> bool {
+        let warn = |what: &str, e: &anyhow::Error| self.ctx.printer.warn(&format!("rollback: {what}: {e:#}"));
+        // Every adopted address was checked to be absent from state before the import, so
+        // each one in state now was put there by this import.
+        let (tf, state) = match self.terraform().and_then(|tf| Ok((tf, tf.show_state()?))) {
+            Ok(found) => found,
+            Err(e) => {
+                warn("cannot read the state", &e);
+                return false;
+            }
+        };
+        let mut forgotten = true;
+        for addr in adopted.iter().filter(|a| state.contains_key(**a)) {
+            if let Err(e) = tf.state_rm(addr) {
+                warn(&format!("could not forget `{addr}`"), &e);
+                forgotten = false;
+            }
+        }
+        if !forgotten {
+            self.ctx.printer.warn(
+                "rollback stopped: the imported files are kept so that nothing adopted is destroyed; \
+                 run `infrakit-tf reconcile` to finish the import",
+            );
+            return false;
+        }
+        // The files as they were, together: a written file is restored, a created one (and
+        // the live twin its promotion made) removed.
+        let mut ops = Vec::new();
+        for (name, old) in previous {
+            match old {
+                Some(bytes) => ops.push(FileOp { name: name.clone(), after: Some((bytes.clone(), Perms::Private)) }),
+                None => {
+                    let live =
+                        names::split_file_name(name).map_or(name.clone(), |(b, _)| format!("{b}{}", names::LIVE));
+                    ops.extend(
+                        [name.clone(), live]
+                            .into_iter()
+                            .filter(|n| self.dir.path().join(n).exists())
+                            .map(|name| FileOp { name, after: None }),
+                    );
+                }
+            }
+        }
+        ops.dedup_by(|a, b| a.name == b.name);
+        let restored = journal::commit(self.dir.path(), &ops);
+        if let Err(e) = &restored {
+            warn("the files could not be put back", e);
+        }
+        let cleaned = tf.apply(Apply::Configuration { refresh: false });
+        if let Err(e) = &cleaned {
+            warn("the cleaning apply failed", e);
+        }
+        restored.is_ok() && cleaned.is_ok()
+    }
+}
