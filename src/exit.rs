@@ -1,5 +1,5 @@
 //! Exit codes are API: scripts and cron branch on them. This is the one table; README and the
-//! man pages mirror it, and a test checks that README lists every code.
+//! man pages mirror it, and a test checks README's table against it row by row.
 //!
 //! Commands fail with `anyhow::Error`. The few failures a caller must tell apart carry a typed
 //! [`Failure`] somewhere in their chain; [`code_for`] walks the chain once, at the top, to pick
@@ -8,73 +8,74 @@
 use std::fmt;
 use std::process::ExitCode;
 
-/// A documented exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
+/// Declares the exit codes once: each variant with its value and its one-line meaning (the
+/// row README's table must have, word for word; a test checks it). The macro makes the enum,
+/// [`Code::ALL`] and [`Code::meaning`], an exhaustive `match`: a new code cannot lack a row.
+macro_rules! exit_codes {
+    ($($(#[doc = $doc:literal])* $name:ident = $value:literal => $meaning:literal,)*) => {
+        /// A documented exit code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Code {
+            $($(#[doc = $doc])* $name = $value,)*
+        }
+
+        impl Code {
+            /// Every code, in order.
+            pub const ALL: &'static [Code] = &[$(Code::$name),*];
+
+            /// The one-line meaning, as README's table says it (Markdown backticks included).
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $(Code::$name => $meaning,)*
+                }
+            }
+        }
+    };
+}
+
+exit_codes! {
     /// Success.
-    Ok = 0,
+    Ok = 0 => "success",
     /// Unexpected error (I/O, a bug): the message says what.
-    Error = 1,
+    Error = 1 => "unexpected error (I/O, internal); the message says what",
     /// Bad command line: unknown flag, malformed `K=V`, malformed instance ID (clap's code).
-    Usage = 2,
+    Usage = 2 => "bad command line: unknown flag, malformed `K=V` or instance ID",
     /// Invalid input: the spec, a template, a scope or name that would escape the directory.
-    Invalid = 3,
+    Invalid = 3 => "invalid input: spec, template, scope or name; nothing was changed",
     /// Not found: an unknown instance ID, a missing spec file or directory.
-    NotFound = 4,
+    NotFound = 4 => "not found: unknown instance ID, missing spec file or directory",
     /// The directory is locked by another infrakit-tf run and `--lock-timeout` ran out (or
     /// `reconcile --no-wait` found it busy).
-    Locked = 5,
+    Locked = 5 => "directory locked by another infrakit-tf run (see `--lock-timeout`; `reconcile --no-wait`: busy)",
     /// Confirmation needed (no terminal and no `--yes`) or declined.
-    NotConfirmed = 6,
+    NotConfirmed = 6 => "confirmation needed: re-run with `--yes`, or it was declined",
     /// Terraform ran and failed: its diagnostics say why.
-    TerraformFailed = 7,
+    TerraformFailed = 7 => "terraform failed; its errors are shown (see \"When terraform fails\")",
     /// The Terraform state is locked by another terraform process.
-    StateLocked = 8,
+    StateLocked = 8 => "the Terraform state is locked by another terraform process",
     /// No usable terraform: not found, or older than 1.0.
-    TerraformMissing = 9,
+    TerraformMissing = 9 => "no usable terraform: not found, or older than 1.0",
     /// `reconcile --check`: drift or changes are pending.
-    Pending = 10,
-    /// `reconcile`: the run would destroy more than `--max-destroy` resources, or re-create
-    /// more than `--max-create` that should already exist; nothing applied.
-    TooManyDestroys = 11,
+    Pending = 10 => "`reconcile --check`: drift or changes are pending",
+    /// `reconcile`: the run would destroy more than `--max-destroy` resources; nothing applied.
+    TooManyDestroys = 11 => "`reconcile` would destroy more than `--max-destroy` resources; nothing applied",
     /// The directory cannot be written: read-only, full, or no permission. Nothing was changed.
-    Unwritable = 12,
+    Unwritable = 12 => "the directory cannot be written (read-only, full disk, permissions); nothing was changed",
     /// Terraform's state is missing, empty, unreadable, of another lineage or older than the
     /// last run recorded, while the directory has live instances: nothing was planned or applied.
-    StateLost = 13,
+    StateLost = 13 => "Terraform's state is missing, empty, of another lineage or older than the last run, while live instances exist; nothing applied (see \"Crashes and recovery\")",
     /// Terraform ran longer than `--terraform-timeout`: it was interrupted, then killed.
-    TerraformTimeout = 14,
+    TerraformTimeout = 14 => "terraform ran longer than `--terraform-timeout`: it was interrupted, then killed",
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
-    Interrupted = 130,
+    Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }
 
-impl Code {
-    /// Every code with its one-line meaning, in order: the table README mirrors.
-    pub const TABLE: &'static [(Code, &'static str)] = &[
-        (Code::Ok, "success"),
-        (Code::Error, "unexpected error (I/O, internal); the message says what"),
-        (Code::Usage, "bad command line: unknown flag, malformed K=V or instance ID"),
-        (Code::Invalid, "invalid input: spec, template, scope or name; nothing was changed"),
-        (Code::NotFound, "not found: unknown instance ID, missing spec file or directory"),
-        (Code::Locked, "directory locked by another infrakit-tf run (see --lock-timeout)"),
-        (Code::NotConfirmed, "confirmation needed: re-run with --yes, or it was declined"),
-        (Code::TerraformFailed, "terraform failed; its errors are shown; see README for what the directory holds"),
-        (Code::StateLocked, "the Terraform state is locked by another terraform process"),
-        (Code::TerraformMissing, "no usable terraform: not found, or older than 1.0"),
-        (Code::Pending, "reconcile --check: drift or changes are pending"),
-        (Code::TooManyDestroys, "reconcile would destroy more than --max-destroy (or re-create more than --max-create) resources; nothing applied"),
-        (Code::Unwritable, "the directory cannot be written (read-only, full disk, permissions); nothing was changed"),
-        (Code::StateLost, "Terraform's state is missing, empty, of another lineage or older than the last run; nothing applied"),
-        (Code::TerraformTimeout, "terraform ran longer than --terraform-timeout and was stopped"),
-        (Code::Interrupted, "interrupted; terraform stopped gracefully and saved its state"),
-    ];
-}
-
-/// The exit-code table as help text (the end of `--help` and the man page).
+/// The exit-code table as help text (the end of `--help` and the man page), without README's
+/// Markdown.
 pub fn help_text() -> String {
     let mut text = String::from("Exit codes:\n");
-    for (code, meaning) in Code::TABLE {
-        text.push_str(&format!("  {:>3}  {meaning}\n", *code as u8));
+    for code in Code::ALL {
+        text.push_str(&format!("  {:>3}  {}\n", *code as u8, code.meaning().replace('`', "")));
     }
     text
 }

@@ -75,13 +75,15 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
             Action::Wait => {}
             Action::Interrupt => signals::interrupt(pid),
             Action::Kill => signals::kill(pid),
-            Action::GiveUp => return Err(Failure::new(
-                Code::Interrupted,
-                format!(
+            Action::GiveUp => {
+                return Err(Failure::new(
+                    Code::Interrupted,
+                    format!(
                     "interrupted: terraform (pid {pid}) is still stopping; the directory stays locked until it ends"
                 ),
-            )
-            .into()),
+                )
+                .into())
+            }
         }
         if got {
             nap = Duration::from_millis(1);
