@@ -1,6 +1,10 @@
 //! `import`'s pure side: reading an InfraKit group spec as an instance spec, matching
 //! `--resource TYPE=ID[:NAME]` requests to resources of the spec, and keeping an adopted
 //! resource's live values for the keys the spec names.
+//!
+//! Where comments cite the reference (the infrakit plugin, `docs/reference/`): case IDs
+//! (`D-01`, `N-04`, ...) are those of `infrakit-cases.md`; "§N" is a section of
+//! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use std::collections::BTreeSet;
 

@@ -6,6 +6,10 @@
 //! Order of work (reference §3): tags, Init, decomposition and the attach tag; then templates
 //! are rendered in every resource; then platform rules (AWS `private_ip`, SoftLayer hostname
 //! and lowercase tags, base64 Init).
+//!
+//! Where comments cite the reference (the infrakit plugin, `docs/reference/`): case IDs
+//! (`D-01`, `N-04`, ...) are those of `infrakit-cases.md`; "§N" is a section of
+//! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use std::collections::{BTreeMap, BTreeSet};
 

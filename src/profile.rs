@@ -3,6 +3,10 @@
 //! `--vm-type` (shaped like `aws_instance` without base64), and the `vm_types` section of the
 //! directory's configuration file `infrakit-tf.json`. Expansion consults a profile; no other
 //! code names a VM type.
+//!
+//! Where comments cite the reference (the infrakit plugin, `docs/reference/`): case IDs
+//! (`D-01`, `N-04`, ...) are those of `infrakit-cases.md`; "§N" is a section of
+//! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,6 +2,10 @@
 //! "Init": "...", "LogicalID": "..."}` (keys matched case-insensitively, as Go's decoder does;
 //! a bare `{"resource": ...}` is taken as Properties). Parsing reports every problem it finds,
 //! each with its JSON pointer, so `validate` can list them all. Pure: text in, [`Spec`] out.
+//!
+//! Where comments cite the reference (the infrakit plugin, `docs/reference/`): case IDs
+//! (`D-01`, `N-04`, ...) are those of `infrakit-cases.md`; "§N" is a section of
+//! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use std::collections::BTreeMap;
 

@@ -3,6 +3,10 @@
 //! with every infrakit function, this renders inside parsed JSON string values, knows only
 //! `var` and the three variables below, and treats an unknown or undefined variable as an
 //! error rather than `<no value>`. Terraform's own `${...}` and `%{...}` pass through.
+//!
+//! Where comments cite the reference (the infrakit plugin, `docs/reference/`): case IDs
+//! (`D-01`, `N-04`, ...) are those of `infrakit-cases.md`; "§N" is a section of
+//! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use serde_json::Value;
 

@@ -2,6 +2,10 @@
 //! `{"resource": {<type>: {<name>: {...}}}}`. Finding its VM, reading and merging VM tags by
 //! profile, and the deterministic bytes we write. Pure: values in, values out. (What terraform
 //! prints back, its `-json` stream and `show -json`, is `tfoutput`.)
+//!
+//! Where comments cite the reference (the infrakit plugin, `docs/reference/`): case IDs
+//! (`D-01`, `N-04`, ...) are those of `infrakit-cases.md`; "§N" is a section of
+//! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,5 @@
-//! Expansion cases, most of them from `reference/infrakit-cases.md` (ids in comments).
+//! Expansion cases, most of them from `docs/reference/infrakit-cases.md` (ids in comments; "bug N"
+//! is item N of §14 of `docs/reference/infrakit-behaviour.md`).
 
 use super::*;
 use serde_json::json;
