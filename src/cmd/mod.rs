@@ -1,6 +1,7 @@
-//! One module per subcommand. Each `run` orchestrates: it resolves, calls the mechanisms
-//! (directory, expansion, lock, output) and builds its report; it spawns nothing and writes no
-//! file itself.
+//! One module per subcommand. Each `run` orchestrates: it reads the spec, opens the
+//! `Workspace` (which locks and lists the directory), builds a `ChangeSet` with the pure core
+//! (expansion, names), decides, hands the change to the workspace, and gives its report to the
+//! output layer. It spawns nothing, writes no file and prints nothing itself.
 
 pub(crate) mod describe;
 pub(crate) mod destroy;
