@@ -360,10 +360,6 @@ impl Directory {
             }
         }
     }
-
-    pub(crate) fn remove(&self, name: &str) -> Result<bool> {
-        fsio::remove(&self.path.join(name))
-    }
 }
 
 #[cfg(test)]

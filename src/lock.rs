@@ -5,7 +5,7 @@
 //!
 //! Terraform outlives us: if infrakit-tf is killed while terraform runs, terraform carries on
 //! and saves its state (its output goes to files, not to a pipe whose reader died; see
-//! `terraform.rs`). The directory must stay locked until it ends, so while a terraform runs
+//! `terraform/supervise.rs`). The directory must stay locked until it ends, so while a terraform runs
 //! for this directory its PID and start time are recorded in [`RUNNING`]. A command that takes
 //! the flock and finds that record naming a live process waits for it as for a held lock (same
 //! `--lock-timeout`, same exit code 5), then removes the record. A record whose process is gone

@@ -19,22 +19,22 @@ pub enum Event {
     /// `resource_drift`: an object changed outside Terraform (`delete`: it vanished).
     Drift(ResourceChange),
     ApplyStart {
-        addr: String,
-        action: String,
+        address: String,
+        action: Action,
     },
     ApplyProgress {
-        addr: String,
-        action: String,
+        address: String,
+        action: Action,
         elapsed: u64,
     },
     ApplyComplete {
-        addr: String,
-        action: String,
+        address: String,
+        action: Action,
         elapsed: u64,
     },
     ApplyErrored {
-        addr: String,
-        action: String,
+        address: String,
+        action: Action,
         elapsed: u64,
     },
     /// Anything else with a human message (`log`, `version`, `outputs`, provisioner output).
@@ -44,12 +44,64 @@ pub enum Event {
     },
 }
 
-/// One resource's planned change or drift: its address and terraform's action (`create`,
-/// `update`, `delete`, `replace`, ...).
+/// One resource's planned change or drift: its address and what terraform does to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ResourceChange {
     pub address: String,
-    pub action: String,
+    pub action: Action,
+}
+
+/// What terraform does (or did) to one resource, as its `-json` stream names it. Reports
+/// show it by that name (`"delete"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Create,
+    Read,
+    Update,
+    Replace,
+    /// For drift: the object is gone (deleted outside Terraform).
+    Delete,
+    NoOp,
+    /// An action of a newer terraform: kept by name.
+    Other(String),
+}
+
+impl Action {
+    pub fn parse(name: &str) -> Self {
+        match name {
+            "create" => Action::Create,
+            "read" => Action::Read,
+            "update" => Action::Update,
+            "replace" => Action::Replace,
+            "delete" => Action::Delete,
+            "noop" => Action::NoOp,
+            other => Action::Other(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Action::Create => "create",
+            Action::Read => "read",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+            Action::NoOp => "noop",
+            Action::Other(name) => name,
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Action {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,21 +183,21 @@ struct ResourceRef {
 /// Decodes one line; `None` when it is not a JSON object of the stream (garbage).
 pub fn parse_line(line: &str) -> Option<Event> {
     let raw: Raw = serde_json::from_str(line).ok()?;
-    let hook = |h: Option<Hook>| h.and_then(|h| Some((h.resource?.addr, h.action, h.elapsed_seconds)));
+    let hook = |h: Option<Hook>| h.and_then(|h| Some((h.resource?.addr, Action::parse(&h.action), h.elapsed_seconds)));
     Some(match raw.kind.as_str() {
         "diagnostic" if raw.diagnostic.is_some() => Event::Diagnostic(raw.diagnostic?),
         "change_summary" if raw.changes.is_some() => Event::Summary(raw.changes?),
         "planned_change" => hook(raw.change).map(|(address, action, _)| Event::PlannedChange(ResourceChange { address, action }))?,
         "resource_drift" => hook(raw.change).map(|(address, action, _)| Event::Drift(ResourceChange { address, action }))?,
-        "apply_start" => hook(raw.hook).map(|(addr, action, _)| Event::ApplyStart { addr, action })?,
+        "apply_start" => hook(raw.hook).map(|(address, action, _)| Event::ApplyStart { address, action })?,
         "apply_progress" => {
-            hook(raw.hook).map(|(addr, action, elapsed)| Event::ApplyProgress { addr, action, elapsed })?
+            hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyProgress { address, action, elapsed })?
         }
         "apply_complete" => {
-            hook(raw.hook).map(|(addr, action, elapsed)| Event::ApplyComplete { addr, action, elapsed })?
+            hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyComplete { address, action, elapsed })?
         }
         "apply_errored" => {
-            hook(raw.hook).map(|(addr, action, elapsed)| Event::ApplyErrored { addr, action, elapsed })?
+            hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyErrored { address, action, elapsed })?
         }
         _ => Event::Message { level: raw.level, text: raw.message },
     })

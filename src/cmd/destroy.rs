@@ -12,7 +12,7 @@ use crate::cli::{DestroyArgs, Reason};
 use crate::context::Ctx;
 use crate::exit::{invalid, not_found};
 use crate::names::{self, Kind};
-use crate::workspace::{ChangeSet, CommitMode, Outcome, Workspace};
+use crate::workspace::{ChangeSet, CommitMode, Committed, Outcome, Workspace};
 
 #[derive(Serialize)]
 struct Report {
@@ -78,8 +78,7 @@ pub(crate) fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
             &format!("destroy {what} in `{}` ({} file(s))?", dir.path().display(), doomed.len()),
         )?;
     }
-    let committed = ws.commit(ChangeSet::removing(doomed), mode)?;
-    let (outcome, failure) = (committed.outcome, committed.failure);
+    let Committed { outcome, failure } = ws.commit(ChangeSet::removing(doomed), mode)?;
     let reason = match args.reason {
         Reason::Terminate => "terminate",
         Reason::RollingUpdate => "rolling_update",

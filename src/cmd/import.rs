@@ -48,7 +48,7 @@ use crate::spec::{self, Spec};
 use crate::terraform::State;
 use crate::text::short;
 use crate::tfconfig::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
-use crate::workspace::{ChangeSet, CommitMode, FileWrite, Outcome, Workspace};
+use crate::workspace::{ChangeSet, CommitMode, Committed, FileWrite, Outcome, Workspace};
 
 #[derive(Debug, Serialize)]
 struct Adopted {
@@ -114,13 +114,12 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     }
 
     // Write and apply; all or nothing.
-    let previous = ws.contents(&changes.writes.iter().map(|w| w.name.clone()).collect::<Vec<_>>());
-    let committed = ws.commit(changes, CommitMode::Apply)?;
-    let mut outcome = committed.outcome;
+    let before = ws.snapshot(&changes);
+    let Committed { mut outcome, failure } = ws.commit(changes, CommitMode::Apply)?;
     outcome.files.retain(|f| f.name != IMPORT_FILE);
-    if let Some(err) = committed.failure {
+    if let Some(err) = failure {
         let adopted: Vec<&str> = imported.iter().map(|a| a.address.as_str()).collect();
-        let undone = ws.undo_import(&adopted, &previous);
+        let undone = ws.undo_import(&adopted, &before);
         let what = if undone { "what it wrote was removed" } else { "it could not be undone (see the warnings)" };
         return Err(err.context(format!("import of {id} failed; {what}")));
     }

@@ -8,9 +8,8 @@ use serde::Serialize;
 use crate::cli::LabelArgs;
 use crate::context::Ctx;
 use crate::exit::{invalid, not_found};
-use crate::fsio::Perms;
 use crate::tfconfig;
-use crate::workspace::{ChangeSet, CommitMode, FileWrite, Outcome, Workspace};
+use crate::workspace::{ChangeSet, CommitMode, Committed, FileWrite, Outcome, Workspace};
 
 #[derive(Serialize)]
 struct Report {
@@ -49,9 +48,8 @@ pub(crate) fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
         tfconfig::lowercase_list_tags(props, profile);
     }
     let tags = tfconfig::read_tags(props, profile);
-    let changes = ChangeSet::writing(vec![FileWrite { name: file.clone(), doc, perms: Perms::Private }]);
-    let committed = ws.commit(changes, mode)?;
-    let (outcome, failure) = (committed.outcome, committed.failure);
+    let changes = ChangeSet::writing(vec![FileWrite::managed(file.clone(), doc)]);
+    let Committed { outcome, failure } = ws.commit(changes, mode)?;
     let changed = outcome.changed();
     ctx.printer.status(&format!("labelled {id} in {file}{}", if changed { "" } else { " (no change)" }));
     let report = Report { id, file, tags, changed, outcome };

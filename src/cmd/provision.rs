@@ -12,7 +12,7 @@ use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
 use crate::names;
-use crate::workspace::{ChangeSet, CommitMode, FileWrite, Outcome, Workspace};
+use crate::workspace::{ChangeSet, CommitMode, Committed, FileWrite, Outcome, Workspace};
 
 #[derive(Serialize)]
 struct Report {
@@ -48,8 +48,7 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     )
     .map_err(invalid)?;
     let writes = expansion.files.into_iter().map(|(base, doc)| FileWrite::managed(dir.target(&base), doc)).collect();
-    let committed = ws.commit(ChangeSet::writing(writes), mode)?;
-    let (outcome, failure) = (committed.outcome, committed.failure);
+    let Committed { outcome, failure } = ws.commit(ChangeSet::writing(writes), mode)?;
     let verb = match mode {
         CommitMode::DryRun => "would provision",
         CommitMode::Queue => "provisioned (queued)",

@@ -29,7 +29,7 @@ use crate::exit::{Code, Failure};
 use crate::names::{self, Suffix};
 use crate::output::utc_now;
 use crate::terraform::{Apply, Plan};
-use crate::tfoutput::ResourceChange;
+use crate::tfoutput::{Action, ResourceChange};
 use crate::workspace::{ChangeSet, Workspace};
 
 #[derive(Debug, Serialize)]
@@ -147,7 +147,8 @@ fn converge(
 /// The live instances whose VM the plan found deleted outside Terraform, with the VM's
 /// address. Instances just promoted from the queue are never among them.
 fn vanished<'i>(plan: &Plan, instances: &'i [Instance], promoted: &BTreeSet<String>) -> Vec<(&'i Instance, String)> {
-    let gone: BTreeSet<&str> = plan.drift.iter().filter(|d| d.action == "delete").map(|d| d.address.as_str()).collect();
+    let gone: BTreeSet<&str> =
+        plan.drift.iter().filter(|d| d.action == Action::Delete).map(|d| d.address.as_str()).collect();
     instances
         .iter()
         .filter(|i| !promoted.contains(&i.id.to_string()))
@@ -206,7 +207,7 @@ fn finish(ctx: &Ctx, report: &Report) -> Result<()> {
 }
 
 fn summary(r: &Report) -> String {
-    let vanished = r.drift.iter().filter(|d| d.action == "delete").count();
+    let vanished = r.drift.iter().filter(|d| d.action == Action::Delete).count();
     let changes = r.planned.len();
     format!(
         "{vanished} vanished, {} drifted, {changes} planned change(s), {} queued file(s)",

@@ -19,8 +19,8 @@ use crate::cli::SweepArgs;
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::names::{Kind, Suffix, IMPORT_FILE};
-use crate::tfoutput::ResourceChange;
-use crate::workspace::{ChangeSet, CommitMode, Outcome, Workspace};
+use crate::tfoutput::{Action, ResourceChange};
+use crate::workspace::{ChangeSet, CommitMode, Committed, Outcome, Workspace};
 
 #[derive(Debug, Serialize)]
 struct Orphan {
@@ -92,7 +92,7 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     }
     let changes = || ChangeSet::removing(orphans.iter().map(|o| o.file.clone()).collect());
     let preview = ws.commit(changes(), CommitMode::DryRun)?.outcome;
-    let destroys: Vec<ResourceChange> = preview.planned.into_iter().filter(|c| c.action == "delete").collect();
+    let destroys: Vec<ResourceChange> = preview.planned.into_iter().filter(|c| c.action == Action::Delete).collect();
     if !ctx.printer.json_output() {
         ctx.printer.data(&table(&orphans, &destroys).to_string())?;
     }
@@ -112,8 +112,7 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         ),
     )?;
     let mode = if args.no_apply { CommitMode::Queue } else { CommitMode::Apply };
-    let committed = ws.commit(changes(), mode)?;
-    let (outcome, failure) = (committed.outcome, committed.failure);
+    let Committed { outcome, failure } = ws.commit(changes(), mode)?;
     ctx.printer.status(&format!("swept {} orphaned file(s)", orphans.len()));
     if ctx.printer.json_output() {
         ctx.printer.json(&Report { orphans, destroys, outcome: Some(outcome) })?;

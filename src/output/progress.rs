@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::tfoutput::{Diagnostic, Event};
+use crate::tfoutput::{Action, Diagnostic, Event};
 
 pub(crate) struct Progress {
     bar: Option<ProgressBar>,
@@ -41,15 +41,15 @@ impl Progress {
                 }
                 self.line(&format!("plan: {} to add, {} to change, {} to destroy", c.add, c.change, c.remove));
             }
-            Event::ApplyStart { addr, action } => self.step(&format!("{} {addr}", ing(action)), false),
-            Event::ApplyProgress { addr, action, elapsed } => {
-                self.step(&format!("still {} {addr}… {elapsed}s", ing(action)), false)
+            Event::ApplyStart { address, action } => self.step(&format!("{} {address}", ing(action)), false),
+            Event::ApplyProgress { address, action, elapsed } => {
+                self.step(&format!("still {} {address}… {elapsed}s", ing(action)), false)
             }
-            Event::ApplyComplete { addr, action, elapsed } => {
-                self.step(&format!("{} {addr} ({elapsed}s)", done(action)), true)
+            Event::ApplyComplete { address, action, elapsed } => {
+                self.step(&format!("{} {address} ({elapsed}s)", done(action)), true)
             }
-            Event::ApplyErrored { addr, action, elapsed } => {
-                self.step(&format!("failed {} {addr} ({elapsed}s)", ing(action)), true)
+            Event::ApplyErrored { address, action, elapsed } => {
+                self.step(&format!("failed {} {address} ({elapsed}s)", ing(action)), true)
             }
             Event::Message { text, .. } if self.verbose => self.println(&format!("terraform: {text}")),
             _ => {}
@@ -96,25 +96,25 @@ impl Drop for Progress {
     }
 }
 
-fn ing(action: &str) -> &str {
+fn ing(action: &Action) -> &str {
     match action {
-        "create" => "creating",
-        "update" => "updating",
-        "delete" => "destroying",
-        "replace" => "replacing",
-        "read" => "reading",
-        other => other,
+        Action::Create => "creating",
+        Action::Update => "updating",
+        Action::Delete => "destroying",
+        Action::Replace => "replacing",
+        Action::Read => "reading",
+        other => other.as_str(),
     }
 }
 
-fn done(action: &str) -> &str {
+fn done(action: &Action) -> &str {
     match action {
-        "create" => "created",
-        "update" => "updated",
-        "delete" => "destroyed",
-        "replace" => "replaced",
-        "read" => "read",
-        other => other,
+        Action::Create => "created",
+        Action::Update => "updated",
+        Action::Delete => "destroyed",
+        Action::Replace => "replaced",
+        Action::Read => "read",
+        other => other.as_str(),
     }
 }
 

@@ -49,9 +49,10 @@ pub(crate) struct Terraform {
 /// How to plan.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PlanOptions<'a> {
-    /// Refresh the state first. Reconcile does; a commit's dry run does not (refreshing every
-    /// machine is reconcile's job, and one provision into a large directory must not pay it).
-    pub(crate) refresh: bool,
+    /// Refresh the state first (`Some(true)`), or not (`Some(false)`: a commit's dry run, since
+    /// refreshing every machine is reconcile's job), or as terraform does by default (`None`:
+    /// it refreshes; reconcile's plan).
+    pub(crate) refresh: Option<bool>,
     /// Take terraform's state lock. A plan in a dry-run mirror does not: it writes nothing.
     pub(crate) lock: bool,
     /// Save the plan there, for [`Apply::Saved`] or [`Terraform::show_plan`].
@@ -197,8 +198,10 @@ impl Terraform {
 
     /// `plan -json -detailed-exitcode`, its progress shown as it runs.
     pub(crate) fn plan(&self, options: PlanOptions<'_>) -> Result<Plan> {
-        let refresh = if options.refresh { "-refresh=true" } else { "-refresh=false" };
-        let mut args = vec!["plan".to_string(), "-json".into(), "-input=false".into(), refresh.into()];
+        let mut args = vec!["plan".to_string(), "-json".into(), "-input=false".into()];
+        if let Some(refresh) = options.refresh {
+            args.push(format!("-refresh={refresh}"));
+        }
         if !options.lock {
             args.push("-lock=false".into());
         }
@@ -240,7 +243,7 @@ impl Terraform {
     pub(crate) fn show_plan_imports(&self, plan: &Path) -> Result<BTreeMap<String, Value>> {
         let plan = plan.to_str().context("plan path is not UTF-8")?;
         let out = self.capture(&Invocation::new(&["show", "-json", plan]))?;
-        tfoutput::parse_plan_imports(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
+        tfoutput::parse_plan_imports(&out).map_err(|e| crate::exit::invalid(e).into())
     }
 
     /// `state rm ADDRESS`: forget an object, leaving it alone.

@@ -25,12 +25,12 @@ fn events(text: &str) -> Vec<Event> {
 fn terraform_stream() {
     let e = events(TF_APPLY);
     assert!(matches!(&e[0], Event::Message { text, .. } if text == "Terraform 1.11.4"));
-    assert_eq!(e[1], Event::PlannedChange(ResourceChange { address: "terraform_data.ok".into(), action: "create".into() }));
+    assert_eq!(e[1], Event::PlannedChange(ResourceChange { address: "terraform_data.ok".into(), action: Action::Create }));
     assert_eq!(e[2], Event::Summary(Changes { add: 3, change: 0, remove: 0, import: 0, operation: Operation::Plan }));
-    assert_eq!(e[3], Event::ApplyStart { addr: "terraform_data.slow".into(), action: "create".into() });
-    assert_eq!(e[4], Event::ApplyErrored { addr: "terraform_data.bad".into(), action: "create".into(), elapsed: 0 });
-    assert_eq!(e[5], Event::ApplyProgress { addr: "terraform_data.slow".into(), action: "create".into(), elapsed: 10 });
-    assert_eq!(e[6], Event::ApplyComplete { addr: "terraform_data.slow".into(), action: "create".into(), elapsed: 11 });
+    assert_eq!(e[3], Event::ApplyStart { address: "terraform_data.slow".into(), action: Action::Create });
+    assert_eq!(e[4], Event::ApplyErrored { address: "terraform_data.bad".into(), action: Action::Create, elapsed: 0 });
+    assert_eq!(e[5], Event::ApplyProgress { address: "terraform_data.slow".into(), action: Action::Create, elapsed: 10 });
+    assert_eq!(e[6], Event::ApplyComplete { address: "terraform_data.slow".into(), action: Action::Create, elapsed: 11 });
     let Event::Diagnostic(d) = &e[7] else { panic!("{:?}", e[7]) };
     assert!(d.is_error());
     assert_eq!(d.summary, "local-exec provisioner error");

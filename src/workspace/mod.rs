@@ -67,6 +67,17 @@ pub(crate) struct SavedPlan {
     path: PathBuf,
 }
 
+/// Files as they were before a change.
+pub(crate) struct Snapshot {
+    files: Vec<(String, Option<Saved>)>,
+}
+
+/// A file's bytes and permission bits.
+struct Saved {
+    bytes: Vec<u8>,
+    mode: u32,
+}
+
 impl SavedPlan {
     pub(crate) fn path(&self) -> &Path {
         &self.path
@@ -142,14 +153,15 @@ impl<'a> Workspace<'a> {
                 f.name = format!("{base}{}", names::LIVE);
             }
         }
-        let started = Instant::now();
-        let applied = self
-            .init_if_needed(&providers)
-            .and_then(|()| self.terraform()?.apply(Apply::Configuration { refresh: false }));
+        let applied = self.init_if_needed(&providers).and_then(|()| {
+            let started = Instant::now();
+            let changes = self.terraform()?.apply(Apply::Configuration { refresh: false })?;
+            Ok((changes, started.elapsed()))
+        });
         match applied {
-            Ok(changes) => {
+            Ok((changes, elapsed)) => {
                 self.finish_imports()?; // every import block has been carried out
-                let summary = TfSummary::new(changes, started.elapsed());
+                let summary = TfSummary::new(changes, elapsed);
                 self.ctx.printer.status(&format!(
                     "applied: {} added, {} changed, {} destroyed in {:.2}s",
                     summary.added, summary.changed, summary.destroyed, summary.elapsed_seconds
@@ -273,7 +285,7 @@ impl<'a> Workspace<'a> {
 
     /// Removes the import-blocks file: its blocks were carried out.
     pub(crate) fn finish_imports(&mut self) -> Result<()> {
-        self.dir.remove(names::IMPORT_FILE)?;
+        crate::fsio::remove(&self.dir.path().join(names::IMPORT_FILE))?;
         self.dir.note(names::IMPORT_FILE, false);
         Ok(())
     }
@@ -308,7 +320,7 @@ impl<'a> Workspace<'a> {
             .tempdir()
             .context("failed to create a temporary directory")?;
         let path = dir.path().join("plan");
-        let plan = self.terraform()?.plan(PlanOptions { refresh: true, lock: true, out: Some(&path) })?;
+        let plan = self.terraform()?.plan(PlanOptions { refresh: None, lock: true, out: Some(&path) })?;
         Ok(SavedPlan { plan, _dir: dir, path })
     }
 
@@ -321,7 +333,7 @@ impl<'a> Workspace<'a> {
     /// in the real directory is written (a plan there takes no state lock, saves no refresh).
     pub(crate) fn plan_after(&self, changes: &ChangeSet, refresh: bool) -> Result<Plan> {
         let mirror = mirror::build(&self.dir, changes)?;
-        self.plan_in_mirror(mirror.path(), changes, PlanOptions { refresh, lock: false, out: None })
+        self.plan_in_mirror(mirror.path(), changes, PlanOptions { refresh: Some(refresh), lock: false, out: None })
     }
 
     /// What `changes` (files and an import-blocks file) would import: a plan in a mirror,
@@ -332,7 +344,11 @@ impl<'a> Workspace<'a> {
         changes.writes.iter().try_for_each(|w| self.dir.check_replaceable(&w.name))?;
         let mirror = mirror::build(&self.dir, changes)?;
         let plan = mirror.path().join(".infrakit-tf-import.plan");
-        self.plan_in_mirror(mirror.path(), changes, PlanOptions { refresh: false, lock: false, out: Some(&plan) })?;
+        self.plan_in_mirror(
+            mirror.path(),
+            changes,
+            PlanOptions { refresh: Some(false), lock: false, out: Some(&plan) },
+        )?;
         self.terraform()?.in_dir(mirror.path()).show_plan_imports(&plan)
     }
 
@@ -357,18 +373,16 @@ impl<'a> Workspace<'a> {
     /// What a dry run of `changes` would do: each file's action, and terraform's plan of the
     /// would-be directory. Nothing is written.
     fn preview(&self, changes: &ChangeSet) -> Result<Outcome> {
-        let mut files: Vec<FileChange> = changes
-            .writes
-            .iter()
-            .map(|w| {
-                let action = match std::fs::read(self.dir.path().join(&w.name)) {
-                    Ok(old) if old == crate::tfconfig::to_bytes(&w.doc) => FileAction::Unchanged,
-                    Ok(_) => FileAction::Updated,
-                    Err(_) => FileAction::Created,
-                };
-                FileChange { name: w.name.clone(), action }
-            })
-            .collect();
+        // What a commit would say: the same documents compared, the same files refused.
+        let mut files = Vec::new();
+        for w in &changes.writes {
+            let action = match self.dir.replaceable(&w.name)? {
+                Some(old) if old == w.doc => FileAction::Unchanged,
+                Some(_) => FileAction::Updated,
+                None => FileAction::Created,
+            };
+            files.push(FileChange { name: w.name.clone(), action });
+        }
         files.extend(
             changes
                 .removals
@@ -376,6 +390,7 @@ impl<'a> Workspace<'a> {
                 .filter(|n| self.dir.has(n))
                 .map(|n| FileChange { name: n.clone(), action: FileAction::Removed }),
         );
+        self.terraform()?;
         let started = Instant::now();
         let plan = self.plan_after(changes, false)?;
         Ok(Outcome {
@@ -387,28 +402,50 @@ impl<'a> Workspace<'a> {
         })
     }
 
-    /// The bytes of `names` as they are now (`None`: absent), for [`Workspace::undo_import`].
-    pub(crate) fn contents(&self, names: &[String]) -> Vec<(String, Option<Vec<u8>>)> {
-        names.iter().map(|n| (n.clone(), std::fs::read(self.dir.path().join(n)).ok())).collect()
+    /// The files `changes` will touch, as they are now (both twins of each), for
+    /// [`Workspace::undo_import`].
+    pub(crate) fn snapshot(&self, changes: &ChangeSet) -> Snapshot {
+        let mut touched = BTreeSet::new();
+        for w in &changes.writes {
+            let base = names::split_file_name(&w.name).map_or(w.name.as_str(), |(base, _)| base);
+            touched.insert(format!("{base}{}", names::LIVE));
+            touched.insert(format!("{base}{}", names::QUEUED));
+        }
+        let files = touched
+            .into_iter()
+            .map(|name| {
+                let path = self.dir.path().join(&name);
+                let before = std::fs::read(&path).ok().zip(std::fs::metadata(&path).ok()).map(|(bytes, meta)| {
+                    use std::os::unix::fs::PermissionsExt;
+                    Saved { bytes, mode: meta.permissions().mode() & 0o7777 }
+                });
+                (name, before)
+            })
+            .collect();
+        Snapshot { files }
     }
 
     /// Undoes a failed import: forget the adopted objects (never destroy them), put the files
-    /// back as they were (`previous`, from [`Workspace::contents`]), and apply to remove
-    /// whatever the failed apply created. When an adopted object cannot be forgotten, nothing
-    /// else is undone: removing its file would make the next apply destroy it. The files and
-    /// the import blocks stay, so that `reconcile` finishes the import instead. Returns whether
-    /// the import was undone.
-    pub(crate) fn undo_import(&self, adopted: &[&str], previous: &[(String, Option<Vec<u8>>)]) -> bool {
-        let warn = |what: &str, e: &anyhow::Error| self.ctx.printer.warn(&format!("rollback: {what}: {e:#}"));
+    /// back as they were (`before`, from [`Workspace::snapshot`]), all or nothing, and apply
+    /// to remove whatever the failed apply created. When an adopted object cannot be
+    /// forgotten, or the files cannot be put back, nothing more is done: the files and the
+    /// import blocks stay (removing them would make the next apply destroy what was adopted),
+    /// so that `reconcile` finishes the import instead. Returns whether the import was undone.
+    pub(crate) fn undo_import(&mut self, adopted: &[&str], before: &Snapshot) -> bool {
+        let stopped = "rollback stopped: the imported files are kept so that nothing adopted is destroyed; \
+                       run `infrakit-tf reconcile` to finish the import";
+        let ctx = self.ctx;
+        let warn = |what: &str, e: &anyhow::Error| ctx.printer.warn(&format!("rollback: {what}: {e:#}"));
         // Every adopted address was checked to be absent from state before the import, so
         // each one in state now was put there by this import.
-        let (tf, state) = match self.terraform().and_then(|tf| Ok((tf, tf.show_state()?))) {
-            Ok(found) => found,
+        let state = match self.state() {
+            Ok(state) => state,
             Err(e) => {
                 warn("cannot read the state", &e);
                 return false;
             }
         };
+        let tf = self.terraform().expect("found to read the state");
         let mut forgotten = true;
         for addr in adopted.iter().filter(|a| state.contains_key(**a)) {
             if let Err(e) = tf.state_rm(addr) {
@@ -417,39 +454,31 @@ impl<'a> Workspace<'a> {
             }
         }
         if !forgotten {
-            self.ctx.printer.warn(
-                "rollback stopped: the imported files are kept so that nothing adopted is destroyed; \
-                 run `infrakit-tf reconcile` to finish the import",
-            );
+            ctx.printer.warn(stopped);
             return false;
         }
-        // The files as they were, together: a written file is restored, a created one (and
-        // the live twin its promotion made) removed.
-        let mut ops = Vec::new();
-        for (name, old) in previous {
-            match old {
-                Some(bytes) => ops.push(FileOp { name: name.clone(), after: Some((bytes.clone(), Perms::Private)) }),
-                None => {
-                    let live =
-                        names::split_file_name(name).map_or(name.clone(), |(b, _)| format!("{b}{}", names::LIVE));
-                    ops.extend(
-                        [name.clone(), live]
-                            .into_iter()
-                            .filter(|n| self.dir.path().join(n).exists())
-                            .map(|name| FileOp { name, after: None }),
-                    );
+        let ops: Vec<FileOp> = before
+            .files
+            .iter()
+            .filter_map(|(name, was)| match was {
+                Some(saved) => {
+                    Some(FileOp { name: name.clone(), after: Some((saved.bytes.clone(), Perms::Exact(saved.mode))) })
                 }
-            }
+                None => self.dir.path().join(name).exists().then(|| FileOp { name: name.clone(), after: None }),
+            })
+            .collect();
+        if let Err(e) = journal::commit(self.dir.path(), &ops) {
+            warn("the files could not be put back", &e);
+            ctx.printer.warn(stopped);
+            return false;
         }
-        ops.dedup_by(|a, b| a.name == b.name);
-        let restored = journal::commit(self.dir.path(), &ops);
-        if let Err(e) = &restored {
-            warn("the files could not be put back", e);
+        if let Err(e) = tf.apply(Apply::Configuration { refresh: false }) {
+            warn("the cleaning apply failed", &e);
+            return false;
         }
-        let cleaned = tf.apply(Apply::Configuration { refresh: false });
-        if let Err(e) = &cleaned {
-            warn("the cleaning apply failed", e);
+        for op in &ops {
+            self.dir.note(&op.name, op.after.is_some());
         }
-        restored.is_ok() && cleaned.is_ok()
+        true
     }
 }
