@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Scratch, VM_ONLY};
+use crate::support::Scratch;
 use crate::terraform::{state, terraform, terraform_program};
 
 fn spec(s: &Scratch) -> String {
@@ -172,32 +172,4 @@ fn state_lock_held_by_another_terraform() {
     let run = s.run(&["label", &id, "a=b"]).code(8);
     assert!(run.error_lines()[0].contains("the Terraform state is locked by another process"), "{run:#?}");
     other.wait().unwrap();
-}
-
-// Without a terraform, a command that applies fails before writing anything.
-#[test]
-fn missing_terraform_changes_nothing() {
-    let s = Scratch::new();
-    let vm = s.write_outside("vm.json", VM_ONLY);
-    let before = s.snapshot();
-    let run = s.run_with(&["provision", &vm], None, &[("INFRAKIT_TF_TERRAFORM", "/nonexistent/terraform")]).code(9);
-    assert!(run.error_lines()[0].contains("terraform program `/nonexistent/terraform` not found"), "{run:#?}");
-    assert!(run.stderr.contains("hint: give --terraform"), "{run:#?}");
-    let run = s.run_with(&["provision", &vm], None, &[("INFRAKIT_TF_TERRAFORM", ""), ("PATH", "/nonexistent")]).code(9);
-    assert!(run.error_lines()[0].contains("neither `terraform` nor `tofu` is on PATH"), "{run:#?}");
-    assert!(s.snapshot() == before);
-    // A directory never applied has no state: describe needs no terraform to say `pending`.
-    s.write("instance-1.tf.json", r#"{"resource": {"aws_instance": {"instance-1": {}}}}"#);
-    let run = s
-        .run_with(&["describe", "--output", "json"], None, &[("INFRAKIT_TF_TERRAFORM", "/nonexistent/terraform")])
-        .ok();
-    assert_eq!(run.json()[0]["status"], "pending");
-    // Where state may exist, describe still works without terraform, from the files alone,
-    // and says so.
-    s.write("terraform.tfstate", "{}");
-    let run = s
-        .run_with(&["describe", "--output", "json"], None, &[("INFRAKIT_TF_TERRAFORM", "/nonexistent/terraform")])
-        .ok();
-    assert_eq!(run.json()[0]["status"], "configured");
-    assert!(run.stderr.contains("warning: statuses come from the files only"), "{}", run.stderr);
 }

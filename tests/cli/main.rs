@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod apply;
+mod cases;
 mod cloud;
 #[cfg(feature = "fault-injection")]
 mod crash;
