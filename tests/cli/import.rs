@@ -14,14 +14,8 @@ pub const MANAGERS: &str = r##"{"ID": "managers", "Properties": {
 
 /// The first manager, made by hand before any automation: a machine and its volume.
 pub fn hand_made(c: &Cloud) {
-    let write = |id: &str, v: Value| {
-        infrakit_tf::fsio::write_atomic(
-            &c.cloud.join(format!("{id}.json")),
-            v.to_string().as_bytes(),
-            infrakit_tf::fsio::Mode::Public,
-        )
-        .unwrap()
-    };
+    let write =
+        |id: &str, v: Value| std::fs::write(c.cloud.join(format!("{id}.json")), v.to_string().as_bytes()).unwrap();
     write(
         "i-0000abcd",
         json!({"type": "fakecloud_instance", "id": "i-0000abcd", "ip": "10.0.9.9", "name": "manager",
@@ -167,7 +161,7 @@ fn a_failed_apply_rolls_back() {
     hand_made(&c);
     c.run(&["reconcile"]).ok();
     let spec = c.s.write_outside("managers.json", MANAGERS);
-    infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Mode::Public).unwrap();
+    std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]);
     assert_eq!(run.code, 7, "{run:#?}");
@@ -261,12 +255,7 @@ fn a_logical_id_in_use_is_refused() {
     import(&c, &[]).ok();
     let mut second = c.objects()["i-0000abcd"].clone();
     second["id"] = json!("i-0000f00d");
-    infrakit_tf::fsio::write_atomic(
-        &c.cloud.join("i-0000f00d.json"),
-        second.to_string().as_bytes(),
-        infrakit_tf::fsio::Mode::Public,
-    )
-    .unwrap();
+    std::fs::write(c.cloud.join("i-0000f00d.json"), second.to_string().as_bytes()).unwrap();
     let before = (c.s.snapshot(), c.state());
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000f00d"]).code(3);
@@ -323,7 +312,7 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
         crate::terraform::terraform_program().display()
     );
     crate::support::write_executable(&wrapper, &script);
-    infrakit_tf::fsio::write_atomic(&c.cloud.join("fail-create"), b"", infrakit_tf::fsio::Mode::Public).unwrap();
+    std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
 
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let tf = wrapper.to_str().unwrap();
@@ -334,7 +323,7 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
     assert_eq!(c.state()[&format!("fakecloud_instance.{id}")], "i-0000abcd", "still adopted");
     assert!(c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()));
 
-    infrakit_tf::fsio::remove(&c.cloud.join("fail-create")).unwrap();
+    std::fs::remove_file(c.cloud.join("fail-create")).unwrap();
     c.run(&["reconcile"]).ok();
     assert_eq!(c.state()[&format!("fakecloud_instance.{id}")], "i-0000abcd", "never destroyed");
     assert_eq!(c.objects()["i-0000abcd"]["ip"], "10.0.9.9", "never replaced");

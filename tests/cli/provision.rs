@@ -139,7 +139,7 @@ fn a_missing_slot_file_is_warned_about_and_not_reused() {
     let s = Scratch::example();
     let spec = s.dir.join("web.json").to_str().unwrap().to_string();
     let first = s.run(&["provision", &spec, "--no-apply"]).ok().stdout.trim().to_string();
-    infrakit_tf::fsio::remove(&s.dir.join("web_dedicated_1.tf.json.new")).unwrap();
+    std::fs::remove_file(s.dir.join("web_dedicated_1.tf.json.new")).unwrap();
     let run = s.run(&["provision", &spec, "--no-apply"]);
     assert!(!run.stderr.contains("panicked"), "{run:#?}");
     let run = run.ok();
@@ -166,11 +166,11 @@ fn a_broken_orphan_slot_is_refused() {
     let breakages: [(&str, &dyn Fn()); 3] = [
         ("is not valid JSON", &|| drop(s.write("default_dedicated_1.tf.json.new", "not json {"))),
         ("is a symbolic link", &|| {
-            infrakit_tf::fsio::remove(&slot).unwrap();
+            std::fs::remove_file(&slot).unwrap();
             std::os::unix::fs::symlink(&elsewhere, &slot).unwrap();
         }),
         ("is a symbolic link", &|| {
-            infrakit_tf::fsio::remove(&slot).unwrap();
+            std::fs::remove_file(&slot).unwrap();
             std::os::unix::fs::symlink(s.root.path().join("nowhere.json"), &slot).unwrap();
         }),
     ];
@@ -195,7 +195,7 @@ fn symlinked_managed_files_are_refused() {
     let instance = format!("{id}.tf.json.new");
     let moved = s.root.path().join("instance.json");
     std::fs::copy(s.dir.join(&instance), &moved).unwrap();
-    infrakit_tf::fsio::remove(&s.dir.join(&instance)).unwrap();
+    std::fs::remove_file(s.dir.join(&instance)).unwrap();
     std::os::unix::fs::symlink(&moved, s.dir.join(&instance)).unwrap();
     let shared = s.write_outside("shared.json", r#"{"resource": {}}"#);
     std::os::unix::fs::symlink(&shared, s.dir.join("managers_global.tf.json")).unwrap();

@@ -84,7 +84,7 @@ fn max_destroy_refuses_and_applies_nothing() {
     s.run(&["provision", &spec(&s)]).ok();
     let before = state(&s.dir);
     // A file removed by hand: its VM would be destroyed.
-    infrakit_tf::fsio::remove(&s.dir.join(format!("{id}.tf.json"))).unwrap();
+    std::fs::remove_file(s.dir.join(format!("{id}.tf.json"))).unwrap();
     let run = s.run(&["reconcile", "--max-destroy", "0"]).code(11);
     assert!(run.error_lines()[0].contains("refusing to destroy 1 resources (more than --max-destroy 0)"), "{run:#?}");
     assert_eq!(state(&s.dir), before, "nothing applied");

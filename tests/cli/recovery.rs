@@ -42,7 +42,7 @@ fn a_lost_state_is_refused() {
     let state = s.dir.join("terraform.tfstate");
     let good = std::fs::read(&state).unwrap();
 
-    infrakit_tf::fsio::write_atomic(&state, b"", infrakit_tf::fsio::Mode::Public).unwrap();
+    std::fs::write(&state, b"").unwrap();
     let before = s.snapshot();
     let run = s.run(&["provision", &vm]).code(STATE_LOST);
     assert!(run.error_lines()[0].contains("it is empty (0 bytes)"), "{run:#?}");
@@ -53,17 +53,17 @@ fn a_lost_state_is_refused() {
     // Another lineage (a state from elsewhere), then an older serial.
     let mut other: serde_json::Value = serde_json::from_slice(&good).unwrap();
     other["lineage"] = "someone-else".into();
-    infrakit_tf::fsio::write_atomic(&state, other.to_string().as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+    std::fs::write(&state, other.to_string().as_bytes()).unwrap();
     let run = s.run(&["reconcile"]).code(STATE_LOST);
     assert!(run.error_lines()[0].contains("it is another state"), "{run:#?}");
     let mut older: serde_json::Value = serde_json::from_slice(&good).unwrap();
     older["serial"] = (older["serial"].as_u64().unwrap() - 1).into();
-    infrakit_tf::fsio::write_atomic(&state, older.to_string().as_bytes(), infrakit_tf::fsio::Mode::Public).unwrap();
+    std::fs::write(&state, older.to_string().as_bytes()).unwrap();
     let run = s.run(&["reconcile"]).code(STATE_LOST);
     assert!(run.error_lines()[0].contains("it was rolled back"), "{run:#?}");
 
     // Accepting the restored state is the operator's explicit step.
-    infrakit_tf::fsio::remove(&s.dir.join(".infrakit-tf-state.json")).unwrap();
+    std::fs::remove_file(s.dir.join(".infrakit-tf-state.json")).unwrap();
     s.run(&["reconcile"]).ok();
 }
 
