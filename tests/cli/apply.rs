@@ -94,7 +94,7 @@ fn failed_apply_is_reported_and_converges() {
     let rows = s.run(&["describe", "--output", "json"]).ok().json();
     assert_eq!(rows[0]["status"], "tainted");
 
-    infrakit_tf::fsio::remove(&s.root.path().join("fail")).unwrap();
+    std::fs::remove_file(s.root.path().join("fail")).unwrap();
     let out = s.run(&["label", &id, "retry=1", "--output", "json"]).ok().json();
     assert_eq!(out["applied"], true);
     assert_eq!(s.run(&["describe", "--output", "json"]).ok().json()[0]["status"], "created");
@@ -144,16 +144,17 @@ fn init_runs_only_when_needed() {
     assert!(third.stderr.contains("running terraform init"), "user config changed: {}", third.stderr);
 }
 
-// Another terraform holds the state lock: its own exit code and message.
+// Another terraform holds the state lock: its own exit code and message. That terraform's apply
+// waits (at most 120 s) for the test to say it is done, so it holds the lock as long as needed.
 #[test]
 fn state_lock_held_by_another_terraform() {
     let s = Scratch::new();
     let vm = s.write_outside("vm.json", r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#);
     let id = s.run(&["provision", &vm]).ok().stdout.trim().to_string();
-    s.write(
-        "slow.tf.json",
-        r#"{"resource": {"terraform_data": {"slow": {"provisioner": [{"local-exec": {"command": "sleep 8"}}]}}}}"#,
-    );
+    let release = s.root.path().join("release");
+    let hold = format!("i=0; while [ ! -e {} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done", release.display());
+    let slow = serde_json::json!({"resource": {"terraform_data": {"slow": {"provisioner": [{"local-exec": {"command": hold}}]}}}});
+    s.write("slow.tf.json", &slow.to_string());
     #[allow(clippy::disallowed_methods)]
     let mut other = std::process::Command::new(terraform_program())
         .args(["apply", "-auto-approve", "-input=false", "-no-color"])
@@ -163,13 +164,10 @@ fn state_lock_held_by_another_terraform() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until that terraform holds the lock (it writes the lock info file).
-    let info = s.dir.join(".terraform.tfstate.lock.info");
-    let start = std::time::Instant::now();
-    while !info.exists() && start.elapsed().as_secs() < 20 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // That terraform holds the lock once it writes the lock info file.
+    crate::support::wait_for(&s.dir.join(".terraform.tfstate.lock.info"), "the other terraform never took the lock");
     let run = s.run(&["label", &id, "a=b"]).code(8);
     assert!(run.error_lines()[0].contains("the Terraform state is locked by another process"), "{run:#?}");
-    other.wait().unwrap();
+    std::fs::File::create(&release).unwrap();
+    assert!(other.wait().unwrap().success());
 }

@@ -224,3 +224,14 @@ pub fn write_executable(path: &Path, script: &str) {
     child.stdin.take().expect("piped").write_all(script.as_bytes()).expect("write script");
     assert!(child.wait().expect("wait").success(), "could not write {}", path.display());
 }
+
+/// Waits until `path` exists (an event a test can observe, never a guess at how long something
+/// takes), polling; fails loudly after a generous bound, for a busy machine.
+#[track_caller]
+pub fn wait_for(path: &Path, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{what}: `{}` did not appear in 120 s", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
