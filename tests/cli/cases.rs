@@ -2,7 +2,8 @@
 //! like a page of the manual. A case is
 //!
 //! - `<name>.in/`: the directory the command starts in (copied to a scratch directory first;
-//!   `input = "<other>.in"` shares another case's), and the working directory, or `cwd` in it;
+//!   `input = [...]` lists shared ones instead, copied in order), and the working directory, or
+//!   `cwd` in it;
 //! - `given`: commands run there first, each of which must succeed (what the user did before);
 //! - `args` (after `infrakit-tf`), `stdin`, `env` (a value `""` removes the variable) and
 //!   `code`, the exit code (default 0);
@@ -12,8 +13,9 @@
 //!   `.terraform/`). Without `<name>.out/` the command must change nothing at all: every file's
 //!   bytes and mode in the scratch tree are compared before and after.
 //!
-//! In expected text, `[..]` matches within a line, a `...` line matches any lines and `[ROOT]`
-//! is the scratch directory. Nothing else is redacted: instance IDs are deterministic because
+//! In expected text, `[..]` matches within a line, a `...` line matches any lines, `[ROOT]` is
+//! the scratch directory and `[TIME]` a timestamp (`2026-01-02T03:04:05Z`). Nothing else is
+//! redacted: instance IDs are deterministic because
 //! each input directory that provisions records a last issued ID (`.infrakit-tf-last-id`,
 //! `1999999999`), so the next one is `instance-2000000000` whatever the clock says.
 //!
@@ -28,7 +30,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use snapbox::{Assert, Data, Redactions};
+use snapbox::Data;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,8 +43,9 @@ struct Case {
     env: BTreeMap<String, String>,
     #[serde(default)]
     given: Vec<Vec<String>>,
-    /// Another case's input directory, relative to `tests/cmd`.
-    input: Option<String>,
+    /// Input directories, relative to `tests/cmd`, copied in this order (default: `<name>.in`).
+    #[serde(default)]
+    input: Vec<String>,
     /// The working directory inside the scratch directory.
     cwd: Option<String>,
     /// Path prefixes (relative to the scratch directory) left out of the `.out/` comparison.
@@ -92,8 +95,8 @@ fn run_case(name: &str) {
     let scratch = tempfile::tempdir().unwrap();
     let root = scratch.path().join("case");
     std::fs::create_dir(&root).unwrap();
-    let input = case.input.as_ref().map_or_else(|| dir.join(format!("{name}.in")), |i| dir.join(i));
-    if input.exists() {
+    let inputs = if case.input.is_empty() { vec![format!("{name}.in")] } else { case.input.clone() };
+    for input in inputs.iter().map(|i| dir.join(i)).filter(|i| i.exists()) {
         copy_tree(&input, &root);
     }
     let cwd = case.cwd.as_ref().map_or_else(|| root.clone(), |c| root.join(c));
@@ -118,9 +121,7 @@ fn run_case(name: &str) {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("case {name}: infrakit-tf {}", case.args.join(" "));
     assert_eq!(out.status.code(), Some(case.code), "{name}: exit code\n--- stdout\n{stdout}--- stderr\n{stderr}");
-    let mut redactions = Redactions::new();
-    redactions.insert("[ROOT]", root.clone()).unwrap();
-    let assert = Assert::new().action_env("SNAPSHOTS").redact_with(redactions).normalize_paths(false);
+    let assert = crate::support::snapshots(&root);
     for (stream, actual) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
         let expected = dir.join(format!("{name}.{stream}"));
         let expected =
@@ -133,6 +134,7 @@ fn run_case(name: &str) {
         let ignored = |rel: &str| case.ignore.iter().any(|p| rel.starts_with(p.as_str()));
         let extra: Vec<String> = crate::support::tree(&root)
             .into_keys()
+            .filter(|p| !p.is_dir())
             .filter_map(|p| p.strip_prefix(&root).ok().map(|r| r.to_string_lossy().into_owned()))
             .filter(|rel| !ignored(rel) && !out_dir.join(rel).exists())
             .collect();

@@ -1,4 +1,5 @@
 //! Running the binary on a scratch directory, and reading what it left there.
+//! Reference case IDs (`D-01`, `N-09`, ...) are those of `docs/reference/infrakit-cases.md`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -87,6 +88,14 @@ impl Run {
 }
 
 impl Scratch {
+    /// Checks what `run` printed on stderr against a snapshot (`snapbox::str![]`; rewrite with
+    /// `SNAPSHOTS=overwrite`): `[ROOT]` is the scratch root, `[TIME]` a timestamp, `[..]` anything
+    /// within a line.
+    #[track_caller]
+    pub fn assert_stderr(&self, run: &Run, expected: impl snapbox::IntoData) {
+        snapshots(self.root.path()).eq(run.stderr.clone(), expected);
+    }
+
     pub fn new() -> Self {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("dir");
@@ -172,6 +181,15 @@ impl Scratch {
     pub fn snapshot(&self) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
         tree(self.root.path())
     }
+}
+
+/// How the tests compare what users read with its snapshot: exactly, but for `[ROOT]` (the
+/// scratch directory `root`), `[TIME]` (a timestamp) and the wildcards `[..]` and `...`.
+pub fn snapshots(root: &Path) -> snapbox::Assert {
+    let mut redactions = snapbox::Redactions::new();
+    redactions.insert("[ROOT]", root.to_path_buf()).unwrap();
+    redactions.insert("[TIME]", regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ").unwrap()).unwrap();
+    snapbox::Assert::new().action_env("SNAPSHOTS").redact_with(redactions).normalize_paths(false)
 }
 
 /// Every file and directory under `root` with its bytes (a symbolic link: its target) and mode.
