@@ -181,7 +181,11 @@ fn terminate_refuses_when_a_neighbour_cannot_be_read() {
     s.write(&format!("{a}.tf.json.new"), "{broken");
     let before = s.snapshot();
     let run = s.run(&["destroy", "--no-apply", &b, "--yes"]).code(3);
-    assert!(run.error_lines()[0].contains(&format!("cannot tell which files {a} still uses")), "{run:#?}");
+    s.assert_stderr(&run, snapbox::str![[r#"
+error: cannot tell which files instance-[..] still uses: `[ROOT]/dir/instance-[..].tf.json.new` is not valid JSON: key must be a string at line 1 column 2
+hint: fix that instance file, or destroy with --reason rolling-update (removes only the instance file)
+
+"#]]);
     assert!(s.snapshot() == before);
     s.run(&["destroy", "--no-apply", &b, "--reason", "rolling-update", "--yes"]).ok();
 }

@@ -51,8 +51,7 @@ fn no_wait_exits_busy_at_once() {
     let start = std::time::Instant::now();
     let run = s.run(&["reconcile", "--no-wait"]).code(5);
     assert!(start.elapsed().as_secs() < 5);
-    assert!(run.error_lines()[0].contains("is locked by another infrakit-tf run"), "{run:#?}");
-    assert!(!run.stderr.contains("waiting"), "no waiting with --no-wait: {run:#?}");
+    s.assert_stderr(&run, crate::lock::locked_at_once());
 }
 
 // Two reconciles at once: one runs, the other exits busy; the directory is consistent.
@@ -83,7 +82,15 @@ fn max_destroy_refuses_and_applies_nothing() {
     // A file removed by hand: its VM would be destroyed.
     std::fs::remove_file(s.dir.join(format!("{id}.tf.json"))).unwrap();
     let run = s.run(&["reconcile", "--max-destroy", "0"]).code(11);
-    assert!(run.error_lines()[0].contains("refusing to destroy 1 resources (more than --max-destroy 0)"), "{run:#?}");
+    s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+[TIME] plan: 0 to add, 0 to change, 1 to destroy
+error: refusing to destroy 1 resources (more than --max-destroy 0): 0 vanished machine(s); nothing was applied
+hint: check the provider and the cloud; if this is wanted, run again with a higher --max-destroy
+
+"#]],
+    );
     assert_eq!(state(&s.dir), before, "nothing applied");
     let out = s.run(&["reconcile", "--output", "json"]).ok().json();
     assert_eq!(out["destroyed"], 1);
