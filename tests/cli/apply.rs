@@ -167,7 +167,15 @@ fn state_lock_held_by_another_terraform() {
     // That terraform holds the lock once it writes the lock info file.
     crate::support::wait_for(&s.dir.join(".terraform.tfstate.lock.info"), "the other terraform never took the lock");
     let run = s.run(&["label", &id, "a=b"]).code(8);
-    assert!(run.error_lines()[0].contains("the Terraform state is locked by another process"), "{run:#?}");
+    s.assert_stderr(&run, snapbox::str![[r#"
+running terraform init (first use, new provider or changed configuration)
+[TIME] terraform error: Error acquiring the state lock
+...
+labelled instance-[..] in instance-[..].tf.json
+error: `terraform apply -auto-approve -input=false -json -refresh=false` failed: the Terraform state is locked by another process
+hint: wait for the other terraform run to finish; `terraform force-unlock` only if it is dead
+
+"#]]);
     std::fs::File::create(&release).unwrap();
     assert!(other.wait().unwrap().success());
 }

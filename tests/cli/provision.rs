@@ -106,13 +106,25 @@ fn a_broken_orphan_slot_is_refused() {
     s.run(&["destroy", "--no-apply", &ids[0], "--reason", "rolling-update", "--yes"]).ok();
     let slot = s.dir.join("default_dedicated_1.tf.json.new");
     let elsewhere = s.write_outside("elsewhere.json", r#"{"resource": {}}"#);
-    let breakages: [(&str, &dyn Fn()); 3] = [
-        ("is not valid JSON", &|| drop(s.write("default_dedicated_1.tf.json.new", "not json {"))),
-        ("is a symbolic link", &|| {
+    let symlinked = snapbox::str![[r#"
+error: `[ROOT]/dir/default_dedicated_1.tf.json.new` is a symbolic link: infrakit-tf neither follows nor replaces it
+hint: restore it as a regular file of JSON, or remove it to have infrakit-tf write it afresh
+
+"#]];
+    let breakages: [(snapbox::data::Inline, &dyn Fn()); 3] = [
+        (
+            snapbox::str![[r#"
+error: `[ROOT]/dir/default_dedicated_1.tf.json.new` is not valid JSON (expected ident at line 1 column 2): infrakit-tf does not replace it
+hint: restore it as a regular file of JSON, or remove it to have infrakit-tf write it afresh
+
+"#]],
+            &|| drop(s.write("default_dedicated_1.tf.json.new", "not json {")),
+        ),
+        (symlinked.clone(), &|| {
             std::fs::remove_file(&slot).unwrap();
             std::os::unix::fs::symlink(&elsewhere, &slot).unwrap();
         }),
-        ("is a symbolic link", &|| {
+        (symlinked.clone(), &|| {
             std::fs::remove_file(&slot).unwrap();
             std::os::unix::fs::symlink(s.root.path().join("nowhere.json"), &slot).unwrap();
         }),
@@ -123,9 +135,8 @@ fn a_broken_orphan_slot_is_refused() {
         let run = s.run(&["provision", "--no-apply", &spec]).code(3);
         let errors = run.error_lines();
         assert_eq!(errors.len(), 1, "{run:#?}");
-        assert!(errors[0].contains("default_dedicated_1.tf.json.new`") && errors[0].contains(says), "{run:#?}");
-        assert!(run.stderr.contains("hint: ") && run.stderr.contains("remove it"), "{run:#?}");
-        assert!(s.snapshot() == before, "{says}: files changed");
+        s.assert_stderr(&run, says);
+        assert!(s.snapshot() == before, "{}: files changed", run.stderr);
     }
 }
 
@@ -144,12 +155,26 @@ fn symlinked_managed_files_are_refused() {
     std::os::unix::fs::symlink(&shared, s.dir.join("managers_global.tf.json")).unwrap();
     let scoped = s.write_outside("scoped.json", SCOPED);
     let before = s.snapshot();
-    for (args, file) in [
-        (vec!["provision", "--no-apply", &scoped], "managers_global.tf.json"),
-        (vec!["label", "--no-apply", &id, "a=b"], &instance),
+    for (args, says) in [
+        (
+            vec!["provision", "--no-apply", &scoped],
+            snapbox::str![[r#"
+error: `[ROOT]/dir/managers_global.tf.json` is a symbolic link: infrakit-tf neither follows nor replaces it
+hint: restore it as a regular file of JSON, or remove it to have infrakit-tf write it afresh
+
+"#]],
+        ),
+        (
+            vec!["label", "--no-apply", &id, "a=b"],
+            snapbox::str![[r#"
+error: `[ROOT]/dir/instance-[..].tf.json.new` is a symbolic link: infrakit-tf neither follows nor replaces it
+hint: restore it as a regular file of JSON, or remove it to have infrakit-tf write it afresh
+
+"#]],
+        ),
     ] {
         let run = s.run(&args).code(3);
-        assert!(run.error_lines()[0].contains(&format!("{file}` is a symbolic link")), "{run:#?}");
+        s.assert_stderr(&run, says);
         assert!(s.snapshot() == before, "{args:?} changed files");
     }
 }
