@@ -146,9 +146,9 @@ impl Cloud {
     pub fn delay_creates(&self, ms: u64) {
         let knob = self.cloud.join("delay-ms");
         if ms == 0 {
-            crate::support::remove(&knob).unwrap();
+            std::fs::remove_file(&knob).unwrap();
         } else {
-            crate::support::put(&knob, ms.to_string().as_bytes()).unwrap();
+            std::fs::write(&knob, ms.to_string().as_bytes()).unwrap();
         }
     }
 
@@ -170,7 +170,7 @@ impl Cloud {
 
     /// A machine vanishes behind Terraform's back.
     pub fn vanish(&self, cloud_id: &str) {
-        crate::support::remove(&self.cloud.join(format!("{cloud_id}.json"))).unwrap();
+        std::fs::remove_file(self.cloud.join(format!("{cloud_id}.json"))).unwrap();
     }
 
     /// describe's JSON rows.

@@ -1,8 +1,10 @@
 //! `describe`: one row per instance, filters, table and JSON.
+//! Reference case IDs (`I-03`, `N-09`, ...) are those of `docs/reference/infrakit-cases.md`;
+//! bug numbers, those of `docs/reference/infrakit-behaviour.md` §14.
 
 use serde_json::json;
 
-use crate::support::{Scratch, SCOPED};
+use crate::support::Scratch;
 
 fn three_instances() -> Scratch {
     let s = Scratch::new();
@@ -63,34 +65,45 @@ fn properties_only_when_asked() {
     assert_eq!(rows[2]["file"], "instance-3.tf.json.new");
 }
 
+// A file that vanishes between listing and reading (a concurrent promotion or destroy) is
+// read from its twin, or the instance is skipped; it is never reported broken. Another thread
+// promotes `instance-1`'s queued twin over its live file and queues and drops `instance-3`'s,
+// as apply and destroy do (each file appears whole, by rename), while describe runs again and
+// again: every run lists instance-1 and instance-2, and none warns or shows a row `invalid`.
 #[test]
-fn table_for_people() {
-    let s = Scratch::new();
-    let spec = s.write_outside("spec.json", SCOPED);
-    let id = s.run(&["provision", "--no-apply", &spec, "--logical-id", "mgr1"]).ok().stdout.trim().to_string();
-    let out = s.run(&["describe"]).ok().stdout;
-    let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[1].contains("ID") && lines[1].contains("LOGICAL ID") && lines[1].contains("STATUS"), "{out}");
-    let row = lines.iter().find(|l| l.contains(&id)).unwrap_or_else(|| panic!("{out}"));
-    for cell in ["mgr1", "queued", "default_dedicated_mgr1", "tag1=val1"] {
-        assert!(row.contains(cell), "{cell} not in {row:?}\n{out}");
-    }
-    assert!(!out.contains("infrakit.instance.name"), "bookkeeping tags stay out of the table:\n{out}");
-    // An empty directory: nothing on stdout, a note on stderr.
-    let empty = Scratch::new().run(&["describe"]).ok();
-    assert_eq!(empty.stdout, "");
-    assert!(empty.stderr.contains("no instances"));
-    assert_eq!(Scratch::new().run(&["describe", "--output", "json"]).ok().json(), json!([]));
-}
-
-// A broken instance file is shown (status `invalid`) with a warning; others still list.
-#[test]
-fn broken_files_do_not_hide_the_rest() {
+fn files_vanishing_under_describe() {
     let s = three_instances();
-    s.write("instance-9.tf.json", "{ not json");
-    let run = s.run(&["describe", "--output", "json"]).ok();
-    let rows = run.json();
-    assert_eq!(rows.as_array().unwrap().len(), 4);
-    assert_eq!(rows[3]["status"], "invalid");
-    assert!(run.stderr.contains("instance-9.tf.json` is not valid JSON"), "{}", run.stderr);
+    let queued = r#"{"resource": {"softlayer_virtual_guest": {"instance-1": {"tags": ["tag1:queued"]}}}}"#;
+    let instance_3 = std::fs::read(s.dir.join("instance-3.tf.json.new")).unwrap();
+    let put = |name: &str, bytes: &[u8]| {
+        let tmp = s.root.path().join("tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, s.dir.join(name)).unwrap();
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                put("instance-1.tf.json.new", queued.as_bytes());
+                std::fs::remove_file(s.dir.join("instance-3.tf.json.new")).unwrap();
+                std::fs::rename(s.dir.join("instance-1.tf.json.new"), s.dir.join("instance-1.tf.json")).unwrap();
+                put("instance-3.tf.json.new", &instance_3);
+            }
+        });
+        for _ in 0..100 {
+            let run = s.run(&["describe", "--output", "json"]).ok();
+            assert!(!run.stderr.contains("warning"), "{run:#?}");
+            let rows = run.json();
+            let ids: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["ID"].as_str().unwrap()).collect();
+            // instance-2 is never touched; instance-1's live file is only ever replaced, but
+            // whether a listing racing a rename returns the name is the file system's business
+            // (POSIX leaves it unspecified), so it is not asserted here: the unit test
+            // `directory::tests::files_vanishing_between_listing_and_reading` pins the fallback.
+            assert!(ids.contains(&"instance-2") && ids.len() <= 3, "{rows}");
+            for row in rows.as_array().unwrap() {
+                assert_ne!(row["status"], "invalid", "{rows}");
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
 }

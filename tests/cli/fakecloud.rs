@@ -78,7 +78,12 @@ fn mass_vanishing_is_refused() {
     }
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["reconcile", "--max-destroy", "1"]).code(11);
-    assert!(run.error_lines()[0].contains("2 vanished machine(s)"), "{run:#?}");
+    c.s.assert_stderr(&run, snapbox::str![[r#"
+[TIME] plan: 2 to add, 0 to change, 0 to destroy
+error: refusing to destroy 2 resources (more than --max-destroy 1): 2 vanished machine(s) (instance-[..], instance-[..]); nothing was applied
+hint: check the provider and the cloud; if this is wanted, run again with a higher --max-destroy
+
+"#]]);
     assert!((c.s.snapshot(), c.objects(), c.state()) == before, "something was pruned or applied");
     // With a limit that allows it, the same run converges.
     let out = c.run(&["reconcile", "--max-destroy", "5", "--output", "json"]).ok().json();

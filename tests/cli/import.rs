@@ -14,9 +14,8 @@ pub const MANAGERS: &str = r##"{"ID": "managers", "Properties": {
 
 /// The first manager, made by hand before any automation: a machine and its volume.
 pub fn hand_made(c: &Cloud) {
-    let write = |id: &str, v: Value| {
-        crate::support::put(&c.cloud.join(format!("{id}.json")), v.to_string().as_bytes()).unwrap()
-    };
+    let write =
+        |id: &str, v: Value| std::fs::write(c.cloud.join(format!("{id}.json")), v.to_string().as_bytes()).unwrap();
     write(
         "i-0000abcd",
         json!({"type": "fakecloud_instance", "id": "i-0000abcd", "ip": "10.0.9.9", "name": "manager",
@@ -130,7 +129,12 @@ fn a_wrong_cloud_id_leaves_nothing_behind() {
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-nothere"]);
     assert_eq!(run.code, 7, "{run:#?}");
-    assert!(run.stderr.contains("fakecloud: no object i-nothere"), "{run:#?}");
+    c.s.assert_stderr(&run, snapbox::str![[r#"
+[TIME] plan: 1 to add, 0 to change, 0 to destroy
+[TIME] terraform error: fakecloud: no object i-nothere
+error: `terraform plan -json -input=false -refresh=false -lock=false -detailed-exitcode -out=[..]/.infrakit-tf-import.plan` failed (exit 1): fakecloud: no object i-nothere
+
+"#]]);
     assert!((c.s.snapshot(), c.objects(), c.state()) == before, "a failed import left something behind");
 }
 
@@ -141,16 +145,39 @@ fn bad_requests_are_clear() {
     assert_eq!(run.code, 2, "--group-id twice is a usage error: {run:#?}");
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let run = c.run(&["import", &spec, "--group-id", "workers", "--resource", "fakecloud_instance=i-1"]).code(3);
-    assert!(
-        run.error_lines()[0].contains("the group spec's ID `managers` does not match --group-id `workers`"),
-        "{run:#?}"
+    c.s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: the group spec's ID `managers` does not match --group-id `workers`
+
+"#]],
     );
     let run = c.run(&["import", &spec, "--resource", "fakecloud_disk=d-1"]).code(3);
-    assert!(run.error_lines()[0].contains("the spec has no resource of type `fakecloud_disk`"), "{run:#?}");
+    c.s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: --resource fakecloud_disk=d-1: the spec has no resource of type `fakecloud_disk`
+
+"#]],
+    );
     let run = c.run(&["import", &spec, "--resource", "fakecloud_volume=vol-1"]).code(3);
-    assert!(run.error_lines()[0].contains("no request for the VM"), "{run:#?}");
+    c.s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: no request for the VM `fakecloud_instance.vm`: import adopts a machine, give --resource fakecloud_instance=ID
+
+"#]],
+    );
     let run = c.run(&["import", &spec, "--resource", "nonsense"]).code(2);
-    assert!(run.error_lines()[0].contains("expected TYPE=ID or TYPE=ID:NAME"), "{run:#?}");
+    c.s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: invalid value 'nonsense' for '--resource <TYPE=ID[:NAME]>': expected TYPE=ID or TYPE=ID:NAME, got `nonsense`
+
+For more information, try '--help'.
+
+"#]],
+    );
 }
 
 // A failure during the apply (the unrequested volume cannot be created): what the import wrote
@@ -162,12 +189,22 @@ fn a_failed_apply_rolls_back() {
     hand_made(&c);
     c.run(&["reconcile"]).ok();
     let spec = c.s.write_outside("managers.json", MANAGERS);
-    crate::support::put(&c.cloud.join("fail-create"), b"").unwrap();
+    std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]);
     assert_eq!(run.code, 7, "{run:#?}");
-    assert!(run.error_lines()[0].contains("import of instance-"), "{run:#?}");
-    assert!(run.stderr.contains("create refused"), "{run:#?}");
+    c.s.assert_stderr(&run, snapbox::str![[r#"
+[TIME] plan: 2 to add, 0 to change, 1 to destroy
+running terraform init (first use, new provider or changed configuration)
+[TIME] plan: 1 to add, 1 to change, 0 to destroy
+...
+[TIME] terraform error: fakecloud: create refused (fail-create is set)
+  at fakecloud_volume.default-mgr1-data
+  remove [ROOT]/cloud/fail-create to allow creates again
+[TIME] plan: 0 to add, 0 to change, 0 to destroy
+error: import of instance-[..] failed; what it wrote was removed: `terraform apply -auto-approve -input=false -json -refresh=false` failed (exit 1): fakecloud: create refused (fail-create is set): remove [ROOT]/cloud/fail-create to allow creates again (at fakecloud_volume.default-mgr1-data)
+
+"#]]);
     // Terraform's own bookkeeping (`.terraform`, the state file, the backup `state rm` makes)
     // aside, with our record of the state's serial and the remembered last ID: the state's
     // content is compared below.
@@ -232,7 +269,14 @@ fn a_crashed_import_is_finished_by_reconcile() {
     let mut before = c.s.snapshot();
     before.remove(&running);
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(3);
-    assert!(run.error_lines()[0].contains("a previous import did not finish"), "{run:#?}");
+    c.s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: a previous import did not finish: `infrakit-tf-import.tf.json` is still in the directory
+hint: run `infrakit-tf reconcile` to finish it (it adopts what that import wrote), then import again
+
+"#]],
+    );
     assert!(c.s.snapshot() == before, "the refused import changed something");
 
     let out = c.run(&["reconcile", "--output", "json"]).ok().json();
@@ -256,11 +300,18 @@ fn a_logical_id_in_use_is_refused() {
     import(&c, &[]).ok();
     let mut second = c.objects()["i-0000abcd"].clone();
     second["id"] = json!("i-0000f00d");
-    crate::support::put(&c.cloud.join("i-0000f00d.json"), second.to_string().as_bytes()).unwrap();
+    std::fs::write(c.cloud.join("i-0000f00d.json"), second.to_string().as_bytes()).unwrap();
     let before = (c.s.snapshot(), c.state());
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000f00d"]).code(3);
-    assert!(run.error_lines()[0].contains("logical ID `mgr1` is already used by instance-"), "{run:#?}");
+    c.s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: logical ID `mgr1` is already used by instance-[..]
+hint: destroy instance-[..] first (a rolling update keeps its slot), or pick another logical ID
+
+"#]],
+    );
     assert!((c.s.snapshot(), c.state()) == before);
 }
 
@@ -313,18 +364,29 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
         crate::terraform::terraform_program().display()
     );
     crate::support::write_executable(&wrapper, &script);
-    crate::support::put(&c.cloud.join("fail-create"), b"").unwrap();
+    std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
 
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let tf = wrapper.to_str().unwrap();
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd", "--terraform", tf]).code(7);
-    assert!(run.error_lines().last().unwrap().contains("could not be undone"), "{run:#?}");
-    assert!(run.stderr.contains("rollback stopped: the imported files are kept"), "{run:#?}");
+    c.s.assert_stderr(&run, snapbox::str![[r#"
+[TIME] plan: 2 to add, 0 to change, 1 to destroy
+running terraform init (first use, new provider or changed configuration)
+[TIME] plan: 1 to add, 1 to change, 0 to destroy
+...
+[TIME] terraform error: fakecloud: create refused (fail-create is set)
+  at fakecloud_volume.default-mgr1-data
+  remove [ROOT]/cloud/fail-create to allow creates again
+warning: rollback: could not forget `fakecloud_instance.instance-[..]`: `terraform-no-state-rm state rm -no-color fakecloud_instance.instance-[..]` failed (exit 1): state rm refused
+warning: rollback stopped: the imported files are kept so that nothing adopted is destroyed; run `infrakit-tf reconcile` to finish the import
+error: import of instance-[..] failed; it could not be undone (see the warnings): `terraform-no-state-rm apply -auto-approve -input=false -json -refresh=false` failed (exit 1): fakecloud: create refused (fail-create is set): remove [ROOT]/cloud/fail-create to allow creates again (at fakecloud_volume.default-mgr1-data)
+
+"#]]);
     let id = c.describe()[0]["ID"].as_str().unwrap().to_string();
     assert_eq!(c.state()[&format!("fakecloud_instance.{id}")], "i-0000abcd", "still adopted");
     assert!(c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()));
 
-    crate::support::remove(&c.cloud.join("fail-create")).unwrap();
+    std::fs::remove_file(c.cloud.join("fail-create")).unwrap();
     c.run(&["reconcile"]).ok();
     assert_eq!(c.state()[&format!("fakecloud_instance.{id}")], "i-0000abcd", "never destroyed");
     assert_eq!(c.objects()["i-0000abcd"]["ip"], "10.0.9.9", "never replaced");

@@ -8,6 +8,15 @@ use crate::support::{Scratch, VM_ONLY};
 
 const LOCKED: i32 = 5;
 
+/// What a run that will not wait for the directory lock says (`--lock-timeout 0`, `--no-wait`).
+pub fn locked_at_once() -> impl snapbox::IntoData {
+    snapbox::str![[r#"
+error: `[ROOT]/dir` is locked by another infrakit-tf run
+hint: wait for it to finish, or give --lock-timeout more than 0s
+
+"#]]
+}
+
 #[test]
 fn held_lock_fails_after_the_timeout_and_writes_nothing() {
     let s = Scratch::new();
@@ -17,10 +26,17 @@ fn held_lock_fails_after_the_timeout_and_writes_nothing() {
     let before = s.snapshot();
     let run = s.run(&["provision", "--no-apply", &spec, "--lock-timeout", "0"]).code(LOCKED);
     assert_eq!(run.error_lines().len(), 1);
-    assert!(run.error_lines()[0].contains("is locked by another infrakit-tf run"), "{run:#?}");
-    assert!(run.stderr.contains("--lock-timeout"), "the message names the flag: {run:#?}");
+    s.assert_stderr(&run, locked_at_once());
     let run = s.run(&["destroy", "--no-apply", "instance-1", "--yes", "--lock-timeout", "300ms"]).code(LOCKED);
-    assert!(run.stderr.contains("waiting up to 300ms"), "{run:#?}");
+    s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+waiting up to 300ms for another infrakit-tf run to release `[ROOT]/dir` (--lock-timeout)
+error: `[ROOT]/dir` is locked by another infrakit-tf run
+hint: wait for it to finish, or give --lock-timeout more than 300ms
+
+"#]],
+    );
     assert!(s.snapshot() == before);
     // Readers do not need the lock.
     s.run(&["describe"]).ok();

@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr, unreachable_pub)]
 
 mod apply;
+mod cases;
 mod cloud;
 #[cfg(feature = "fault-injection")]
 mod crash;

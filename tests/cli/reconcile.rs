@@ -24,12 +24,10 @@ fn promotes_the_queue_then_does_nothing_in_one_terraform_run() {
     assert_eq!(first["terraform_runs"], 2, "a plan, then its saved plan applied: {first}");
     let second = s.run(&["reconcile", "--output", "json"]).ok().json();
     assert_eq!((second["applied"].as_bool(), second["terraform_runs"].as_u64()), (Some(false), Some(1)), "{second}");
-    // Without a terminal, the report is one timestamped line (what cron logs).
-    let run = s.run(&["reconcile"]).ok();
-    let line = run.stdout.trim_end();
-    assert!(!line.contains('\n') && line.contains("Z reconcile: pruned=0 promoted=0 drift=0 applied=false"), "{line}");
+    // Without a terminal, the report is one timestamped line: `tests/cmd/reconcile-cron-line.toml`.
 }
 
+// What --check prints is the case `tests/cmd/reconcile-check.toml`; here, its JSON report.
 #[test]
 fn check_changes_nothing_and_says_what_is_pending() {
     let s = Scratch::example();
@@ -42,7 +40,6 @@ fn check_changes_nothing_and_says_what_is_pending() {
     let out = run.json();
     assert_eq!(out["pending"], true);
     assert_eq!(out["promoted"].as_array().unwrap().len(), 2, "the queued instance and slot: {out}");
-    assert!(run.error_lines()[0].contains("changes are pending"), "{run:#?}");
     assert!(s.snapshot() == before, "--check changed files");
 }
 
@@ -54,8 +51,7 @@ fn no_wait_exits_busy_at_once() {
     let start = std::time::Instant::now();
     let run = s.run(&["reconcile", "--no-wait"]).code(5);
     assert!(start.elapsed().as_secs() < 5);
-    assert!(run.error_lines()[0].contains("is locked by another infrakit-tf run"), "{run:#?}");
-    assert!(!run.stderr.contains("waiting"), "no waiting with --no-wait: {run:#?}");
+    s.assert_stderr(&run, crate::lock::locked_at_once());
 }
 
 // Two reconciles at once: one runs, the other exits busy; the directory is consistent.
@@ -84,9 +80,17 @@ fn max_destroy_refuses_and_applies_nothing() {
     s.run(&["provision", &spec(&s)]).ok();
     let before = state(&s.dir);
     // A file removed by hand: its VM would be destroyed.
-    crate::support::remove(&s.dir.join(format!("{id}.tf.json"))).unwrap();
+    std::fs::remove_file(s.dir.join(format!("{id}.tf.json"))).unwrap();
     let run = s.run(&["reconcile", "--max-destroy", "0"]).code(11);
-    assert!(run.error_lines()[0].contains("refusing to destroy 1 resources (more than --max-destroy 0)"), "{run:#?}");
+    s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+[TIME] plan: 0 to add, 0 to change, 1 to destroy
+error: refusing to destroy 1 resources (more than --max-destroy 0): 0 vanished machine(s); nothing was applied
+hint: check the provider and the cloud; if this is wanted, run again with a higher --max-destroy
+
+"#]],
+    );
     assert_eq!(state(&s.dir), before, "nothing applied");
     let out = s.run(&["reconcile", "--output", "json"]).ok().json();
     assert_eq!(out["destroyed"], 1);
@@ -105,11 +109,8 @@ fn sweep_orphans_removes_a_leaked_slot() {
     let dry = s.run(&["sweep-orphans", "--dry-run", "--output", "json"]).ok().json();
     assert_eq!(dry["orphans"][0]["file"], "web_dedicated_1.tf.json", "{dry}");
     assert_eq!(dry["destroys"][0]["address"], "terraform_data.web-1-data", "{dry}");
-    let table = s.run(&["sweep-orphans", "--dry-run"]).ok().stdout;
-    assert!(table.contains("web_dedicated_1.tf.json") && table.contains("terraform will destroy"), "{table}");
-    let run = s.run(&["sweep-orphans"]).code(6);
-    assert!(run.error_lines()[0].contains("not confirmed: remove 1 orphaned file(s)"), "{run:#?}");
-    assert!(s.snapshot() == before, "neither --dry-run nor an unconfirmed sweep changes anything");
+    assert!(s.snapshot() == before, "--dry-run changes nothing");
+    // Its table, and an unconfirmed sweep: `tests/cmd/sweep-orphans-{dry-run,unconfirmed}.toml`.
 
     let out: Value = s.run(&["sweep-orphans", "--yes", "--output", "json"]).ok().json();
     assert_eq!(out["destroyed"], Value::Null);
@@ -136,14 +137,27 @@ fn sweep_orphans_refuses_around_an_unreadable_instance() {
     let file = format!("{b}.tf.json");
     let good = std::fs::read_to_string(s.dir.join(&file)).unwrap();
     for (broken, why) in [
-        ("{ not json".to_string(), "not valid JSON"),
-        (good.replace("terraform_data", "mystery_vm"), "has no VM of a known type"),
+        (
+            "{ not json".to_string(),
+            snapbox::str![[r#"
+error: cannot tell what instance-[..] owns: `[ROOT]/dir/instance-[..].tf.json` is not valid JSON: key must be a string at line 1 column 3
+hint: fix or remove that instance file, then re-run sweep-orphans
+
+"#]],
+        ),
+        (
+            good.replace("terraform_data", "mystery_vm"),
+            snapbox::str![[r#"
+error: cannot tell what instance-[..] owns: `instance-[..].tf.json` has no VM of a known type (declare it with --vm-type or in infrakit-tf.json)
+hint: fix or remove that instance file, then re-run sweep-orphans
+
+"#]],
+        ),
     ] {
         s.write(&file, &broken);
         let before = s.snapshot();
         let run = s.run(&["sweep-orphans", "--yes"]).code(3);
-        let err = &run.error_lines()[0];
-        assert!(err.contains(&format!("cannot tell what {b} owns")) && err.contains(why), "{run:#?}");
+        s.assert_stderr(&run, why);
         assert!(s.snapshot() == before, "nothing swept");
     }
     s.write(&file, &good);

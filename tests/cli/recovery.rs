@@ -42,28 +42,39 @@ fn a_lost_state_is_refused() {
     let state = s.dir.join("terraform.tfstate");
     let good = std::fs::read(&state).unwrap();
 
-    crate::support::put(&state, b"").unwrap();
+    std::fs::write(&state, b"").unwrap();
     let before = s.snapshot();
     let run = s.run(&["provision", &vm]).code(STATE_LOST);
-    assert!(run.error_lines()[0].contains("it is empty (0 bytes)"), "{run:#?}");
-    assert!(run.stderr.contains("terraform.tfstate.backup"), "{run:#?}");
+    s.assert_stderr(&run, snapbox::str![[r#"
+error: refusing to run terraform: the state `[ROOT]/dir/terraform.tfstate` does not match the live files: it is empty (0 bytes); applying would create every machine again
+hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous version), check it, then remove `.infrakit-tf-state.json` to accept it and re-run
+
+"#]]);
     s.run(&["reconcile"]).code(STATE_LOST);
     assert!(s.snapshot() == before, "a refused run changed something");
 
     // Another lineage (a state from elsewhere), then an older serial.
     let mut other: serde_json::Value = serde_json::from_slice(&good).unwrap();
     other["lineage"] = "someone-else".into();
-    crate::support::put(&state, other.to_string().as_bytes()).unwrap();
+    std::fs::write(&state, other.to_string().as_bytes()).unwrap();
     let run = s.run(&["reconcile"]).code(STATE_LOST);
-    assert!(run.error_lines()[0].contains("it is another state"), "{run:#?}");
+    s.assert_stderr(&run, snapbox::str![[r#"
+error: refusing to run terraform: the state `[ROOT]/dir/terraform.tfstate` does not match the live files: its lineage is `someone-else`, but the last run left lineage `[..]`: it is another state; applying would create every machine again
+hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous version), check it, then remove `.infrakit-tf-state.json` to accept it and re-run
+
+"#]]);
     let mut older: serde_json::Value = serde_json::from_slice(&good).unwrap();
     older["serial"] = (older["serial"].as_u64().unwrap() - 1).into();
-    crate::support::put(&state, older.to_string().as_bytes()).unwrap();
+    std::fs::write(&state, older.to_string().as_bytes()).unwrap();
     let run = s.run(&["reconcile"]).code(STATE_LOST);
-    assert!(run.error_lines()[0].contains("it was rolled back"), "{run:#?}");
+    s.assert_stderr(&run, snapbox::str![[r#"
+error: refusing to run terraform: the state `[ROOT]/dir/terraform.tfstate` does not match the live files: its serial is 0, older than the 1 the last run left: it was rolled back; applying would create every machine again
+hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous version), check it, then remove `.infrakit-tf-state.json` to accept it and re-run
+
+"#]]);
 
     // Accepting the restored state is the operator's explicit step.
-    crate::support::remove(&s.dir.join(".infrakit-tf-state.json")).unwrap();
+    std::fs::remove_file(s.dir.join(".infrakit-tf-state.json")).unwrap();
     s.run(&["reconcile"]).ok();
 }
 
@@ -75,16 +86,26 @@ fn a_hung_terraform_is_stopped() {
     let tf = fake(&s, "1.9.0", "trap '' INT; sleep 60");
     let vm = s.write_outside("vm.json", VM);
     let run = s.run(&["provision", &vm, "--terraform", &tf, "--terraform-timeout", "1s"]).code(TIMEOUT);
-    assert!(
-        run.error_lines()[0].contains("ran longer than --terraform-timeout (1s): it was interrupted, then killed"),
-        "{run:#?}"
-    );
+    s.assert_stderr(&run, snapbox::str![[r#"
+running terraform init (first use, new provider or changed configuration)
+provisioned (apply failed) instance-[..]
+error: `fake-terraform apply -auto-approve -input=false -json -refresh=false` ran longer than --terraform-timeout (1s): it was interrupted, then killed
+hint: raise --terraform-timeout if it was just slow; terraform printed nothing on stderr
+
+"#]]);
     // The short runs too: a `version` that never answers.
     let hung = s.root.path().join("hung-terraform");
     crate::support::write_executable(&hung, "#!/bin/sh\nsleep 60\n");
     let run =
         s.run(&["reconcile", "--terraform", hung.to_str().unwrap(), "--terraform-timeout", "500ms"]).code(TIMEOUT);
-    assert!(run.error_lines()[0].contains("version -json"), "{run:#?}");
+    s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: `hung-terraform version -json` ran longer than --terraform-timeout (500ms): it was interrupted, then killed
+hint: raise --terraform-timeout if it was just slow; terraform printed nothing on stderr
+
+"#]],
+    );
     s.run(&["provision", "--no-apply", &vm, "--lock-timeout", "0"]).ok();
 }
 
@@ -114,7 +135,16 @@ fn an_interrupt_during_the_plan_prevents_the_apply() {
     let tf = s.root.path().join("plan-interrupts");
     crate::support::write_executable(&tf, &script);
     let run = s.run(&["reconcile", "--terraform", tf.to_str().unwrap()]).code(130);
-    assert!(run.error_lines()[0].contains("was not started"), "{run:#?}");
+    s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+running terraform init (first use, new provider or changed configuration)
+[TIME] plan: 1 to add, 0 to change, 0 to destroy
+error: interrupted: `plan-interrupts apply -auto-approve -input=false -json [..]/plan` was not started
+hint: run the command again, or `infrakit-tf reconcile`, to finish the work
+
+"#]],
+    );
     assert!(!marker.exists(), "the apply ran after the interrupt");
 }
 

@@ -5,31 +5,37 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Scratch, BIN};
+use crate::support::{wait_for, Scratch, BIN};
 use crate::terraform::terraform;
 
-/// A VM whose create takes `seconds`.
-fn slow(seconds: u32) -> String {
-    format!(
-        r#"{{"Properties": {{"resource": {{"terraform_data": {{"vm": {{"provisioner": [{{"local-exec": {{"command": "sleep {seconds}"}}}}]}}}}}}}}}}"#
-    )
+/// A VM whose create touches `started` beside the directory, then waits for `release` there
+/// (at most `seconds`; terraform stops it sooner when interrupted).
+fn slow(s: &Scratch, seconds: u32) -> String {
+    let (started, release) = (s.root.path().join("started"), s.root.path().join("release"));
+    let command = format!(
+        "touch {}; i=0; while [ ! -e {} ] && [ $i -lt {} ]; do sleep 0.1; i=$((i+1)); done",
+        started.display(),
+        release.display(),
+        seconds * 10
+    );
+    let spec = serde_json::json!({"Properties": {"resource": {"terraform_data": {"vm": {
+        "provisioner": [{"local-exec": {"command": command}}]}}}}});
+    s.write_outside("slow.json", &spec.to_string())
 }
 
-/// Starts a provision of a slow VM in a new process group, waits until terraform is creating
-/// it, sends `signal` (to the group, as a terminal does, or to our PID only), and returns the
-/// exit code, stderr and how long the exit took.
-fn interrupt(s: &Scratch, seconds: u32, signal: i32, to_group: bool) -> (i32, String, Duration) {
-    let spec = s.write_outside("slow.json", &slow(seconds));
-    let mut cmd = Command::new(BIN);
+/// Starts a provision of a slow VM in a new process group, waits until its provisioner runs
+/// (terraform said it is creating the VM, and the command touched `started`), sends `signal`
+/// (to the group, as a terminal does, or to our PID only), then, when `release`, lets the
+/// provisioner finish; returns the exit code, stderr and how long the exit took.
+fn interrupt(s: &Scratch, seconds: u32, signal: i32, to_group: bool, release: bool) -> (i32, String, Duration) {
+    let spec = slow(s, seconds);
+    let mut cmd = crate::support::command(&s.cli_config());
     cmd.args(["--dir", s.dir.to_str().unwrap(), "provision", &spec]).process_group(0);
-    if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
-        cmd.env("INFRAKIT_TF_TERRAFORM", tf);
-    }
-    let mut child =
-        cmd.env("TF_CLI_CONFIG_FILE", s.cli_config()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut seen = String::new();
     let mut line = String::new();
@@ -42,11 +48,14 @@ fn interrupt(s: &Scratch, seconds: u32, signal: i32, to_group: bool) -> (i32, St
         }
     }
     assert!(seen.contains("creating terraform_data.instance-"), "never started creating: {seen}");
-    std::thread::sleep(Duration::from_millis(500)); // the provisioner's sleep is running
+    wait_for(&s.root.path().join("started"), "the provisioner never started");
     let pid = child.id() as i32;
     let start = Instant::now();
     // SAFETY: kill(2) on our own child (or its group).
     unsafe { libc::kill(if to_group { -pid } else { pid }, signal) };
+    if release {
+        std::fs::File::create(s.root.path().join("release")).unwrap();
+    }
     let status = child.wait().unwrap();
     let elapsed = start.elapsed();
     let mut rest = String::new();
@@ -57,7 +66,7 @@ fn interrupt(s: &Scratch, seconds: u32, signal: i32, to_group: bool) -> (i32, St
 #[test]
 fn ctrl_c_lets_terraform_stop_and_release_its_lock() {
     let s = Scratch::new();
-    let (code, stderr, elapsed) = interrupt(&s, 60, libc::SIGINT, true);
+    let (code, stderr, elapsed) = interrupt(&s, 60, libc::SIGINT, true, false);
     assert_eq!(code, 130, "{stderr}");
     assert!(stderr.contains("error: interrupted: terraform stopped and saved its state"), "{stderr}");
     assert!(elapsed < Duration::from_secs(30), "did not wait for the 60 s sleep: {elapsed:?}");
@@ -68,7 +77,7 @@ fn ctrl_c_lets_terraform_stop_and_release_its_lock() {
 #[test]
 fn sigterm_lets_terraform_stop_and_release_its_lock() {
     let s = Scratch::new();
-    let (code, stderr, elapsed) = interrupt(&s, 60, libc::SIGTERM, false);
+    let (code, stderr, elapsed) = interrupt(&s, 60, libc::SIGTERM, false, false);
     assert_eq!(code, 130, "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
@@ -80,7 +89,7 @@ fn sigterm_lets_terraform_stop_and_release_its_lock() {
 #[test]
 fn sigint_to_our_pid_alone_lets_the_apply_finish() {
     let s = Scratch::new();
-    let (code, stderr, _) = interrupt(&s, 3, libc::SIGINT, false);
+    let (code, stderr, _) = interrupt(&s, 60, libc::SIGINT, false, true);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("provisioned instance-"), "{stderr}");
     let rows = s.run(&["describe", "--output", "json"]).ok().json();
@@ -94,7 +103,9 @@ fn sigint_to_our_pid_alone_lets_the_apply_finish() {
 fn terraform_gets_exactly_one_interrupt() {
     for (signal, to_group) in [(libc::SIGINT, true), (libc::SIGTERM, false)] {
         let s = Scratch::new();
-        let apply = r#"trap 'echo int >> "$0.ints"' INT; touch "$0.started"; i=0; while [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; [ -s "$0.ints" ] && exit 1; exit 0"#;
+        // The fake apply waits for its first interrupt (at most 60 s), then stays 1 s more so
+        // that a second one, were it sent, would be counted too.
+        let apply = r#"trap 'echo int >> "$0.ints"' INT; touch "$0.started"; i=0; while [ ! -s "$0.ints" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; sleep 1; [ -s "$0.ints" ] && exit 1; exit 0"#;
         let tf = crate::faults::fake(&s, "1.9.0", apply);
         let vm = s.write_outside("vm.json", r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#);
         let child = Command::new(BIN)
@@ -104,12 +115,7 @@ fn terraform_gets_exactly_one_interrupt() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let started = std::path::PathBuf::from(format!("{tf}.started"));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !started.exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(started.exists(), "the fake apply never started");
+        wait_for(Path::new(&format!("{tf}.started")), "the fake apply never started");
         let pid = child.id() as i32;
         // SAFETY: kill(2) on our own child (or its group).
         unsafe { libc::kill(if to_group { -pid } else { pid }, signal) };

@@ -1,4 +1,5 @@
 //! Running the binary on a scratch directory, and reading what it left there.
+//! Reference case IDs (`D-01`, `N-09`, ...) are those of `docs/reference/infrakit-cases.md`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -9,6 +10,43 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_infrakit-tf");
+
+/// The binary under test with a clean environment: no `INFRAKIT_TF_*` variable but the
+/// terraform under test (`.ci/test` runs the suite once per terraform) as
+/// `INFRAKIT_TF_TERRAFORM`, and `cli_config` (an existing, empty file, so that terraform prints
+/// no warning about a missing one) as terraform's CLI configuration.
+#[allow(clippy::disallowed_methods)] // tests spawn the binary under test
+pub fn command(cli_config: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("INFRAKIT_TF_") {
+            cmd.env_remove(k);
+        }
+    }
+    if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
+        cmd.env("INFRAKIT_TF_TERRAFORM", tf);
+    }
+    cmd.env("TF_CLI_CONFIG_FILE", cli_config);
+    cmd
+}
+
+/// Runs `cmd` with `env` (an empty value removes the variable), `stdin` (else none), and stdout
+/// and stderr captured.
+pub fn finish<'a>(mut cmd: Command, env: impl IntoIterator<Item = (&'a str, &'a str)>, stdin: Option<&str>) -> Output {
+    for (k, v) in env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
 
 /// A scratch tree: `root/` holds `root/dir/`, the managed directory, so that a test can check
 /// that nothing outside the managed directory changed either.
@@ -50,6 +88,14 @@ impl Run {
 }
 
 impl Scratch {
+    /// Checks what `run` printed on stderr against a snapshot (`snapbox::str![]`; rewrite with
+    /// `SNAPSHOTS=overwrite`): `[ROOT]` is the scratch root, `[TIME]` a timestamp, `[..]` anything
+    /// within a line.
+    #[track_caller]
+    pub fn assert_stderr(&self, run: &Run, expected: impl snapbox::IntoData) {
+        snapshots(self.root.path()).eq(run.stderr.clone(), expected);
+    }
+
     pub fn new() -> Self {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("dir");
@@ -80,33 +126,9 @@ impl Scratch {
 
     #[allow(clippy::disallowed_methods)] // tests spawn the binary under test
     pub fn run_with(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = command(&self.cli_config());
         cmd.arg("--dir").arg(&self.dir).args(args).current_dir(self.root.path());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("INFRAKIT_TF_") {
-                cmd.env_remove(k);
-            }
-        }
-        // The terraform under test (`.ci/test` runs the suite once per terraform), and an
-        // existing, empty CLI config so terraform prints no warning about a missing one.
-        if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
-            cmd.env("INFRAKIT_TF_TERRAFORM", tf);
-        }
-        cmd.env("TF_CLI_CONFIG_FILE", self.cli_config());
-        for (k, v) in env {
-            if v.is_empty() {
-                cmd.env_remove(k);
-            } else {
-                cmd.env(k, v);
-            }
-        }
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(text) = stdin {
-            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-        }
-        let Output { status, stdout, stderr } = child.wait_with_output().unwrap();
+        let Output { status, stdout, stderr } = finish(cmd, env.iter().copied(), stdin);
         Run {
             code: status.code().unwrap_or_else(|| -std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)),
             stdout: String::from_utf8(stdout).unwrap(),
@@ -157,26 +179,40 @@ impl Scratch {
     /// Every file under the scratch root with its bytes and mode: equal snapshots mean nothing
     /// was written, moved or deleted, inside or outside the managed directory.
     pub fn snapshot(&self) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
-        use std::os::unix::fs::PermissionsExt;
-        let mut out = BTreeMap::new();
-        let mut stack = vec![self.root.path().to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                let meta = std::fs::symlink_metadata(&p).unwrap();
-                if meta.is_dir() {
-                    stack.push(p.clone());
-                    out.insert(p, (Vec::new(), meta.permissions().mode()));
-                } else if meta.file_type().is_symlink() {
-                    let target = std::fs::read_link(&p).unwrap();
-                    out.insert(p, (target.into_os_string().into_encoded_bytes(), 0));
-                } else {
-                    out.insert(p.clone(), (std::fs::read(&p).unwrap(), meta.permissions().mode()));
-                }
+        tree(self.root.path())
+    }
+}
+
+/// How the tests compare what users read with its snapshot: exactly, but for `[ROOT]` (the
+/// scratch directory `root`), `[TIME]` (a timestamp) and the wildcards `[..]` and `...`.
+pub fn snapshots(root: &Path) -> snapbox::Assert {
+    let mut redactions = snapbox::Redactions::new();
+    redactions.insert("[ROOT]", root.to_path_buf()).unwrap();
+    redactions.insert("[TIME]", regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ").unwrap()).unwrap();
+    snapbox::Assert::new().action_env("SNAPSHOTS").redact_with(redactions).normalize_paths(false)
+}
+
+/// Every file and directory under `root` with its bytes (a symbolic link: its target) and mode.
+pub fn tree(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                stack.push(p.clone());
+                out.insert(p, (Vec::new(), meta.permissions().mode()));
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&p).unwrap();
+                out.insert(p, (target.into_os_string().into_encoded_bytes(), 0));
+            } else {
+                out.insert(p.clone(), (std::fs::read(&p).unwrap(), meta.permissions().mode()));
             }
         }
-        out
     }
+    out
 }
 
 /// A spec with a VM, a dedicated and a global resource (reference case D-01, trimmed).
@@ -207,15 +243,13 @@ pub fn write_executable(path: &Path, script: &str) {
     assert!(child.wait().expect("wait").success(), "could not write {}", path.display());
 }
 
-/// Removes a file if it is there (test set-up).
-pub fn remove(path: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
+/// Waits until `path` exists (an event a test can observe, never a guess at how long something
+/// takes), polling; fails loudly after a generous bound, for a busy machine.
+#[track_caller]
+pub fn wait_for(path: &Path, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{what}: `{}` did not appear in 120 s", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-}
-
-/// Writes a file (test set-up).
-pub fn put(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::write(path, bytes)
 }
