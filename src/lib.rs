@@ -12,7 +12,8 @@
 //!    `journal` (all-or-nothing changes), `lock`, `state_guard`, `signals`, `output` (every
 //!    print), `directory` (reading the managed directory), `context` (resolved arguments).
 //! 5. Pure core: `spec`, `expand`, `names`, `template`, `profile`, `tfconfig` (the `.tf.json`
-//!    documents we write), `tfoutput` (what terraform prints), `adopt`, `text`.
+//!    documents we write), `tfoutput` (what terraform prints), `adopt`, `text`, `confighash`
+//!    (InfraKit's group config hash).
 //!
 //! Only the CLI is public. The pure core is public to the fuzz targets alone (`fuzz/`, built
 //! with `--cfg fuzzing`); everywhere else it is crate-private, so that dead code is reported.
@@ -45,7 +46,7 @@ macro_rules! core_modules {
         )*
     };
 }
-core_modules!(adopt, expand, names, profile, spec, template, text, tfconfig, tfoutput);
+core_modules!(adopt, confighash, expand, names, profile, spec, template, text, tfconfig, tfoutput);
 
 use std::process::ExitCode;
 
