@@ -269,9 +269,11 @@ fn a_crashed_import_is_finished_by_reconcile() {
     let mut before = c.s.snapshot();
     before.remove(&running);
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(3);
+    // The killed terraform may still be on its way out: then the import first says it waits.
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
+...
 error: a previous import did not finish: `infrakit-tf-import.tf.json` is still in the directory
 hint: run `infrakit-tf reconcile` to finish it (it adopts what that import wrote), then import again
 
