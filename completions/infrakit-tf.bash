@@ -497,13 +497,29 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --max-destroy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-unavailable)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --health-cmd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --health-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

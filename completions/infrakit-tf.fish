@@ -42,7 +42,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "provision" 
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "destroy" -d 'Remove instances'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "describe" -d 'List instances, one row each, queued or not'
-complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "reconcile" -d 'Converge the directory: prune machines deleted behind Terraform\'s back, apply the queue'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "reconcile" -d 'Converge the directory and its groups: prune machines deleted behind Terraform\'s back, apply the queue, keep every group whole and current'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "import" -d 'Adopt machines that already exist (a hand-made first manager) into the group'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -123,7 +123,11 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s q -
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s V -l version -d 'Print version'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l max-destroy -d 'Refuse (exit 11, nothing applied) a run that would destroy more resources than this' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l max-destroy -d 'Refuse (exit 11, nothing applied) a run that would destroy more resources than this [default: 10]' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l group -d 'A group spec to converge (InfraKit\'s format; repeatable). Without any, the groups listed in infrakit-tf.json (`"groups": [...]`, relative to the directory)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l max-unavailable -d 'Replace at most N outdated members at a time [default: the spec\'s `Updating.MaxUnavailable`, else 1]' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l health-cmd -d 'A shell command that says whether a replacement is healthy (exit 0); run with INFRAKIT_TF_ID, INFRAKIT_TF_LOGICAL_ID, INFRAKIT_TF_GROUP and INFRAKIT_TF_ATTR_<KEY> (its state attributes) in its environment. The next batch waits for it' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l health-timeout -d 'How long --health-cmd may run before it counts as failed' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
 json\t'JSON with a stable schema, for scripts'"
@@ -176,7 +180,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "destroy" -d 'Remove instances'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "describe" -d 'List instances, one row each, queued or not'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "reconcile" -d 'Converge the directory: prune machines deleted behind Terraform\'s back, apply the queue'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "reconcile" -d 'Converge the directory and its groups: prune machines deleted behind Terraform\'s back, apply the queue, keep every group whole and current'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "import" -d 'Adopt machines that already exist (a hand-made first manager) into the group'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

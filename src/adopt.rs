@@ -12,9 +12,9 @@ use serde_json::{Map, Value};
 
 use crate::spec::Spec;
 use crate::text::short;
+use crate::group::GROUP_TAG;
 use crate::tfconfig::LOGICAL_ID_TAG;
 
-pub const GROUP_TAG: &str = "infrakit.group";
 
 fn get_ci<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
     map.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v)

@@ -108,13 +108,16 @@ pub enum Command {
     Label(LabelArgs),
     /// List instances, one row each, queued or not
     Describe(DescribeArgs),
-    /// Converge the directory: prune machines deleted behind Terraform's back, apply the queue
+    /// Converge the directory and its groups: prune machines deleted behind Terraform's back,
+    /// apply the queue, keep every group whole and current
     ///
     /// For cron (`*/5 * * * * infrakit-tf reconcile --no-wait`). One refreshing plan finds
     /// machines that vanished; their instance files are removed (their dedicated slots stay
-    /// for re-attachment, queued files are never pruned); queued files are promoted; the plan
-    /// is applied only when it has changes. Refuses, with exit 11 and nothing applied, a run
-    /// that would destroy more than --max-destroy resources.
+    /// for re-attachment, queued files are never pruned); queued files are promoted. Each
+    /// group (--group, or `groups` in infrakit-tf.json) is brought to its size or logical IDs
+    /// in one apply, then its outdated members are replaced, --max-unavailable at a time.
+    /// Refuses, with exit 11 and nothing applied, a run that would destroy more than
+    /// --max-destroy resources.
     Reconcile(ReconcileArgs),
     /// Remove what nothing owns any more: instance files whose VM is gone from state,
     /// dedicated slots and global files no instance refers to
@@ -167,8 +170,33 @@ pub struct ReconcileArgs {
     pub check: bool,
 
     /// Refuse (exit 11, nothing applied) a run that would destroy more resources than this
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    pub max_destroy: u64,
+    /// [default: 10]
+    ///
+    /// Counts everything the run would destroy: pruned machines, scaling down and rolling
+    /// replacements. A group spec that would empty a group is refused unless --max-destroy
+    /// is given.
+    #[arg(long, value_name = "N")]
+    pub max_destroy: Option<u64>,
+
+    /// A group spec to converge (InfraKit's format; repeatable). Without any, the groups
+    /// listed in infrakit-tf.json (`"groups": [...]`, relative to the directory)
+    #[arg(long = "group", value_name = "FILE")]
+    pub groups: Vec<PathBuf>,
+
+    /// Replace at most N outdated members at a time [default: the spec's
+    /// `Updating.MaxUnavailable`, else 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_unavailable: Option<u64>,
+
+    /// A shell command that says whether a replacement is healthy (exit 0); run with
+    /// INFRAKIT_TF_ID, INFRAKIT_TF_LOGICAL_ID, INFRAKIT_TF_GROUP and INFRAKIT_TF_ATTR_<KEY> (its
+    /// state attributes) in its environment. The next batch waits for it
+    #[arg(long, value_name = "CMD")]
+    pub health_cmd: Option<String>,
+
+    /// How long --health-cmd may run before it counts as failed
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    pub health_timeout: Duration,
 }
 
 #[derive(Debug, Args)]

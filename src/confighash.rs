@@ -33,7 +33,6 @@ use std::fmt::Write as _;
 use serde_json::{Number, Value};
 
 /// One of the group's two plugins, `Instance` or `Flavor`, as its spec gives it.
-#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Debug, Clone, Copy)]
 pub struct PluginSpec<'a> {
     /// `Plugin`, the plugin's name, as decoded from the spec (InfraKit keeps it as the raw JSON
@@ -44,7 +43,6 @@ pub struct PluginSpec<'a> {
 }
 
 /// The `infrakit.config.hash` tag InfraKit gives a group with these two plugins.
-#[cfg_attr(not(test), allow(dead_code))]
 pub fn config_sha(instance: &PluginSpec<'_>, flavor: &PluginSpec<'_>) -> String {
     let mut document = stable(instance).into_bytes();
     document.extend_from_slice(stable(flavor).as_bytes());

@@ -304,12 +304,14 @@ impl Directory {
 
     /// Which dedicated slots exist and which are attached, for slot choice. An instance file
     /// that cannot be read is an error here: its slot could otherwise be handed out twice.
-    pub(crate) fn slots(&self, profiles: &Profiles) -> Result<Slots> {
+    /// Instances `leaving` are left out: they go in the same change, and their slots are orphans
+    /// then.
+    pub(crate) fn slots_without(&self, profiles: &Profiles, leaving: &BTreeSet<InstanceId>) -> Result<Slots> {
         let existing: BTreeSet<String> =
             self.managed().filter(|f| matches!(f.kind, Kind::Dedicated { .. })).map(|f| f.base.to_string()).collect();
         let mut attached = BTreeSet::new();
         let mut missing = Vec::new();
-        for inst in self.instances(profiles) {
+        for inst in self.instances(profiles).into_iter().filter(|i| !leaving.contains(&i.id)) {
             if let Err(e) = &inst.doc {
                 return Err(invalid(format!("cannot tell which dedicated slots are free: {e}"))
                     .hint("fix or remove that instance file, then re-run")

@@ -66,6 +66,9 @@ exit_codes! {
     StateLost = 13 => "Terraform's state is missing, empty, of another lineage or older than the last run, while live instances exist; nothing applied (see \"Crashes and recovery\")",
     /// Terraform ran longer than `--terraform-timeout`: it was interrupted, then killed.
     TerraformTimeout = 14 => "terraform ran longer than `--terraform-timeout`: it was interrupted, then killed",
+    /// `reconcile`: a rolling update stopped because a replacement was not healthy
+    /// (`--health-cmd`); nothing more was destroyed.
+    UpdateStopped = 15 => "`reconcile`: a rolling update stopped: a replacement was not healthy (`--health-cmd`); nothing more was destroyed",
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }

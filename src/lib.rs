@@ -26,6 +26,7 @@ mod context;
 mod directory;
 mod fault;
 mod fsio;
+mod health;
 mod journal;
 mod lock;
 mod output;
@@ -46,7 +47,7 @@ macro_rules! core_modules {
         )*
     };
 }
-core_modules!(adopt, confighash, expand, names, profile, spec, template, text, tfconfig, tfoutput);
+core_modules!(adopt, confighash, converge, expand, group, names, profile, spec, template, text, tfconfig, tfoutput);
 
 use std::process::ExitCode;
 

@@ -102,17 +102,8 @@ impl Profiles {
     /// Built-ins, then the configuration file in `dir` (if any), then `--vm-type` names.
     pub fn load(dir: &Path, declared: &[String]) -> Result<Self> {
         let mut profiles = Profiles::builtin();
-        let file = dir.join(CONFIG_FILE);
-        match std::fs::read_to_string(&file) {
-            Ok(text) => {
-                let config: Config = serde_json::from_str(&text)
-                    .map_err(|e| invalid(format!("configuration file `{}` is invalid: {e}", file.display())))?;
-                for (name, declared) in config.vm_types {
-                    profiles.by_type.insert(name, declared.into_profile());
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", file.display())),
+        for (name, declared) in read_config(dir)?.map(|c| c.vm_types).unwrap_or_default() {
+            profiles.by_type.insert(name, declared.into_profile());
         }
         for name in declared {
             profiles.by_type.entry(name.clone()).or_insert_with(VmProfile::aws_like);
@@ -135,6 +126,26 @@ impl Profiles {
 struct Config {
     #[serde(default)]
     vm_types: BTreeMap<String, DeclaredVm>,
+    /// Group specs `reconcile` converges, relative to the directory.
+    #[serde(default)]
+    groups: Vec<String>,
+}
+
+/// The group specs the configuration file lists (`"groups": [...]`), relative to `dir`.
+pub fn configured_groups(dir: &Path) -> Result<Vec<String>> {
+    Ok(read_config(dir)?.map(|c| c.groups).unwrap_or_default())
+}
+
+fn read_config(dir: &Path) -> Result<Option<Config>> {
+    let file = dir.join(CONFIG_FILE);
+    match std::fs::read_to_string(&file) {
+        Ok(text) => Ok(Some(
+            serde_json::from_str(&text)
+                .map_err(|e| invalid(format!("configuration file `{}` is invalid: {e}", file.display())))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("failed to read `{}`", file.display())),
+    }
 }
 
 #[derive(Debug, Deserialize)]

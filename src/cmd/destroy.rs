@@ -9,9 +9,9 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::{DestroyArgs, Reason};
+use crate::cmd::instances::removals;
 use crate::context::Ctx;
-use crate::exit::{invalid, not_found};
-use crate::names::{self, Kind};
+use crate::exit::not_found;
 use crate::workspace::{ChangeSet, CommitMode, Committed, Outcome, Workspace};
 
 #[derive(Serialize)]
@@ -36,38 +36,8 @@ pub(crate) fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
             .into());
     }
 
-    let mut doomed: Vec<String> = Vec::new();
-    for id in &ids {
-        doomed.extend(dir.twins(&id.to_string()));
-    }
-    if args.reason == Reason::Terminate {
-        let (leaving, staying): (Vec<_>, Vec<_>) =
-            dir.instances(&profiles).into_iter().partition(|i| ids.contains(&i.id));
-        // An instance we cannot read may use any dedicated or global file: removing one would
-        // pull it from under that instance. Refuse, as slot choice does.
-        if let Some((blind, why)) = staying.iter().find_map(|i| Some((i, i.unreadable()?))) {
-            return Err(invalid(format!("cannot tell which files {} still uses: {why}", blind.id))
-                .hint(
-                    "fix that instance file, or destroy with --reason rolling-update (removes only the instance file)",
-                )
-                .into());
-        }
-        let still_used: BTreeSet<String> = staying.into_iter().flat_map(|i| i.attachments).collect();
-        let attached: BTreeSet<String> = leaving.into_iter().flat_map(|i| i.attachments).collect();
-        for base in attached.difference(&still_used) {
-            // Only ever our dedicated and global files, whatever a tag says.
-            let ours = names::check_path_component(base, "attachment").is_ok()
-                && matches!(names::classify(base), Some(Kind::Dedicated { .. } | Kind::Global { .. }));
-            if !ours {
-                ctx.printer.warn(&format!(
-                    "ignoring attachment `{}`: not a dedicated or global file name",
-                    crate::text::short(base)
-                ));
-                continue;
-            }
-            doomed.extend(dir.twins(base));
-        }
-    }
+    let instances = if args.reason == Reason::Terminate { dir.instances(&profiles) } else { Vec::new() };
+    let doomed = removals(dir, &instances, &ids, args.reason, &ctx.printer)?;
 
     let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
     let what =

@@ -6,6 +6,7 @@
 pub(crate) mod describe;
 pub(crate) mod destroy;
 pub(crate) mod import;
+pub(crate) mod instances;
 pub(crate) mod label;
 pub(crate) mod provision;
 pub(crate) mod reconcile;
@@ -20,6 +21,7 @@ use anyhow::{Context, Result};
 use crate::directory::Directory;
 use crate::exit::{invalid, not_found};
 use crate::expand::Slots;
+use crate::group::{self, GroupSpec};
 use crate::names::LIVE;
 use crate::output::Printer;
 use crate::profile::Profiles;
@@ -61,16 +63,52 @@ pub(crate) fn read_spec(path: &Path) -> Result<(String, String)> {
 }
 
 /// Parses a spec; problems become one error (one problem) or a list on stderr and an error.
-pub(crate) fn load_spec(path: &Path, profiles: &Profiles, printer: &Printer) -> Result<Spec> {
+/// A group spec is read as its members' instance spec (see [`parse_spec`]).
+pub(crate) fn load_spec(path: &Path, profiles: &Profiles, printer: &Printer) -> Result<(Spec, Option<GroupSpec>)> {
     let (label, text) = read_spec(path)?;
-    spec::parse(&text, profiles).map_err(|problems| problems_error(&label, &problems, printer))
+    parse_spec(&text, profiles).map_err(|problems| problems_error(&label, &problems, printer))
+}
+
+/// Parses spec text: an instance spec, or an InfraKit group spec, which gives its members'
+/// instance spec (tagged with the group and its config hash) and the group. Every problem of
+/// either, located in the document given.
+pub(crate) fn parse_spec(text: &str, profiles: &Profiles) -> Result<(Spec, Option<GroupSpec>), Vec<Problem>> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(doc) if group::is_group_spec(&doc) => {
+            let group = group::parse(&doc)?;
+            let members = group.instance_spec(None).to_string();
+            let spec = spec::parse(&members, profiles).map_err(|problems| {
+                // The members' Properties are the group's `Instance.Properties`.
+                let at = |p: Problem| Problem {
+                    pointer: match p.pointer.strip_prefix("/Properties") {
+                        Some(rest) => format!("/Properties/Instance/Properties{rest}"),
+                        None => p.pointer,
+                    },
+                    message: p.message,
+                };
+                problems.into_iter().map(at).collect::<Vec<_>>()
+            })?;
+            Ok((spec, Some(group)))
+        }
+        _ => spec::parse(text, profiles).map(|spec| (spec, None)),
+    }
 }
 
 /// The directory's dedicated slots, for slot choice. An instance attached to a slot whose file
 /// is gone keeps the slot (it may still hold the volume in Terraform's state); the directory is
 /// inconsistent, and the user is told.
 pub(crate) fn read_slots(dir: &Directory, profiles: &Profiles, printer: &Printer) -> Result<Slots> {
-    let slots = dir.slots(profiles)?;
+    read_slots_without(dir, profiles, &std::collections::BTreeSet::new(), printer)
+}
+
+/// [`read_slots`] once the instances `leaving` are gone (see `Directory::slots_without`).
+pub(crate) fn read_slots_without(
+    dir: &Directory,
+    profiles: &Profiles,
+    leaving: &std::collections::BTreeSet<crate::names::InstanceId>,
+    printer: &Printer,
+) -> Result<Slots> {
+    let slots = dir.slots_without(profiles, leaving)?;
     for (id, base) in &slots.missing {
         printer.warn(&format!(
             "{id} is attached to `{base}{LIVE}`, which is missing (live and queued): its slot is not reused; restore the file, or destroy {id}"

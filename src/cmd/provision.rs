@@ -1,18 +1,17 @@
 //! `provision SPEC`: expand a spec into a new instance's files, apply, print its ID.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::ProvisionArgs;
-use crate::cmd::{load_spec, read_slots};
+use crate::cmd::instances::NewInstances;
+use crate::cmd::load_spec;
 use crate::context::Ctx;
 use crate::exit::invalid;
-use crate::expand::{self, Request, Slots};
 use crate::names;
-use crate::workspace::{ChangeSet, CommitMode, Committed, FileWrite, Outcome, Workspace};
+use crate::workspace::{ChangeSet, CommitMode, Committed, Outcome, Workspace};
 
 #[derive(Serialize)]
 struct Report {
@@ -26,7 +25,7 @@ struct Report {
 
 pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
-    let spec = load_spec(&args.spec, &profiles, &ctx.printer)?;
+    let (spec, _group) = load_spec(&args.spec, &profiles, &ctx.printer)?;
     let logical_id = args.logical_id.clone().or_else(|| spec.logical_id.clone());
     if let Some(lid) = &logical_id {
         names::check_path_component(lid, "logical ID").map_err(invalid)?;
@@ -39,16 +38,9 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     if let Some(lid) = &logical_id {
         dir.check_logical_id_free(&profiles, lid)?;
     }
-    let slots = if spec.needs_slot() { read_slots(dir, &profiles, &ctx.printer)? } else { Slots::default() };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let id = dir.next_id(now)?;
-    let expansion = expand::expand(
-        &Request { spec: &spec, profiles: &profiles, id: &id, logical_id: logical_id.as_deref(), tags: &tags },
-        &slots,
-    )
-    .map_err(invalid)?;
-    let writes = expansion.files.into_iter().map(|(base, doc)| FileWrite::managed(dir.target(&base), doc)).collect();
-    let Committed { outcome, failure } = ws.commit(ChangeSet::writing(writes), mode)?;
+    let mut new = NewInstances::new(dir, &profiles, &ctx.printer);
+    let id = new.add(&spec, logical_id.as_deref(), &tags)?;
+    let Committed { outcome, failure } = ws.commit(ChangeSet::writing(new.writes), mode)?;
     let verb = match mode {
         CommitMode::DryRun => "would provision",
         CommitMode::Queue => "provisioned (queued)",

@@ -4,7 +4,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::ValidateArgs;
-use crate::cmd::{problems_error, read_spec, spec_name};
+use crate::cmd::{parse_spec, problems_error, read_spec, spec_name};
 use crate::context::Ctx;
 use crate::names::Scope;
 use crate::profile::Profiles;
@@ -18,11 +18,14 @@ struct Report {
     /// `type.name` of the VM, when valid.
     vm: Option<String>,
     resources: usize,
+    /// The group's ID, for a group spec.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
 }
 
 impl Report {
     fn invalid(spec: String, problems: Vec<Problem>) -> Self {
-        Report { spec, valid: false, problems, vm: None, resources: 0 }
+        Report { spec, valid: false, problems, vm: None, resources: 0, group: None }
     }
 }
 
@@ -47,7 +50,7 @@ pub(crate) fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
             return Err(e);
         }
     };
-    let parsed = spec::parse(&text, &profiles).and_then(|s| {
+    let parsed = parse_spec(&text, &profiles).and_then(|(s, group)| {
         // The checks expansion makes (names Terraform accepts, one address per resource), with a
         // stand-in ID: a spec that validates also provisions.
         // A spec for pets names `/self/logicalId` and gets its logical ID at provision time.
@@ -58,30 +61,32 @@ pub(crate) fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
             spec: &s,
             profiles: &profiles,
             id: &id,
-            logical_id: s.logical_id.as_deref().or(stand_in),
+            logical_id: s.logical_id.as_deref().or(first_logical_id(group.as_ref())).or(stand_in),
             tags: &no_tags,
         };
         match crate::expand::expand(&request, &Default::default()) {
-            Ok(_) => Ok(s),
+            Ok(_) => Ok((s, group)),
             Err(message) => Err(vec![spec::Problem { pointer: String::new(), message }]),
         }
     });
     let report = match &parsed {
-        Ok(s) => Report {
+        Ok((s, group)) => Report {
             spec: spec_name(&args.spec),
             valid: true,
             problems: vec![],
             vm: Some(format!("{}.{}", s.vm().rtype, s.vm().name)),
             resources: s.resources.len(),
+            group: group.as_ref().map(|g| g.id.clone()),
         },
         Err(problems) => Report::invalid(spec_name(&args.spec), problems.clone()),
     };
     print_report(ctx, &report)?;
     match parsed {
-        Ok(s) => {
+        Ok((s, group)) => {
             let count = |f: fn(&Scope) -> bool| s.resources.iter().filter(|r| f(&r.scope)).count();
+            let group = group.map(|g| format!("group `{}` of {}, ", g.id, g.desired())).unwrap_or_default();
             ctx.printer.status(&format!(
-                "{label} is valid: VM {}, {} resources ({} dedicated, {} global)",
+                "{label} is valid: {group}VM {}, {} resources ({} dedicated, {} global)",
                 report.vm.as_deref().unwrap_or_default(),
                 s.resources.len(),
                 count(|s| matches!(s, Scope::Dedicated(_))),
@@ -90,5 +95,13 @@ pub(crate) fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
             Ok(())
         }
         Err(problems) => Err(problems_error(&label, &problems, &ctx.printer)),
+    }
+}
+
+/// A group of pets is checked with its first logical ID.
+fn first_logical_id(group: Option<&crate::group::GroupSpec>) -> Option<&str> {
+    match &group?.allocation {
+        crate::group::Allocation::LogicalIds(ids) => ids.first().map(String::as_str),
+        crate::group::Allocation::Size(_) => None,
     }
 }

@@ -57,6 +57,9 @@ pub(crate) struct Workspace<'a> {
     /// Discovered and version-checked on first use: commands that never run terraform (a
     /// `--no-apply`) never look for it.
     tf: OnceCell<Terraform>,
+    /// Provider prefixes of the documents [`Workspace::write`] wrote: [`Workspace::apply`] runs
+    /// `init` first when one is new.
+    written_providers: BTreeSet<String>,
     _lock: Option<DirLock>,
 }
 
@@ -89,12 +92,24 @@ impl<'a> Workspace<'a> {
     /// what a killed run left half done, then lists the directory.
     pub(crate) fn lock(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
         let lock = ctx.lock_within(timeout)?;
-        Ok(Workspace { ctx, dir: ctx.directory()?, tf: OnceCell::new(), _lock: Some(lock) })
+        Ok(Workspace {
+            ctx,
+            dir: ctx.directory()?,
+            tf: OnceCell::new(),
+            written_providers: BTreeSet::new(),
+            _lock: Some(lock),
+        })
     }
 
     /// For a command that only reads (or plans in a mirror): no lock.
     pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
-        Ok(Workspace { ctx, dir: ctx.directory()?, tf: OnceCell::new(), _lock: None })
+        Ok(Workspace {
+            ctx,
+            dir: ctx.directory()?,
+            tf: OnceCell::new(),
+            written_providers: BTreeSet::new(),
+            _lock: None,
+        })
     }
 
     /// The directory for `mode`: locked unless it is a dry run.
@@ -208,6 +223,7 @@ impl<'a> Workspace<'a> {
     /// Writes and removes the files of `changes`, all or nothing (`journal`), and lists the
     /// directory again. Returns what happened to each file.
     pub(crate) fn write(&mut self, changes: ChangeSet) -> Result<Vec<FileChange>> {
+        self.written_providers.extend(init::providers_of(changes.docs()));
         let (ops, files) = self.file_ops(changes)?;
         journal::commit(self.dir.path(), &ops)?;
         for op in &ops {
@@ -324,8 +340,10 @@ impl<'a> Workspace<'a> {
         Ok(SavedPlan { plan, _dir: dir, path })
     }
 
-    /// Applies the directory as it is, or a saved plan. Returns what terraform did.
+    /// Applies the directory as it is, or a saved plan, after `init` if what was written
+    /// needs it. Returns what terraform did.
     pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
+        self.init_if_needed(&self.written_providers)?;
         self.terraform()?.apply(what)
     }
 

@@ -16,6 +16,7 @@ mod errors;
 mod fakecloud;
 mod faults;
 mod generated;
+mod groups;
 mod import;
 mod lock;
 mod provision;

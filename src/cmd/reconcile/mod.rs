@@ -15,22 +15,30 @@
 //! `--check` plans the would-be directory (queue promoted) in a mirror, with a refresh that is
 //! not saved, and exits 10 when anything is pending: drift, changes or queued files.
 
-use std::collections::BTreeSet;
+mod groups;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 
-use crate::cli::ReconcileArgs;
+use self::groups::{Group, GroupReport, Replaced};
+use crate::cli::{Reason, ReconcileArgs};
+use crate::cmd::instances::{removals, NewInstances};
 use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
-use crate::names::{self, Suffix};
+use crate::names::{self, InstanceId, Suffix};
 use crate::output::utc_now;
+use crate::profile::Profiles;
 use crate::terraform::{Apply, Plan};
 use crate::tfoutput::{Action, ResourceChange};
 use crate::workspace::{ChangeSet, Workspace};
+
+/// `--max-destroy` when not given.
+const MAX_DESTROY: u64 = 10;
 
 #[derive(Debug, Serialize)]
 struct Pruned {
@@ -59,89 +67,357 @@ struct Report {
     pending: bool,
     terraform_runs: u32,
     duration_seconds: f64,
+    /// The groups converged (`--group`, or infrakit-tf.json's `groups`).
+    groups: Vec<GroupReport>,
 }
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
+    // Every group spec is read and checked before anything else: a bad one changes nothing.
+    let profiles = ctx.profiles_of_existing_dir()?;
+    let groups = groups::load(&args.groups, &ctx.dir, &profiles, &ctx.printer)?;
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
     let mut ws = Workspace::lock(ctx, timeout)?;
-    let profiles = ctx.profiles(ws.dir())?;
     ws.terraform()?;
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
     let instances = ws.dir().instances(&profiles);
     let mut report = Report { check: args.check, ..Report::default() };
-    if args.check {
-        check(&ws, &mut report)?;
+    let failure = if args.check {
+        check(&ws, &groups, &instances, &mut report)?;
+        None
     } else {
-        converge(ctx, &mut ws, &instances, args.max_destroy, &mut report)?;
-    }
+        let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups };
+        run.converge(&mut ws, &instances, &mut report)?
+    };
     report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
-    finish(ctx, &report)
+    finish(ctx, &report, failure)
 }
 
 /// `--check`: plans the would-be directory (queue promoted) in a mirror, with a refresh that
-/// is not saved.
-fn check(ws: &Workspace<'_>, report: &mut Report) -> Result<()> {
+/// is not saved, and decides the groups from it; changes nothing.
+fn check(ws: &Workspace<'_>, groups: &[Group], instances: &[Instance], report: &mut Report) -> Result<()> {
     report.promoted = ws.dir().queued().map(str::to_string).collect();
     let plan = ws.plan_after(&ChangeSet::default(), true)?;
     report.terraform_runs = 1;
     fill_plan(report, &plan);
-    report.pending = plan.has_changes || !report.drift.is_empty() || !report.promoted.is_empty();
+    let leaving: BTreeSet<InstanceId> =
+        vanished(&plan, instances, &queued_ids(instances)).into_iter().map(|(i, _)| i.id.clone()).collect();
+    for (group, (members, decision)) in groups.iter().zip(groups::decide_all(groups, instances, &leaving, &plan)) {
+        report.groups.push(GroupReport::new(group, &members, &decision));
+    }
+    report.pending = plan.has_changes
+        || !report.drift.is_empty()
+        || !report.promoted.is_empty()
+        || report.groups.iter().any(|g| g.pending);
     Ok(())
 }
 
-/// Promote, plan, prune, apply (see the module doc).
-fn converge(
-    ctx: &Ctx,
-    ws: &mut Workspace<'_>,
-    instances: &[Instance],
-    max_destroy: u64,
-    report: &mut Report,
-) -> Result<()> {
-    let promoted_ids: BTreeSet<String> =
-        instances.iter().filter(|i| i.suffix == Suffix::Queued).map(|i| i.id.to_string()).collect();
-    report.promoted = ws.promote()?;
-    // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
-    let importing = ws.settle_imports()?;
-    ws.init_if_needed(&ws.providers(instances))?;
-    let saved = ws.plan()?;
-    report.terraform_runs = 1;
-    fill_plan(report, &saved.plan);
+fn queued_ids(instances: &[Instance]) -> BTreeSet<String> {
+    instances.iter().filter(|i| i.suffix == Suffix::Queued).map(|i| i.id.to_string()).collect()
+}
 
-    // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
-    let doomed = vanished(&saved.plan, instances, &promoted_ids);
-    check_max_destroy(&saved.plan, &doomed, max_destroy)?;
-    // All pruned files go together, or none (a killed prune is undone and found again).
-    let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
-    ws.write(ChangeSet::removing(pruned_files.clone()))?;
-    for ((inst, vm), file) in doomed.iter().zip(pruned_files) {
-        ctx.printer.event(&format!("pruned {} ({vm} vanished)", inst.id));
-        report.pruned.push(Pruned { id: inst.id.to_string(), file, vm: vm.clone() });
-    }
-    if importing && !report.pruned.is_empty() {
-        ws.settle_imports()?;
+/// One converging run: what it was asked.
+struct Run<'a> {
+    ctx: &'a Ctx,
+    profiles: &'a Profiles,
+    args: &'a ReconcileArgs,
+    groups: &'a [Group],
+}
+
+impl Run<'_> {
+    /// Promote, plan, then in one change and one apply: prune, and scale every group; then
+    /// replace the groups' outdated members, batch by batch. Returns the failure that stopped
+    /// a rolling update, if one did (the report is printed first).
+    fn converge(
+        &self,
+        ws: &mut Workspace<'_>,
+        instances: &[Instance],
+        report: &mut Report,
+    ) -> Result<Option<anyhow::Error>> {
+        let promoted_ids = queued_ids(instances);
+        report.promoted = ws.promote()?;
+        // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
+        let importing = ws.settle_imports()?;
+        ws.init_if_needed(&ws.providers(instances))?;
+        let saved = ws.plan()?;
+        report.terraform_runs = 1;
+        fill_plan(report, &saved.plan);
+
+        // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
+        let doomed = vanished(&saved.plan, instances, &promoted_ids);
+        let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
+        let decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan);
+        for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
+            report.groups.push(GroupReport::new(group, members, decision));
+        }
+
+        // Scale: every group's new members and terminations, with the pruned files, in one
+        // change (all or nothing), applied at once.
+        let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
+        let terminated: BTreeSet<InstanceId> =
+            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
+        let mut terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
+        let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&leaving);
+        let mut added: Vec<Vec<InstanceId>> = Vec::new();
+        for (group, (_, decision)) in self.groups.iter().zip(&decisions) {
+            let ids = decision
+                .add
+                .iter()
+                .map(|lid| new.add(&group.members, lid.as_deref(), &BTreeMap::new()))
+                .collect::<Result<Vec<_>>>()?;
+            added.push(ids);
+        }
+        let writes = new.writes;
+        // A shared file a new member writes is not removed with a terminated one.
+        terminations.retain(|name| !writes.iter().any(|w| w.name == *name));
+        self.check_max_destroy(ws, &saved.plan, &doomed, &pruned_files, &terminations, &decisions)?;
+        let scaling = !writes.is_empty() || !terminations.is_empty();
+        ws.write(ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() })?;
+        ws.promote()?; // the new members' files, queued as any new file is
+        for ((inst, vm), file) in doomed.iter().zip(pruned_files) {
+            self.ctx.printer.event(&format!("pruned {} ({vm} vanished)", inst.id));
+            report.pruned.push(Pruned { id: inst.id.to_string(), file, vm: vm.clone() });
+        }
+        for ((g, ids), (_, decision)) in report.groups.iter_mut().zip(&added).zip(&decisions) {
+            g.provisioned = ids.iter().map(ToString::to_string).collect();
+            g.terminated = decision.terminate.iter().map(ToString::to_string).collect();
+            if !ids.is_empty() || !decision.terminate.is_empty() {
+                self.ctx.printer.event(&format!(
+                    "group {}: provisioning {}, terminating {}",
+                    g.id,
+                    g.provisioned.len(),
+                    g.terminated.len()
+                ));
+            }
+        }
+        if importing && !report.pruned.is_empty() {
+            ws.settle_imports()?;
+        }
+
+        // A refresh that found objects gone is saved by applying its plan, even one with no
+        // changes: otherwise every later run finds the same drift and `--check` never says 0.
+        let applied = if !report.pruned.is_empty() || scaling {
+            Some(ws.apply(Apply::Configuration { refresh: true })?)
+        } else if saved.plan.has_changes || !saved.plan.drift.is_empty() {
+            Some(ws.apply(Apply::Saved(saved.path()))?)
+        } else {
+            None
+        };
+        if importing {
+            // Carried out by this apply, or (a plan with nothing to do) by an apply whose end the
+            // importing run did not see.
+            ws.finish_imports()?;
+        }
+        if let Some(c) = applied {
+            report.terraform_runs += 1;
+            report.applied = true;
+            (report.added, report.changed, report.destroyed) = (c.add, c.change, c.remove);
+        }
+        self.settle_counts(ws, report);
+
+        // Rolling updates: batch by batch, each waiting for the last.
+        for ((group, (_, decision)), g) in self.groups.iter().zip(&decisions).zip(report.groups.iter_mut()) {
+            if let Some(failure) = self.roll(ws, group, &decision.replace, g, &mut report.terraform_runs) {
+                g.stopped = Some(format!("{failure:#}"));
+                self.settle_group(ws, group, g);
+                return Ok(Some(failure));
+            }
+            self.settle_group(ws, group, g);
+        }
+        Ok(None)
     }
 
-    // A refresh that found objects gone is saved by applying its plan, even one with no
-    // changes: otherwise every later run finds the same drift and `--check` never says 0.
-    let applied = if !report.pruned.is_empty() {
-        Some(ws.apply(Apply::Configuration { refresh: true })?)
-    } else if saved.plan.has_changes || !saved.plan.drift.is_empty() {
-        Some(ws.apply(Apply::Saved(saved.path()))?)
-    } else {
+    /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
+    /// failure that stopped it: nothing more is destroyed after a batch fails.
+    fn roll(
+        &self,
+        ws: &mut Workspace<'_>,
+        group: &Group,
+        outdated: &[InstanceId],
+        report: &mut GroupReport,
+        runs: &mut u32,
+    ) -> Option<anyhow::Error> {
+        let at_once = self.args.max_unavailable.or(group.spec.max_unavailable).unwrap_or(1);
+        for batch in outdated.chunks(usize::try_from(at_once).unwrap_or(usize::MAX)) {
+            if crate::signals::stop_requested() {
+                return Some(
+                    Failure::new(
+                        Code::Interrupted,
+                        format!("interrupted: the rolling update of group `{}` stopped", group.spec.id),
+                    )
+                    .hint("run `infrakit-tf reconcile` again to go on")
+                    .into(),
+                );
+            }
+            self.ctx.printer.event(&format!(
+                "group {}: replacing {}",
+                group.spec.id,
+                batch.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+            ));
+            match self.replace(ws, group, batch, runs) {
+                Ok(pairs) => report.replaced.extend(pairs),
+                Err(e) => return Some(e),
+            }
+        }
         None
-    };
-    if importing {
-        // Carried out by this apply, or (a plan with nothing to do) by an apply whose end the
-        // importing run did not see.
-        ws.finish_imports()?;
     }
-    if let Some(c) = applied {
-        report.terraform_runs += 1;
-        report.applied = true;
-        (report.added, report.changed, report.destroyed) = (c.add, c.change, c.remove);
+
+    /// Replaces one batch. With a dedicated resource: destroy the old members (their slots
+    /// kept), apply, create the replacements (which re-attach the slots), apply. Without: create
+    /// the replacements, apply, then destroy the old members, apply (surge). Each replacement
+    /// must be created and, with `--health-cmd`, healthy before the old ones go (surge) or
+    /// before the next batch.
+    fn replace(
+        &self,
+        ws: &mut Workspace<'_>,
+        group: &Group,
+        batch: &[InstanceId],
+        runs: &mut u32,
+    ) -> Result<Vec<Replaced>> {
+        let old: BTreeSet<InstanceId> = batch.iter().cloned().collect();
+        let instances = ws.dir().instances(self.profiles);
+        let lids: Vec<Option<String>> = batch
+            .iter()
+            .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
+            .collect();
+        let remove = |ws: &mut Workspace<'_>, reason: Reason, runs: &mut u32| -> Result<()> {
+            let instances = ws.dir().instances(self.profiles);
+            let files = removals(ws.dir(), &instances, &old, reason, &self.ctx.printer)?;
+            ws.write(ChangeSet::removing(files))?;
+            ws.apply(Apply::Configuration { refresh: false })?;
+            *runs += 1;
+            Ok(())
+        };
+        if group.dedicated() {
+            remove(ws, Reason::RollingUpdate, runs)?;
+        }
+        let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer);
+        let ids = lids
+            .iter()
+            .map(|lid| new.add(&group.members, lid.as_deref(), &BTreeMap::new()))
+            .collect::<Result<Vec<_>>>()?;
+        let writes = new.writes;
+        ws.write(ChangeSet::writing(writes))?;
+        ws.promote()?;
+        ws.apply(Apply::Configuration { refresh: false })?;
+        *runs += 1;
+        self.health(ws, group, &ids)?;
+        if !group.dedicated() {
+            remove(ws, Reason::Terminate, runs)?;
+        }
+        Ok(batch.iter().zip(&ids).map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }).collect())
     }
-    Ok(())
+
+    /// Runs `--health-cmd` for each new member; the first that fails stops the update.
+    fn health(&self, ws: &Workspace<'_>, group: &Group, ids: &[InstanceId]) -> Result<()> {
+        let Some(cmd) = &self.args.health_cmd else { return Ok(()) };
+        let state = ws.state()?;
+        let instances = ws.dir().instances(self.profiles);
+        for id in ids {
+            let inst = instances.iter().find(|i| &i.id == id);
+            let attributes = inst
+                .and_then(|i| i.vm.as_ref())
+                .and_then(|(t, n)| state.get(&format!("{t}.{n}")))
+                .map(|r| r.key_attributes())
+                .unwrap_or_default();
+            let subject = crate::health::Subject {
+                id: &id.to_string(),
+                logical_id: inst.and_then(Instance::logical_id),
+                group: &group.spec.id,
+                attributes: &attributes,
+            };
+            if let Some(why) = crate::health::check(cmd, &subject, self.args.health_timeout)? {
+                return Err(Failure::new(
+                    Code::UpdateStopped,
+                    format!("the rolling update of group `{}` stopped: {id} is not healthy ({why})", group.spec.id),
+                )
+                .hint("nothing more was destroyed; fix the spec or the machine, then run `infrakit-tf reconcile` again")
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a run that would destroy more than `--max-destroy` resources: the plan's own
+    /// destroys, everything in a pruned or terminated member's files, and the instance files
+    /// of the members to replace. A group spec that empties a group needs `--max-destroy`.
+    /// Counted before anything is touched.
+    fn check_max_destroy(
+        &self,
+        ws: &Workspace<'_>,
+        plan: &Plan,
+        doomed: &[(&Instance, String)],
+        pruned_files: &[String],
+        terminations: &[String],
+        decisions: &[(Vec<crate::converge::Member>, crate::converge::Decision)],
+    ) -> Result<()> {
+        let resources = |name: &String| ws.dir().read_doc(name).ok().map_or(0, |d| resource_count(Some(&d)) as u64);
+        let replaced: u64 = decisions
+            .iter()
+            .flat_map(|(_, d)| &d.replace)
+            .filter_map(|id| ws.dir().current(&id.to_string()))
+            .map(|name| resources(&name))
+            .sum();
+        let destroys = plan.totals.remove
+            + pruned_files.iter().map(resources).sum::<u64>()
+            + terminations.iter().map(resources).sum::<u64>()
+            + replaced;
+        let max = self.args.max_destroy.unwrap_or(MAX_DESTROY);
+        for (group, (members, _)) in self.groups.iter().zip(decisions) {
+            if group.spec.desired() == 0 && !members.is_empty() && self.args.max_destroy.is_none() {
+                return Err(Failure::new(
+                    Code::TooManyDestroys,
+                    format!(
+                        "refusing to empty group `{}` ({} member(s)): its spec asks for none; nothing was applied",
+                        group.spec.id,
+                        members.len()
+                    ),
+                )
+                .hint(format!("if this is wanted, run again with --max-destroy {destroys} (or more)"))
+                .into());
+            }
+        }
+        if destroys <= max {
+            return Ok(());
+        }
+        let ids: Vec<String> = doomed.iter().map(|(i, _)| i.id.to_string()).collect();
+        let terminated: usize = decisions.iter().map(|(_, d)| d.terminate.len()).sum();
+        let outdated: usize = decisions.iter().map(|(_, d)| d.replace.len()).sum();
+        let groups = if self.groups.is_empty() {
+            String::new()
+        } else {
+            format!(", {terminated} member(s) to terminate, {outdated} to replace")
+        };
+        Err(Failure::new(
+            Code::TooManyDestroys,
+            format!(
+                "refusing to destroy {destroys} resources (more than --max-destroy {max}): {} vanished machine(s){}{groups}; nothing was applied",
+                ids.len(),
+                if ids.is_empty() { String::new() } else { format!(" ({})", ids.join(", ")) }
+            ),
+        )
+        .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
+        .into())
+    }
+
+    /// The member counts of every group after the scaling apply.
+    fn settle_counts(&self, ws: &Workspace<'_>, report: &mut Report) {
+        for (group, g) in self.groups.iter().zip(report.groups.iter_mut()) {
+            self.settle_group(ws, group, g);
+        }
+    }
+
+    /// A group's member counts as the directory now has them.
+    fn settle_group(&self, ws: &Workspace<'_>, group: &Group, g: &mut GroupReport) {
+        let instances = ws.dir().instances(self.profiles);
+        let members: Vec<&Instance> =
+            instances.iter().filter(|i| i.tags.get(crate::group::GROUP_TAG) == Some(&group.spec.id)).collect();
+        g.members = members.len();
+        g.current =
+            members.iter().filter(|i| i.tags.get(crate::group::CONFIG_TAG) == Some(&group.spec.config_hash)).count();
+        g.outdated = g.members - g.current;
+        g.pending = g.members != g.desired || g.outdated > 0 || g.stopped.is_some();
+    }
 }
 
 /// The live instances whose VM the plan found deleted outside Terraform, with the VM's
@@ -160,28 +436,6 @@ fn vanished<'i>(plan: &Plan, instances: &'i [Instance], promoted: &BTreeSet<Stri
         .collect()
 }
 
-/// Refuses a run that would destroy more than `max` resources: the plan's own destroys, and
-/// everything in a pruned instance's file (its vanished VM and the siblings the apply will
-/// destroy). Counted before anything is touched.
-fn check_max_destroy(plan: &Plan, doomed: &[(&Instance, String)], max: u64) -> Result<()> {
-    let prune_count: u64 = doomed.iter().map(|(i, _)| resource_count(i.doc.as_ref().ok()) as u64).sum();
-    let destroys = plan.totals.remove + prune_count;
-    if destroys <= max {
-        return Ok(());
-    }
-    let ids: Vec<String> = doomed.iter().map(|(i, _)| i.id.to_string()).collect();
-    Err(Failure::new(
-        Code::TooManyDestroys,
-        format!(
-            "refusing to destroy {destroys} resources (more than --max-destroy {max}): {} vanished machine(s){}; nothing was applied",
-            ids.len(),
-            if ids.is_empty() { String::new() } else { format!(" ({})", ids.join(", ")) }
-        ),
-    )
-    .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
-    .into())
-}
-
 fn fill_plan(report: &mut Report, plan: &Plan) {
     report.drift = plan.drift.clone();
     report.planned = plan.changes.clone();
@@ -192,11 +446,14 @@ fn resource_count(doc: Option<&serde_json::Value>) -> usize {
         .map_or(0, |types| types.values().filter_map(|n| n.as_object()).map(|n| n.len()).sum())
 }
 
-fn finish(ctx: &Ctx, report: &Report) -> Result<()> {
+fn finish(ctx: &Ctx, report: &Report, failure: Option<anyhow::Error>) -> Result<()> {
     if ctx.printer.json_output() {
         ctx.printer.json(report)?;
     } else {
         ctx.printer.table_or_line(|| table(report).to_string(), || line(report))?;
+    }
+    if let Some(failure) = failure {
+        return Err(failure);
     }
     if report.check && report.pending {
         return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(report)))
@@ -209,11 +466,15 @@ fn finish(ctx: &Ctx, report: &Report) -> Result<()> {
 fn summary(r: &Report) -> String {
     let vanished = r.drift.iter().filter(|d| d.action == Action::Delete).count();
     let changes = r.planned.len();
-    format!(
+    let mut summary = format!(
         "{vanished} vanished, {} drifted, {changes} planned change(s), {} queued file(s)",
         r.drift.len() - vanished,
         r.promoted.len()
-    )
+    );
+    for g in r.groups.iter().filter(|g| g.pending) {
+        summary.push_str(&format!("; group {}: {}", g.id, g.todo));
+    }
+    summary
 }
 
 /// One timestamped line: what cron logs.
@@ -234,7 +495,12 @@ fn line(r: &Report) -> String {
             r.destroyed
         )
     };
-    format!("{} {head}: {what} terraform_runs={} in {:.2}s", utc_now(), r.terraform_runs, r.duration_seconds)
+    let now = utc_now();
+    let mut out = format!("{now} {head}: {what} terraform_runs={} in {:.2}s", r.terraform_runs, r.duration_seconds);
+    for g in &r.groups {
+        out.push_str(&format!("\n{now} {head}: {}", g.line()));
+    }
+    out
 }
 
 fn table(r: &Report) -> Table {
@@ -255,6 +521,21 @@ fn table(r: &Report) -> Table {
             "applied".to_string(),
             format!("{} added, {} changed, {} destroyed", r.added, r.changed, r.destroyed),
         ]);
+    }
+    for g in &r.groups {
+        let mut what = vec![format!(
+            "{}/{} members, {} current, {} outdated{}",
+            g.members,
+            g.desired,
+            g.current,
+            g.outdated,
+            if g.pending { format!(" (pending: {})", g.todo) } else { String::new() }
+        )];
+        what.extend(g.provisioned.iter().map(|id| format!("provisioned {id}")));
+        what.extend(g.terminated.iter().map(|id| format!("terminated {id}")));
+        what.extend(g.replaced.iter().map(|r| format!("replaced {} by {}", r.old, r.new)));
+        what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
+        t.add_row([format!("group {}", g.id), what.join("\n")]);
     }
     t.add_row(["duration".to_string(), format!("{:.2}s ({} terraform run(s))", r.duration_seconds, r.terraform_runs)]);
     t

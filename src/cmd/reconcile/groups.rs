@@ -1,0 +1,210 @@
+//! Groups in `reconcile`: reading the group specs, finding each group's members, and the
+//! report of what was done to them. The decision itself is `converge::decide` (pure); the
+//! order of the work is `reconcile::converge`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::cmd::{parse_spec, problems_error, read_spec};
+use crate::converge::{self, Decision, Member};
+use crate::directory::Instance;
+use crate::exit::invalid;
+use crate::group::{GroupSpec, CONFIG_TAG, GROUP_TAG};
+use crate::names::{InstanceId, Scope};
+use crate::output::Printer;
+use crate::profile::{self, Profiles};
+use crate::spec::Spec;
+use crate::terraform::Plan;
+use crate::tfoutput::Action;
+
+/// One group to converge.
+pub(super) struct Group {
+    pub(super) spec: GroupSpec,
+    /// Its members' instance spec.
+    pub(super) members: Spec,
+}
+
+impl Group {
+    /// Whether a member has a dedicated resource: its rolling update destroys the old member
+    /// first, so that the replacement re-attaches the same slot (a volume is never attached to
+    /// two machines); otherwise the replacement is created first (surge).
+    pub(super) fn dedicated(&self) -> bool {
+        self.members.resources.iter().any(|r| matches!(r.scope, Scope::Dedicated(_)))
+    }
+}
+
+/// The group specs to converge: `--group` files, else those infrakit-tf.json lists (relative
+/// to the directory). Every spec is read and checked before anything is done; two specs of
+/// one group ID are refused.
+pub(super) fn load(given: &[PathBuf], dir: &Path, profiles: &Profiles, printer: &Printer) -> Result<Vec<Group>> {
+    let paths: Vec<PathBuf> = if given.is_empty() {
+        profile::configured_groups(dir)?.into_iter().map(|p| dir.join(p)).collect()
+    } else {
+        given.to_vec()
+    };
+    let mut groups: Vec<Group> = Vec::new();
+    for path in paths {
+        let (label, text) = read_spec(&path)?;
+        let (members, group) = parse_spec(&text, profiles).map_err(|p| problems_error(&label, &p, printer))?;
+        let Some(spec) = group else {
+            return Err(invalid(format!("spec {label} is an instance spec, not a group spec"))
+                .hint("a group spec has `ID` and `Properties` with `Allocation`, `Instance` and `Flavor`")
+                .into());
+        };
+        if groups.iter().any(|g| g.spec.id == spec.id) {
+            return Err(invalid(format!("group `{}` is given twice (again in {label})", spec.id)).into());
+        }
+        groups.push(Group { spec, members });
+    }
+    Ok(groups)
+}
+
+/// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
+/// group's ID. A member is current when its config hash is the spec's (`bootstrap`, what
+/// `import` gives the first manager, never is), and created unless the plan creates or
+/// replaces its VM (a queued or pending member, or a tainted one).
+pub(super) fn members(
+    group: &Group,
+    instances: &[Instance],
+    leaving: &BTreeSet<InstanceId>,
+    plan: &Plan,
+) -> Vec<Member> {
+    let creating: BTreeSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
+        .map(|c| c.address.as_str())
+        .collect();
+    instances
+        .iter()
+        .filter(|i| i.tags.get(GROUP_TAG) == Some(&group.spec.id) && !leaving.contains(&i.id))
+        .map(|i| Member {
+            id: i.id.clone(),
+            logical_id: i.logical_id().map(str::to_string),
+            current: i.tags.get(CONFIG_TAG) == Some(&group.spec.config_hash),
+            created: i.vm.as_ref().is_some_and(|(t, n)| !creating.contains(format!("{t}.{n}").as_str())),
+        })
+        .collect()
+}
+
+/// What converging one group did (or, with `--check`, would do).
+#[derive(Debug, Serialize)]
+pub(super) struct GroupReport {
+    #[serde(rename = "ID")]
+    pub(super) id: String,
+    /// The size, or the number of logical IDs.
+    pub(super) desired: usize,
+    /// Members after the run.
+    pub(super) members: usize,
+    /// Members whose config hash is the spec's, after the run.
+    pub(super) current: usize,
+    /// Members still to be replaced after the run.
+    pub(super) outdated: usize,
+    pub(super) provisioned: Vec<String>,
+    pub(super) terminated: Vec<String>,
+    pub(super) replaced: Vec<Replaced>,
+    /// Whether the group is not converged: something is left to do (with `--check`: to do).
+    pub(super) pending: bool,
+    /// Why the rolling update stopped, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) stopped: Option<String>,
+    /// What was left to do when the run started, for messages (`1 to add, 3 outdated`).
+    #[serde(skip)]
+    pub(super) todo: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct Replaced {
+    pub(super) old: String,
+    pub(super) new: String,
+}
+
+impl GroupReport {
+    /// The report before anything is done: what `decision` asks of `members`.
+    pub(super) fn new(group: &Group, members: &[Member], decision: &Decision) -> Self {
+        GroupReport {
+            id: group.spec.id.clone(),
+            desired: group.spec.desired(),
+            members: members.len(),
+            current: members.iter().filter(|m| m.current).count(),
+            outdated: members.iter().filter(|m| !m.current).count(),
+            provisioned: Vec::new(),
+            terminated: Vec::new(),
+            replaced: Vec::new(),
+            pending: !decision.is_empty(),
+            stopped: None,
+            todo: Self::what(decision),
+        }
+    }
+
+    /// What is left to do, for messages: `2 to add, 1 to terminate, 3 outdated`.
+    pub(super) fn what(decision: &Decision) -> String {
+        let mut parts = Vec::new();
+        if !decision.add.is_empty() {
+            parts.push(format!("{} to add", decision.add.len()));
+        }
+        if !decision.terminate.is_empty() {
+            parts.push(format!("{} to terminate", decision.terminate.len()));
+        }
+        if !decision.replace.is_empty() {
+            parts.push(format!("{} outdated", decision.replace.len()));
+        }
+        if parts.is_empty() {
+            "converged".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    /// One line for logs: `group web: 3/3 members, 3 current; +1 -0 replaced 1`.
+    pub(super) fn line(&self) -> String {
+        let mut line = format!(
+            "group {}: {}/{} members, {} current, {} outdated; provisioned={} terminated={} replaced={} pending={}",
+            self.id,
+            self.members,
+            self.desired,
+            self.current,
+            self.outdated,
+            ids(&self.provisioned),
+            ids(&self.terminated),
+            if self.replaced.is_empty() {
+                "0".to_string()
+            } else {
+                self.replaced.iter().map(|r| format!("{}->{}", r.old, r.new)).collect::<Vec<_>>().join(" ")
+            },
+            self.pending
+        );
+        if let Some(why) = &self.stopped {
+            line.push_str(&format!(" stopped: {why}"));
+        }
+        line
+    }
+}
+
+fn ids(list: &[String]) -> String {
+    if list.is_empty() {
+        "0".to_string()
+    } else {
+        format!("{} ({})", list.len(), list.join(" "))
+    }
+}
+
+/// Decides every group, from the members left after pruning.
+pub(super) fn decide_all(
+    groups: &[Group],
+    instances: &[Instance],
+    leaving: &BTreeSet<InstanceId>,
+    plan: &Plan,
+) -> Vec<(Vec<Member>, Decision)> {
+    groups
+        .iter()
+        .map(|g| {
+            let members = members(g, instances, leaving, plan);
+            let decision = converge::decide(&g.spec.allocation, &members);
+            (members, decision)
+        })
+        .collect()
+}

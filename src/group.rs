@@ -1,0 +1,328 @@
+//! InfraKit group specs, read as InfraKit's group controller read them:
+//!
+//! ```json
+//! {"ID": "web",
+//!  "Properties": {
+//!    "Allocation": {"Size": 3} | {"LogicalIDs": ["a", "b"]},
+//!    "Instance": {"Plugin": "...", "Properties": <an instance spec's Properties>},
+//!    "Flavor": {"Plugin": "...", "Properties": {"Init": "..." | ["...", ...], "Tags": {...}}},
+//!    "Updating": {"MaxUnavailable": 1}}}
+//! ```
+//!
+//! Keys match case-insensitively, as Go's decoder matches struct fields. Plugin names are
+//! accepted and ignored (we are the instance plugin); the flavor's Init and Tags are merged as
+//! InfraKit's vanilla flavor did: Init lines joined by newlines, Tags added to the instance's.
+//! Each member is tagged with the group's ID and its config hash ([`crate::confighash`]); a
+//! member whose hash differs (such as `bootstrap`, which `import` gives the first manager) is
+//! outdated.
+//! Pure: text in, values out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use crate::confighash::{config_sha, PluginSpec};
+use crate::names;
+use crate::spec::Problem;
+use crate::tfconfig::LOGICAL_ID_TAG;
+
+/// The tag naming a member's group (InfraKit's `group.GroupTag`).
+pub const GROUP_TAG: &str = "infrakit.group";
+/// The tag holding a member's config hash (InfraKit's `group.ConfigSHATag`).
+pub const CONFIG_TAG: &str = "infrakit.config.hash";
+
+/// How many members, or which.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allocation {
+    /// Cattle: this many interchangeable members.
+    Size(u64),
+    /// Pets: one member per logical ID.
+    LogicalIds(Vec<String>),
+}
+
+/// A checked group spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSpec {
+    pub id: String,
+    pub allocation: Allocation,
+    /// `Properties.Updating.MaxUnavailable`, when given.
+    pub max_unavailable: Option<u64>,
+    /// The members' instance spec, less the logical ID (see [`GroupSpec::instance_spec`]).
+    instance_spec: Value,
+    /// The value every current member's [`CONFIG_TAG`] holds.
+    pub config_hash: String,
+}
+
+impl GroupSpec {
+    /// The instance spec of a member (a pet when `logical_id` is given): the Instance's
+    /// Properties, the flavor's Init, and the flavor's Tags plus the group and config tags.
+    pub fn instance_spec(&self, logical_id: Option<&str>) -> Value {
+        let mut spec = self.instance_spec.clone();
+        if let Some(lid) = logical_id {
+            spec["LogicalID"] = Value::String(lid.to_string());
+            spec["Tags"][LOGICAL_ID_TAG] = Value::String(lid.to_string());
+        }
+        spec
+    }
+
+    /// The desired member count.
+    pub fn desired(&self) -> usize {
+        match &self.allocation {
+            Allocation::Size(n) => usize::try_from(*n).unwrap_or(usize::MAX),
+            Allocation::LogicalIds(ids) => ids.len(),
+        }
+    }
+}
+
+/// Whether a document is a group spec rather than an instance spec: its `Properties` has an
+/// `Instance` or an `Allocation`.
+pub fn is_group_spec(doc: &Value) -> bool {
+    let props = doc.as_object().and_then(|top| get_ci(top, "Properties")).and_then(Value::as_object);
+    props.is_some_and(|p| get_ci(p, "Instance").is_some() || get_ci(p, "Allocation").is_some())
+}
+
+fn get_ci<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+    map.get(key).or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v))
+}
+
+/// Parses and checks a group spec document; every problem, with its location.
+pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut problem = |pointer: &str, message: String| problems.push(Problem { pointer: pointer.into(), message });
+    let empty = Map::new();
+    let Some(top) = doc.as_object() else {
+        problem("", "a group spec must be a JSON object with `ID` and `Properties`".into());
+        return Err(problems);
+    };
+    let id = match get_ci(top, "ID") {
+        Some(Value::String(id)) => match names::check_path_component(id, "group ID") {
+            Ok(()) => Some(id.clone()),
+            Err(e) => {
+                problem("/ID", e);
+                None
+            }
+        },
+        Some(_) => {
+            problem("/ID", "the group ID must be a string".into());
+            None
+        }
+        None => {
+            problem("/ID", "a group spec needs an `ID` (the group's name)".into());
+            None
+        }
+    };
+    let props = match get_ci(top, "Properties") {
+        Some(Value::Object(p)) => p,
+        _ => {
+            problem("/Properties", "a group spec needs `Properties`, an object".into());
+            &empty
+        }
+    };
+    let allocation = allocation(get_ci(props, "Allocation"), &mut problem);
+    let instance = get_ci(props, "Instance").and_then(Value::as_object);
+    let instance_props = instance.and_then(|i| get_ci(i, "Properties")).filter(|p| p.is_object());
+    if instance_props.is_none() {
+        problem(
+            "/Properties/Instance/Properties",
+            "a group spec needs `Instance.Properties`: the members' instance spec (`{\"resource\": ...}`)".into(),
+        );
+    }
+    let flavor = get_ci(props, "Flavor").and_then(Value::as_object);
+    let flavor_props = flavor.and_then(|f| get_ci(f, "Properties")).filter(|p| !p.is_null());
+    let (init, tags) = flavor_parts(flavor_props, &mut problem);
+    let max_unavailable = match get_ci(props, "Updating").and_then(Value::as_object).and_then(|u| get_ci(u, "MaxUnavailable")) {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64().filter(|n| *n > 0) {
+            Some(n) => Some(n),
+            None => {
+                problem("/Properties/Updating/MaxUnavailable", "must be a whole number of at least 1".into());
+                None
+            }
+        },
+    };
+    let (Some(id), Some(allocation), Some(instance_props)) = (id, allocation, instance_props) else {
+        return Err(problems);
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let plugin = |spec: Option<&Map<String, Value>>| {
+        spec.and_then(|s| get_ci(s, "Plugin")).and_then(Value::as_str).unwrap_or_default().to_string()
+    };
+    let (instance_plugin, flavor_plugin) = (plugin(instance), plugin(flavor));
+    let config_hash = config_sha(
+        &PluginSpec { plugin: &instance_plugin, properties: Some(instance_props) },
+        &PluginSpec { plugin: &flavor_plugin, properties: flavor.and_then(|f| get_ci(f, "Properties")) },
+    );
+    let mut tags: Map<String, Value> = tags.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+    tags.insert(GROUP_TAG.into(), Value::String(id.clone()));
+    tags.insert(CONFIG_TAG.into(), Value::String(config_hash.clone()));
+    let mut instance_spec = serde_json::json!({"Properties": instance_props, "Tags": tags});
+    if !init.is_empty() {
+        instance_spec["Init"] = Value::String(init);
+    }
+    Ok(GroupSpec { id, allocation, max_unavailable, instance_spec, config_hash })
+}
+
+fn allocation(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> Option<Allocation> {
+    let Some(Value::Object(a)) = value else {
+        problem("/Properties/Allocation", "a group spec needs `Allocation`: `{\"Size\": N}` or `{\"LogicalIDs\": [...]}`".into());
+        return None;
+    };
+    match (get_ci(a, "Size"), get_ci(a, "LogicalIDs")) {
+        (Some(_), Some(_)) => {
+            problem("/Properties/Allocation", "give `Size` or `LogicalIDs`, not both".into());
+            None
+        }
+        (None, None) => {
+            problem("/Properties/Allocation", "give `Size` (cattle) or `LogicalIDs` (pets)".into());
+            None
+        }
+        (Some(size), None) => match size.as_u64() {
+            Some(n) => Some(Allocation::Size(n)),
+            None => {
+                problem("/Properties/Allocation/Size", "`Size` must be a whole number, 0 or more".into());
+                None
+            }
+        },
+        (None, Some(Value::Array(ids))) => {
+            let mut seen = BTreeSet::new();
+            let mut out = Vec::new();
+            for (i, lid) in ids.iter().enumerate() {
+                let at = format!("/Properties/Allocation/LogicalIDs/{i}");
+                match lid.as_str() {
+                    None => problem(&at, "each logical ID must be a string".into()),
+                    Some(s) => {
+                        if let Err(e) = names::check_path_component(s, "logical ID") {
+                            problem(&at, e);
+                        } else if !seen.insert(s) {
+                            problem(&at, format!("logical ID `{}` is listed twice", crate::text::short(s)));
+                        } else {
+                            out.push(s.to_string());
+                        }
+                    }
+                }
+            }
+            (out.len() == ids.len()).then_some(Allocation::LogicalIds(out))
+        }
+        (None, Some(_)) => {
+            problem("/Properties/Allocation/LogicalIDs", "`LogicalIDs` must be a list of strings".into());
+            None
+        }
+    }
+}
+
+/// The flavor's Init (lines joined by newlines) and Tags.
+fn flavor_parts(props: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> (String, BTreeMap<String, String>) {
+    let mut tags = BTreeMap::new();
+    let Some(props) = props else { return (String::new(), tags) };
+    let Some(props) = props.as_object() else {
+        problem("/Properties/Flavor/Properties", "the flavor's `Properties` must be an object".into());
+        return (String::new(), tags);
+    };
+    let init = match get_ci(props, "Init") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(lines)) if lines.iter().all(Value::is_string) => {
+            lines.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n")
+        }
+        Some(_) => {
+            problem("/Properties/Flavor/Properties/Init", "`Init` must be a string or a list of strings".into());
+            String::new()
+        }
+    };
+    match get_ci(props, "Tags") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(t)) => {
+            for (k, v) in t {
+                match v.as_str() {
+                    Some(v) => {
+                        tags.insert(k.clone(), v.to_string());
+                    }
+                    None => problem(
+                        &format!("/Properties/Flavor/Properties/Tags/{k}"),
+                        "a tag's value must be a string".into(),
+                    ),
+                }
+            }
+        }
+        Some(_) => problem("/Properties/Flavor/Properties/Tags", "`Tags` must be an object of strings".into()),
+    }
+    (init, tags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<GroupSpec, Vec<String>> {
+        parse(&serde_json::from_str(text).unwrap()).map_err(|p| p.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn a_group_spec_becomes_its_members_instance_spec() {
+        let g = parsed(
+            r#"{"ID":"g","Properties":{"Allocation":{"Size":1},"Instance":{"Plugin":"p",
+            "Properties":{"resource":{"aws_instance":{"vm":{"ami":"a"}}}}},"Flavor":{"Plugin":"f",
+            "Properties":{"Init":["x", "y"], "Tags": {"role": "web"}}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(g.allocation, Allocation::Size(1));
+        assert_eq!(
+            g.instance_spec(None),
+            serde_json::json!({"Properties": {"resource":{"aws_instance":{"vm":{"ami":"a"}}}}, "Init": "x\ny",
+                "Tags": {"role": "web", "infrakit.group": "g", "infrakit.config.hash": g.config_hash}})
+        );
+        let pet = g.instance_spec(Some("db-1"));
+        assert_eq!(pet["LogicalID"], "db-1");
+        assert_eq!(pet["Tags"]["infrakit.logical_id"], "db-1");
+    }
+
+    #[test]
+    fn the_issue_vector_is_the_config_hash() {
+        let g = parsed(
+            r#"{"ID":"g","Properties":{"Allocation":{"Size":1},"Instance":{"Plugin":"p","Properties":{"resource":{"aws_instance":{"vm":{"ami":"a"}}}}},"Flavor":{"Plugin":"f","Properties":{"Init":["x"]}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(g.config_hash, "6uz6s7yo4cnw3r42wgqo2t3jmpkxzhkw");
+        // Keys match case-insensitively, as Go's decoder does; the hash is of the documents.
+        let lower = parsed(
+            r#"{"id":"g","properties":{"allocation":{"size":1},"instance":{"plugin":"p","properties":{"resource":{"aws_instance":{"vm":{"ami":"a"}}}}},"flavor":{"plugin":"f","properties":{"Init":["x"]}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(lower.config_hash, g.config_hash);
+    }
+
+    #[test]
+    fn malformed_group_specs_list_every_problem() {
+        let problems = parsed(
+            r#"{"ID":"../x","Properties":{"Allocation":{"Size":-1,"LogicalIDs":["a"]},"Instance":{},
+            "Flavor":{"Properties":{"Init":3}},"Updating":{"MaxUnavailable":0}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(problems[0].contains("group ID `../x`"), "{problems:#?}");
+        assert!(problems[1].contains("not both"), "{problems:#?}");
+        assert!(problems[2].contains("Instance.Properties"), "{problems:#?}");
+        assert!(problems[3].contains("`Init` must be"), "{problems:#?}");
+        assert!(problems[4].contains("at least 1"), "{problems:#?}");
+        let ids = parsed(
+            r#"{"ID":"g","Properties":{"Allocation":{"LogicalIDs":["a", 1, "a"]},"Instance":{"Properties":{"resource":{}}}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(ids.len(), 2, "{ids:#?}");
+        assert!(ids[0].contains("must be a string") && ids[1].contains("listed twice"), "{ids:#?}");
+        let size = parsed(r#"{"ID":"g","Properties":{"Allocation":{"Size":1.5},"Instance":{"Properties":{"resource":{}}}}}"#);
+        assert!(size.unwrap_err()[0].contains("whole number"));
+        let neither = parsed(r#"{"ID":"g","Properties":{"Allocation":{},"Instance":{"Properties":{"resource":{}}}}}"#);
+        assert!(neither.unwrap_err()[0].contains("`Size` (cattle) or `LogicalIDs` (pets)"));
+    }
+
+    #[test]
+    fn group_specs_are_told_from_instance_specs() {
+        assert!(is_group_spec(&serde_json::json!({"ID": "g", "Properties": {"Instance": {}}})));
+        assert!(is_group_spec(&serde_json::json!({"properties": {"allocation": {}}})));
+        assert!(!is_group_spec(&serde_json::json!({"Properties": {"resource": {}}})));
+        assert!(!is_group_spec(&serde_json::json!([])));
+    }
+}

@@ -1,0 +1,51 @@
+//! `--health-cmd`: the user's check that a replacement made by a rolling update is healthy,
+//! run with `sh -c` and the instance in its environment, bounded by `--health-timeout`. Its
+//! output goes to our stderr (stdout is our data). Besides the terraform runner, the one
+//! place that spawns.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+/// The instance a check is about.
+pub(crate) struct Subject<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) logical_id: Option<&'a str>,
+    pub(crate) group: &'a str,
+    /// Its VM's key attributes from the state (`id`, addresses).
+    pub(crate) attributes: &'a BTreeMap<String, String>,
+}
+
+/// Runs `command` for `subject`: `Ok(None)` when it exits 0, `Ok(Some(why))` when it fails or
+/// runs over `timeout` (it is killed then).
+pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command).stdin(Stdio::null()).stdout(Stdio::from(std::io::stderr())).stderr(Stdio::inherit());
+    cmd.env("INFRAKIT_TF_ID", subject.id)
+        .env("INFRAKIT_TF_LOGICAL_ID", subject.logical_id.unwrap_or_default())
+        .env("INFRAKIT_TF_GROUP", subject.group);
+    for (key, value) in subject.attributes {
+        let name: String =
+            key.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+        cmd.env(format!("INFRAKIT_TF_ATTR_{name}"), value);
+    }
+    let mut child = cmd.spawn().with_context(|| format!("failed to run the health command `{command}`"))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().context("failed to wait for the health command")? {
+            return Ok((!status.success()).then(|| match status.code() {
+                Some(code) => format!("the health command exited {code}"),
+                None => "the health command was killed by a signal".to_string(),
+            }));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Some(format!("the health command ran longer than {timeout:?}")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

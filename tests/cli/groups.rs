@@ -1,0 +1,306 @@
+//! Groups that `reconcile` keeps whole: InfraKit group specs converged on the fakecloud
+//! provider (size, logical IDs, self-healing, rolling updates, limits).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::cloud::Cloud;
+
+const TOO_MANY: i32 = 11;
+const PENDING: i32 = 10;
+const UPDATE_STOPPED: i32 = 15;
+
+/// A group spec of `allocation` whose members have a VM (with `user_data`), a dedicated data
+/// volume and a shared volume, like `cloud::WEB`.
+fn web(allocation: &str, user_data: &str) -> String {
+    format!(
+        r##"{{"ID": "web", "Properties": {{
+  "Allocation": {allocation},
+  "Instance": {{"Plugin": "instance-terraform", "Properties": {{"resource": {{
+    "fakecloud_instance": {{"vm": {{"name": "web", "user_data": "{user_data}"}}}},
+    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 5}}, "nfs": {{"@scope": "shared", "size": 50}}}}}}}}}},
+  "Flavor": {{"Plugin": "flavor-vanilla", "Properties": {{"Init": ["echo hello"], "Tags": {{"role": "web"}}}}}}}}}}"##
+    )
+}
+
+/// A group of VMs alone (no dedicated resource: rolling updates surge).
+fn plain(id: &str, size: u64, name: &str) -> String {
+    format!(
+        r##"{{"ID": "{id}", "Properties": {{"Allocation": {{"Size": {size}}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}"}}}}}}}}}}}}}}"##
+    )
+}
+
+fn reconcile(c: &Cloud, spec: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["reconcile", "--group", spec, "--output", "json"];
+    args.extend_from_slice(extra);
+    c.run(&args).ok().json()
+}
+
+/// The group's members as describe lists them: (ID, VM cloud ID, attachments).
+fn members(c: &Cloud) -> Vec<Value> {
+    c.describe().into_iter().filter(|r| r["Tags"]["infrakit.group"].is_string()).collect()
+}
+
+fn vms(c: &Cloud) -> usize {
+    c.objects().values().filter(|o| o["type"] == "fakecloud_instance").count()
+}
+
+#[test]
+fn a_group_is_created_in_one_apply_then_left_alone() {
+    let c = Cloud::new();
+    let spec = c.s.write_outside("web.json", &web(r#"{"Size": 3}"#, "v1"));
+    c.delay_creates(2000);
+    let out = reconcile(&c, &spec, &[]);
+    let g = &out["groups"][0];
+    assert_eq!(g["ID"], "web");
+    assert_eq!(g["desired"], 3);
+    assert_eq!(g["members"], 3);
+    assert_eq!(g["current"], 3);
+    assert_eq!(g["provisioned"].as_array().unwrap().len(), 3, "{out}");
+    assert_eq!(out["terraform_runs"], 2, "one plan, one apply for all three: {out}");
+    c.delay_creates(0);
+    // Each create sleeps 2 s before the cloud writes its object: one after the other, the
+    // three machines' objects would be written at least 4 s apart; in parallel, together.
+    let written: Vec<std::time::SystemTime> = std::fs::read_dir(&c.cloud)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("fakecloud_instance")))
+        .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(written.len(), 3);
+    let spread = written.iter().max().unwrap().duration_since(*written.iter().min().unwrap()).unwrap();
+    assert!(spread < std::time::Duration::from_secs(2), "created one after the other: {spread:?} apart");
+    let rows = members(&c);
+    assert_eq!(rows.len(), 3);
+    let hash = rows[0]["Tags"]["infrakit.config.hash"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 32, "{hash}");
+    for r in &rows {
+        assert_eq!(r["status"], "created", "{r}");
+        assert_eq!(r["Tags"]["infrakit.group"], "web");
+        assert_eq!(r["Tags"]["role"], "web", "the flavor's tags are merged");
+        assert_eq!(r["Tags"]["infrakit.config.hash"], hash.as_str());
+    }
+    assert_eq!(vms(&c), 3);
+    let volumes = c.objects().values().filter(|o| o["type"] == "fakecloud_volume").count();
+    assert_eq!(volumes, 3 + 1, "three data volumes, one shared");
+
+    let again = reconcile(&c, &spec, &[]);
+    assert_eq!(again["groups"][0]["provisioned"], Value::Array(vec![]), "{again}");
+    assert_eq!(again["applied"], false, "{again}");
+    assert_eq!(again["terraform_runs"], 1);
+    c.run(&["reconcile", "--group", &spec, "--check"]).ok();
+}
+
+#[test]
+fn a_vanished_member_is_replaced_on_its_volume() {
+    let c = Cloud::new();
+    let spec = c.s.write_outside("web.json", &web(r#"{"Size": 3}"#, "v1"));
+    reconcile(&c, &spec, &[]);
+    let before = members(&c);
+    let gone = &before[1];
+    let gone_cloud = gone["attributes"]["id"].as_str().unwrap().to_string();
+    let slot: Vec<&str> = gone["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.contains("_dedicated_"))
+        .collect();
+    c.vanish(&gone_cloud);
+
+    let out = reconcile(&c, &spec, &[]);
+    assert_eq!(out["pruned"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(out["groups"][0]["provisioned"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(out["terraform_runs"], 2, "prune and replacement in one apply: {out}");
+    let after = members(&c);
+    assert_eq!(after.len(), 3);
+    let new_id = out["groups"][0]["provisioned"][0].as_str().unwrap();
+    let new = after.iter().find(|r| r["ID"] == new_id).unwrap();
+    assert!(
+        new["attachments"].as_array().unwrap().iter().any(|a| a.as_str() == Some(slot[0])),
+        "re-attached {slot:?}: {new}"
+    );
+    for kept in [&before[0], &before[2]] {
+        let now = after.iter().find(|r| r["ID"] == kept["ID"]).unwrap();
+        assert_eq!(now["attributes"]["id"], kept["attributes"]["id"], "the others keep their machines");
+    }
+    assert_eq!(vms(&c), 3);
+    c.run(&["reconcile", "--group", &spec, "--check"]).ok();
+}
+
+#[test]
+fn a_changed_spec_rolls_one_at_a_time_and_a_failure_stops_it() {
+    let c = Cloud::new();
+    let v1 = c.s.write_outside("v1.json", &web(r#"{"Size": 3}"#, "v1"));
+    reconcile(&c, &v1, &[]);
+    let slots_before: BTreeSet<String> = members(&c)
+        .iter()
+        .flat_map(|r| r["attachments"].as_array().unwrap().clone())
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .filter(|a| a.contains("_dedicated_"))
+        .collect();
+    let volumes_before: BTreeSet<String> =
+        c.objects().into_iter().filter(|(_, o)| o["type"] == "fakecloud_volume").map(|(k, _)| k).collect();
+
+    let v2 = c.s.write_outside("v2.json", &web(r#"{"Size": 3}"#, "v2"));
+    let check = c.run(&["reconcile", "--group", &v2, "--check"]).code(PENDING);
+    assert!(check.stderr.contains("group web: 3 outdated"), "{}", check.stderr);
+
+    // One replacement fails: the update stops there, nothing more is destroyed.
+    std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
+    let run = c.run(&["reconcile", "--group", &v2, "--max-unavailable", "1", "--output", "json"]);
+    assert_eq!(run.code, 7, "{run:#?}");
+    let out = run.json();
+    assert!(out["groups"][0]["stopped"].is_string(), "{out}");
+    assert_eq!(out["groups"][0]["replaced"], Value::Array(vec![]));
+    std::fs::remove_file(c.cloud.join("fail-create")).unwrap();
+    let rows = members(&c);
+    assert_eq!(rows.len(), 3, "the failed replacement stands in for the one destroyed: {rows:?}");
+    assert_eq!(rows.iter().filter(|r| r["status"] == "created").count(), 2, "at least 2 running: {rows:?}");
+
+    // The next run goes on from there: the tainted replacement is re-created, the other two
+    // are replaced one by one; at no point are fewer than 2 running.
+    let out = reconcile(&c, &v2, &["--max-unavailable", "1"]);
+    assert_eq!(out["groups"][0]["replaced"].as_array().unwrap().len(), 2, "{out}");
+    assert_eq!(out["groups"][0]["current"], 3, "{out}");
+    let rows = members(&c);
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r["status"] == "created"), "{rows:?}");
+    let slots_after: BTreeSet<String> = rows
+        .iter()
+        .flat_map(|r| r["attachments"].as_array().unwrap().clone())
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .filter(|a| a.contains("_dedicated_"))
+        .collect();
+    assert_eq!(slots_after, slots_before, "each volume follows its slot");
+    let volumes_after: BTreeSet<String> =
+        c.objects().into_iter().filter(|(_, o)| o["type"] == "fakecloud_volume").map(|(k, _)| k).collect();
+    assert_eq!(volumes_after, volumes_before, "no volume was re-created");
+    assert_eq!(vms(&c), 3, "no machine leaked");
+    c.run(&["reconcile", "--group", &v2, "--check"]).ok();
+}
+
+#[test]
+fn an_unhealthy_replacement_stops_the_update() {
+    let c = Cloud::new();
+    let v1 = c.s.write_outside("v1.json", &plain("api", 2, "a"));
+    reconcile(&c, &v1, &[]);
+    let v2 = c.s.write_outside("v2.json", &plain("api", 2, "b"));
+    let marker = c.s.root.path().join("checked");
+    let cmd =
+        format!("echo \"$INFRAKIT_TF_ID $INFRAKIT_TF_GROUP $INFRAKIT_TF_ATTR_ID\" >> {}; exit 1", marker.display());
+    let run = c.run(&["reconcile", "--group", &v2, "--health-cmd", &cmd, "--output", "json"]).code(UPDATE_STOPPED);
+    assert!(run.stderr.contains("is not healthy (the health command exited 1)"), "{}", run.stderr);
+    let checked = std::fs::read_to_string(&marker).unwrap();
+    let words: Vec<&str> = checked.split_whitespace().collect();
+    assert_eq!(words.len(), 3, "one check, with the instance, its group and its cloud ID: {checked}");
+    assert_eq!(words[1], "api");
+    // Surge: the replacement was created first; the old members are all still there.
+    assert_eq!(members(&c).len(), 3, "nothing was destroyed");
+    let out = reconcile(&c, &v2, &["--health-cmd", "true"]);
+    assert_eq!(out["groups"][0]["members"], 2, "{out}");
+    assert_eq!(out["groups"][0]["current"], 2, "{out}");
+    assert_eq!(vms(&c), 2);
+}
+
+#[test]
+fn scaling_down_terminates_outdated_and_lowest_first_within_max_destroy() {
+    let c = Cloud::new();
+    let five = c.s.write_outside("five.json", &plain("api", 5, "a"));
+    reconcile(&c, &five, &[]);
+    let ids: Vec<String> = members(&c).iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect();
+    let two = c.s.write_outside("two.json", &plain("api", 2, "a"));
+    let before = c.s.snapshot();
+    let run = c.run(&["reconcile", "--group", &two, "--max-destroy", "1"]).code(TOO_MANY);
+    assert!(run.stderr.contains("3 member(s) to terminate"), "{}", run.stderr);
+    assert!(c.s.snapshot() == before, "refused: nothing changed");
+    let out = reconcile(&c, &two, &[]);
+    assert_eq!(out["groups"][0]["terminated"], serde_json::json!(ids[..3]), "the lowest IDs first: {out}");
+    assert_eq!(vms(&c), 2);
+
+    // Emptying a group needs --max-destroy.
+    let none = c.s.write_outside("none.json", &plain("api", 0, "a"));
+    let run = c.run(&["reconcile", "--group", &none]).code(TOO_MANY);
+    assert!(run.stderr.contains("refusing to empty group `api`"), "{}", run.stderr);
+    reconcile(&c, &none, &["--max-destroy", "2"]);
+    assert_eq!(vms(&c), 0);
+}
+
+#[test]
+fn logical_ids_and_two_groups_in_one_directory() {
+    let c = Cloud::new();
+    let pets = |ids: &str| {
+        format!(
+            r##"{{"ID": "db", "Properties": {{"Allocation": {{"LogicalIDs": {ids}}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "db"}}}},
+    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 1}}}}}}}}}}}}}}"##
+        )
+    };
+    let db = c.s.write_outside("db.json", &pets(r#"["db-a", "db-b"]"#));
+    let api = c.s.write_outside("api.json", &plain("api", 2, "a"));
+    c.s.write(
+        "infrakit-tf.json",
+        r#"{"vm_types": {"fakecloud_instance": {}}, "groups": ["../db.json", "../api.json"]}"#,
+    );
+    let out = c.run(&["reconcile", "--output", "json"]).ok().json();
+    assert_eq!(out["groups"].as_array().unwrap().len(), 2, "{out}");
+    assert_eq!(out["terraform_runs"], 2, "both groups in one apply: {out}");
+    let lids: BTreeSet<String> =
+        members(&c).iter().filter_map(|r| r["LogicalID"].as_str().map(str::to_string)).collect();
+    assert_eq!(lids, ["db-a".to_string(), "db-b".to_string()].into());
+    assert_eq!(vms(&c), 4);
+
+    let db2 = c.s.write_outside("db.json", &pets(r#"["db-b", "db-c"]"#));
+    assert_eq!(db2, db);
+    let out = c.run(&["reconcile", "--output", "json"]).ok().json();
+    let g = out["groups"].as_array().unwrap().iter().find(|g| g["ID"] == "db").unwrap().clone();
+    assert_eq!(g["provisioned"].as_array().unwrap().len(), 1, "{g}");
+    assert_eq!(g["terminated"].as_array().unwrap().len(), 1, "{g}");
+    let lids: BTreeSet<String> =
+        members(&c).iter().filter_map(|r| r["LogicalID"].as_str().map(str::to_string)).collect();
+    assert_eq!(lids, ["db-b".to_string(), "db-c".to_string()].into());
+    assert!(
+        c.s.files().contains(&"db-c_dedicated_db-c.tf.json".to_string())
+            || c.s.files().iter().any(|f| f.contains("db-c")),
+        "{:?}",
+        c.s.files()
+    );
+    c.run(&["reconcile", "--check"]).ok();
+    let _ = api;
+}
+
+#[test]
+fn malformed_group_specs_change_nothing() {
+    let c = Cloud::new();
+    let bad = c.s.write_outside(
+        "bad.json",
+        r#"{"ID": "../x", "Properties": {"Allocation": {"Size": -1, "LogicalIDs": ["a", "a"]}, "Instance": {}}}"#,
+    );
+    let before = c.s.snapshot();
+    for cmd in ["reconcile", "validate", "provision"] {
+        let args: Vec<&str> = match cmd {
+            "reconcile" => vec!["reconcile", "--group", &bad],
+            other => vec![other, &bad],
+        };
+        let run = c.run(&args).code(3);
+        assert!(run.stderr.contains("has 3 problems"), "{cmd}: {}", run.stderr);
+        assert!(run.stderr.contains("group ID `../x`"), "{cmd}: {}", run.stderr);
+    }
+    assert!(c.s.snapshot() == before);
+}
+
+#[test]
+fn provision_accepts_a_group_spec() {
+    let c = Cloud::new();
+    let spec = c.s.write_outside("api.json", &plain("api", 2, "a"));
+    c.run(&["validate", &spec]).ok();
+    let id = c.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    let row = members(&c).into_iter().find(|r| r["ID"] == id.as_str()).unwrap();
+    assert_eq!(row["Tags"]["infrakit.group"], "api");
+    assert_eq!(row["Tags"]["infrakit.config.hash"].as_str().unwrap().len(), 32);
+    // reconcile counts it: one more makes two.
+    let out = reconcile(&c, &spec, &[]);
+    assert_eq!(out["groups"][0]["provisioned"].as_array().unwrap().len(), 1, "{out}");
+}
