@@ -294,6 +294,11 @@ pub struct DescribeArgs {
     #[arg(long = "tag", value_parser = parse_kv, value_name = "K=V")]
     pub tags: Vec<(String, String)>,
 
+    /// A group spec that says whether its members are current (repeatable). Without any, the
+    /// groups listed in infrakit-tf.json
+    #[arg(long = "group", value_name = "FILE")]
+    pub groups: Vec<PathBuf>,
+
     /// Include each VM's properties (in `--output json`)
     #[arg(long)]
     pub properties: bool,

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::cli::DescribeArgs;
 use crate::context::Ctx;
 use crate::directory::Instance;
+use crate::group::{CONFIG_TAG, GROUP_TAG};
 use crate::names::Suffix;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfoutput::StateResource;
@@ -38,11 +39,16 @@ pub(crate) struct Row {
     attachments: Vec<String>,
     /// The VM's key attributes from state (`id`, addresses), sensitive values masked.
     attributes: BTreeMap<String, String>,
+    /// Its group (`infrakit.group`), if it is a member of one.
+    group: Option<String>,
+    /// Whether its config hash is its group spec's; `null` when no spec of its group is known
+    /// (`--group`, or infrakit-tf.json's `groups`).
+    current: Option<bool>,
 }
 
 type State = BTreeMap<String, StateResource>;
 
-fn row(inst: Instance, properties: bool, state: Option<&State>) -> Row {
+fn row(inst: Instance, properties: bool, state: Option<&State>, hashes: &BTreeMap<String, String>) -> Row {
     let in_state = inst.vm.as_ref().and_then(|(t, n)| state?.get(&format!("{t}.{n}")));
     let status = match (&inst.doc, inst.suffix, state, in_state) {
         (Err(_), ..) => "invalid",
@@ -62,6 +68,8 @@ fn row(inst: Instance, properties: bool, state: Option<&State>) -> Row {
         vm: inst.vm.as_ref().map(|(t, n)| format!("{t}.{n}")),
         attachments: inst.attachments.iter().cloned().collect(),
         attributes,
+        group: inst.tags.get(GROUP_TAG).cloned(),
+        current: inst.tags.get(GROUP_TAG).and_then(|g| hashes.get(g)).map(|h| inst.tags.get(CONFIG_TAG) == Some(h)),
         tags: inst.tags,
     }
 }
@@ -71,6 +79,16 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     let dir = ws.dir();
     let profiles = ctx.profiles(dir)?;
     let filter: BTreeMap<String, String> = args.tags.into_iter().collect();
+    // Each known group's config hash, to say whether its members are current.
+    let hashes: BTreeMap<String, String> =
+        match crate::cmd::load_groups(&args.groups, dir.path(), &profiles, &ctx.printer) {
+            Ok(groups) => groups.into_iter().map(|(g, _)| (g.id, g.config_hash)).collect(),
+            Err(e) if args.groups.is_empty() => {
+                ctx.printer.warn(&format!("whether group members are current is not known: {e:#}"));
+                BTreeMap::new()
+            }
+            Err(e) => return Err(e),
+        };
     let instances = dir.instances(&profiles);
     // Only a live file can be in state, and only where state can exist: a directory of queued
     // files, or one never applied, needs no terraform (and then its live files are pending).
@@ -95,7 +113,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             }
         })
         .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
-        .map(|i| row(i, args.properties, state.as_ref()))
+        .map(|i| row(i, args.properties, state.as_ref(), &hashes))
         .collect();
     if ctx.printer.json_output() {
         return ctx.printer.json(&rows);
@@ -110,17 +128,31 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
 /// ID, logical ID, status, attachments, and the tags that are not infrakit's own bookkeeping.
 fn table(rows: &[Row]) -> Table {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(["ID", "LOGICAL ID", "STATUS", "STATE", "ATTACHMENTS", "TAGS"]);
+    table.load_preset(UTF8_FULL_CONDENSED).set_header([
+        "ID",
+        "LOGICAL ID",
+        "GROUP",
+        "STATUS",
+        "STATE",
+        "ATTACHMENTS",
+        "TAGS",
+    ]);
     for r in rows {
         let tags: Vec<String> = r
             .tags
             .iter()
-            .filter(|(k, _)| ![NAME_TAG, ATTACH_TAG, LOGICAL_ID_TAG].contains(&k.as_str()))
+            .filter(|(k, _)| ![NAME_TAG, ATTACH_TAG, LOGICAL_ID_TAG, GROUP_TAG, CONFIG_TAG].contains(&k.as_str()))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         table.add_row([
             r.id.clone(),
             r.logical_id.clone().unwrap_or_else(|| "-".into()),
+            match (&r.group, r.current) {
+                (None, _) => "-".to_string(),
+                (Some(g), None) => g.clone(),
+                (Some(g), Some(true)) => format!("{g} (current)"),
+                (Some(g), Some(false)) => format!("{g} (outdated)"),
+            },
             r.status.to_string(),
             if r.attributes.is_empty() {
                 "-".into()

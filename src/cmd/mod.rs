@@ -128,3 +128,34 @@ pub(crate) fn problems_error(label: &str, problems: &[Problem], printer: &Printe
         }
     }
 }
+
+/// The group specs a command works on: `given` (`--group`), else those infrakit-tf.json lists
+/// (relative to the directory). Every spec is read and checked, each with its members'
+/// instance spec; two specs of one group ID are refused.
+pub(crate) fn load_groups(
+    given: &[std::path::PathBuf],
+    dir: &Path,
+    profiles: &Profiles,
+    printer: &Printer,
+) -> Result<Vec<(GroupSpec, Spec)>> {
+    let paths: Vec<std::path::PathBuf> = if given.is_empty() {
+        crate::profile::configured_groups(dir)?.into_iter().map(|p| dir.join(p)).collect()
+    } else {
+        given.to_vec()
+    };
+    let mut groups: Vec<(GroupSpec, Spec)> = Vec::new();
+    for path in paths {
+        let (label, text) = read_spec(&path)?;
+        let (members, group) = parse_spec(&text, profiles).map_err(|p| problems_error(&label, &p, printer))?;
+        let Some(spec) = group else {
+            return Err(invalid(format!("spec {label} is an instance spec, not a group spec"))
+                .hint("a group spec has `ID` and `Properties` with `Allocation`, `Instance` and `Flavor`")
+                .into());
+        };
+        if groups.iter().any(|(g, _)| g.id == spec.id) {
+            return Err(invalid(format!("group `{}` is given twice (again in {label})", spec.id)).into());
+        }
+        groups.push((spec, members));
+    }
+    Ok(groups)
+}

@@ -8,14 +8,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::cmd::{parse_spec, problems_error, read_spec};
+use crate::cmd::load_groups;
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
-use crate::exit::invalid;
 use crate::group::{GroupSpec, CONFIG_TAG, GROUP_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::output::Printer;
-use crate::profile::{self, Profiles};
+use crate::profile::Profiles;
 use crate::spec::Spec;
 use crate::terraform::Plan;
 use crate::tfoutput::Action;
@@ -36,30 +35,9 @@ impl Group {
     }
 }
 
-/// The group specs to converge: `--group` files, else those infrakit-tf.json lists (relative
-/// to the directory). Every spec is read and checked before anything is done; two specs of
-/// one group ID are refused.
+/// The group specs to converge (see `cmd::load_groups`).
 pub(super) fn load(given: &[PathBuf], dir: &Path, profiles: &Profiles, printer: &Printer) -> Result<Vec<Group>> {
-    let paths: Vec<PathBuf> = if given.is_empty() {
-        profile::configured_groups(dir)?.into_iter().map(|p| dir.join(p)).collect()
-    } else {
-        given.to_vec()
-    };
-    let mut groups: Vec<Group> = Vec::new();
-    for path in paths {
-        let (label, text) = read_spec(&path)?;
-        let (members, group) = parse_spec(&text, profiles).map_err(|p| problems_error(&label, &p, printer))?;
-        let Some(spec) = group else {
-            return Err(invalid(format!("spec {label} is an instance spec, not a group spec"))
-                .hint("a group spec has `ID` and `Properties` with `Allocation`, `Instance` and `Flavor`")
-                .into());
-        };
-        if groups.iter().any(|g| g.spec.id == spec.id) {
-            return Err(invalid(format!("group `{}` is given twice (again in {label})", spec.id)).into());
-        }
-        groups.push(Group { spec, members });
-    }
-    Ok(groups)
+    Ok(load_groups(given, dir, profiles, printer)?.into_iter().map(|(spec, members)| Group { spec, members }).collect())
 }
 
 /// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
