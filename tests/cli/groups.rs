@@ -151,8 +151,8 @@ fn a_changed_spec_rolls_one_at_a_time_and_a_failure_stops_it() {
         let rows = c.run(&["describe", "--group", spec, "--output", "json"]).ok().json();
         rows.as_array().unwrap().iter().map(|r| r["current"].clone()).collect()
     };
-    assert_eq!(current(&v1), [Value::Bool(true); 3], "describe says who is current");
-    assert_eq!(current(&v2), [Value::Bool(false); 3]);
+    assert_eq!(current(&v1), vec![Value::Bool(true); 3], "describe says who is current");
+    assert_eq!(current(&v2), vec![Value::Bool(false); 3]);
 
     // One replacement fails: the update stops there, nothing more is destroyed.
     std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
@@ -185,7 +185,7 @@ fn a_changed_spec_rolls_one_at_a_time_and_a_failure_stops_it() {
         c.objects().into_iter().filter(|(_, o)| o["type"] == "fakecloud_volume").map(|(k, _)| k).collect();
     assert_eq!(volumes_after, volumes_before, "no volume was re-created");
     assert_eq!(vms(&c), 3, "no machine leaked");
-    assert_eq!(current(&v2), [Value::Bool(true); 3]);
+    assert_eq!(current(&v2), vec![Value::Bool(true); 3]);
     c.run(&["reconcile", "--group", &v2, "--check"]).ok();
 }
 
