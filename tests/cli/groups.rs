@@ -13,7 +13,7 @@ const UPDATE_STOPPED: i32 = 15;
 
 /// A group spec of `allocation` whose members have a VM (with `user_data`), a dedicated data
 /// volume and a shared volume, like `cloud::WEB`.
-fn web(allocation: &str, user_data: &str) -> String {
+pub fn web(allocation: &str, user_data: &str) -> String {
     format!(
         r##"{{"ID": "web", "Properties": {{
   "Allocation": {allocation},
