@@ -216,15 +216,25 @@ impl Run<'_> {
         self.settle_counts(ws, report);
 
         // Rolling updates: batch by batch, each waiting for the last.
+        let mut tally = Tally::default();
+        let mut stopped = None;
         for ((group, (_, decision)), g) in self.groups.iter().zip(&decisions).zip(report.groups.iter_mut()) {
-            if let Some(failure) = self.roll(ws, group, &decision.replace, g, &mut report.terraform_runs) {
+            let failure = self.roll(ws, group, &decision.replace, g, &mut tally);
+            if let Some(failure) = &failure {
                 g.stopped = Some(format!("{failure:#}"));
-                self.settle_group(ws, group, g);
-                return Ok(Some(failure));
             }
             self.settle_group(ws, group, g);
+            if failure.is_some() {
+                stopped = failure;
+                break;
+            }
         }
-        Ok(None)
+        report.terraform_runs += tally.runs;
+        report.applied |= tally.runs > 0;
+        report.added += tally.changes.add;
+        report.changed += tally.changes.change;
+        report.destroyed += tally.changes.remove;
+        Ok(stopped)
     }
 
     /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
@@ -235,7 +245,7 @@ impl Run<'_> {
         group: &Group,
         outdated: &[InstanceId],
         report: &mut GroupReport,
-        runs: &mut u32,
+        tally: &mut Tally,
     ) -> Option<anyhow::Error> {
         let at_once = self.args.max_unavailable.or(group.spec.max_unavailable).unwrap_or(1);
         for batch in outdated.chunks(usize::try_from(at_once).unwrap_or(usize::MAX)) {
@@ -254,7 +264,7 @@ impl Run<'_> {
                 group.spec.id,
                 batch.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
             ));
-            match self.replace(ws, group, batch, runs) {
+            match self.replace(ws, group, batch, tally) {
                 Ok(pairs) => report.replaced.extend(pairs),
                 Err(e) => return Some(e),
             }
@@ -272,7 +282,7 @@ impl Run<'_> {
         ws: &mut Workspace<'_>,
         group: &Group,
         batch: &[InstanceId],
-        runs: &mut u32,
+        tally: &mut Tally,
     ) -> Result<Vec<Replaced>> {
         let old: BTreeSet<InstanceId> = batch.iter().cloned().collect();
         let instances = ws.dir().instances(self.profiles);
@@ -280,16 +290,15 @@ impl Run<'_> {
             .iter()
             .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
             .collect();
-        let remove = |ws: &mut Workspace<'_>, reason: Reason, runs: &mut u32| -> Result<()> {
+        let remove = |ws: &mut Workspace<'_>, reason: Reason, tally: &mut Tally| -> Result<()> {
             let instances = ws.dir().instances(self.profiles);
             let files = removals(ws.dir(), &instances, &old, reason, &self.ctx.printer)?;
             ws.write(ChangeSet::removing(files))?;
-            ws.apply(Apply::Configuration { refresh: false })?;
-            *runs += 1;
+            tally.add(ws.apply(Apply::Configuration { refresh: false })?);
             Ok(())
         };
         if group.dedicated() {
-            remove(ws, Reason::RollingUpdate, runs)?;
+            remove(ws, Reason::RollingUpdate, tally)?;
         }
         let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer);
         let ids = lids
@@ -299,11 +308,10 @@ impl Run<'_> {
         let writes = new.writes;
         ws.write(ChangeSet::writing(writes))?;
         ws.promote()?;
-        ws.apply(Apply::Configuration { refresh: false })?;
-        *runs += 1;
+        tally.add(ws.apply(Apply::Configuration { refresh: false })?);
         self.health(ws, group, &ids)?;
         if !group.dedicated() {
-            remove(ws, Reason::Terminate, runs)?;
+            remove(ws, Reason::Terminate, tally)?;
         }
         Ok(batch.iter().zip(&ids).map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }).collect())
     }
@@ -417,6 +425,22 @@ impl Run<'_> {
             members.iter().filter(|i| i.tags.get(crate::group::CONFIG_TAG) == Some(&group.spec.config_hash)).count();
         g.outdated = g.members - g.current;
         g.pending = g.members != g.desired || g.outdated > 0 || g.stopped.is_some();
+    }
+}
+
+/// The applies of the rolling updates, added up for the report.
+#[derive(Default)]
+struct Tally {
+    runs: u32,
+    changes: crate::tfoutput::Changes,
+}
+
+impl Tally {
+    fn add(&mut self, c: crate::tfoutput::Changes) {
+        self.runs += 1;
+        self.changes.add += c.add;
+        self.changes.change += c.change;
+        self.changes.remove += c.remove;
     }
 }
 
