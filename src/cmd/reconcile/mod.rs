@@ -196,8 +196,12 @@ impl Run<'_> {
 
         // A refresh that found objects gone is saved by applying its plan, even one with no
         // changes: otherwise every later run finds the same drift and `--check` never says 0.
-        let applied = if !report.pruned.is_empty() || scaling {
+        let applied = if !report.pruned.is_empty() || !saved.plan.drift.is_empty() && scaling {
             Some(ws.apply(Apply::Configuration { refresh: true })?)
+        } else if scaling {
+            // The plan just refreshed every object and found nothing changed outside
+            // Terraform: a second refresh would only double the cost on a large group.
+            Some(ws.apply(Apply::Configuration { refresh: false })?)
         } else if saved.plan.has_changes || !saved.plan.drift.is_empty() {
             Some(ws.apply(Apply::Saved(saved.path()))?)
         } else {
@@ -213,12 +217,17 @@ impl Run<'_> {
             report.applied = true;
             (report.added, report.changed, report.destroyed) = (c.add, c.change, c.remove);
         }
-        self.settle_counts(ws, report);
+        if scaling {
+            self.settle_counts(ws, report);
+        }
 
         // Rolling updates: batch by batch, each waiting for the last.
         let mut tally = Tally::default();
         let mut stopped = None;
         for ((group, (_, decision)), g) in self.groups.iter().zip(&decisions).zip(report.groups.iter_mut()) {
+            if decision.replace.is_empty() {
+                continue;
+            }
             let failure = self.roll(ws, group, &decision.replace, g, &mut tally);
             if let Some(failure) = &failure {
                 g.stopped = Some(format!("{failure:#}"));
