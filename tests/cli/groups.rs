@@ -81,6 +81,14 @@ fn a_group_is_created_in_one_apply_then_left_alone() {
         assert_eq!(r["Tags"]["infrakit.group"], "web");
         assert_eq!(r["Tags"]["role"], "web", "the flavor's tags are merged");
         assert_eq!(r["Tags"]["infrakit.config.hash"], hash.as_str());
+        let file: Value =
+            serde_json::from_str(&std::fs::read_to_string(c.s.dir.join(r["file"].as_str().unwrap())).unwrap()).unwrap();
+        let id = r["ID"].as_str().unwrap();
+        let user_data = file["resource"]["fakecloud_instance"][id]["user_data"].as_str().unwrap();
+        assert!(
+            user_data.starts_with("v1") && user_data.ends_with("echo hello"),
+            "the flavor's Init is appended: {user_data:?}"
+        );
     }
     assert_eq!(vms(&c), 3);
     let volumes = c.objects().values().filter(|o| o["type"] == "fakecloud_volume").count();
@@ -310,4 +318,65 @@ fn provision_accepts_a_group_spec() {
     // reconcile counts it: one more makes two.
     let out = reconcile(&c, &spec, &[]);
     assert_eq!(out["groups"][0]["provisioned"].as_array().unwrap().len(), 1, "{out}");
+}
+
+// SIGTERM during a rolling update: terraform stops the create it runs, no further step starts
+// (the second outdated member is not touched), exit 130; the next run goes on and converges.
+#[test]
+fn sigterm_stops_a_rolling_update_and_the_next_run_goes_on() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+
+    let s = crate::support::Scratch::new();
+    s.write("main.tf", "terraform {}\n");
+    let (started, release) = (s.root.path().join("started"), s.root.path().join("release"));
+    // A member's create waits for `release` the first time only (at most 60 s).
+    let slow = format!(
+        "if [ ! -e {started} ]; then touch {started}; i=0; while [ ! -e {release} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; fi",
+        started = started.display(),
+        release = release.display()
+    );
+    let spec = |version: &str, command: &str| {
+        serde_json::json!({"ID": "api", "Properties": {"Allocation": {"Size": 2},
+            "Instance": {"Properties": {"resource": {"terraform_data": {"vm": {"input": {"v": version},
+                "provisioner": [{"local-exec": {"command": command}}]}}}}}}})
+        .to_string()
+    };
+    let v1 = s.write_outside("v1.json", &spec("1", "true"));
+    s.run(&["reconcile", "--group", &v1]).ok();
+    let old: Vec<String> = s
+        .run(&["describe", "--output", "json"])
+        .ok()
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ID"].as_str().unwrap().to_string())
+        .collect();
+    let v2 = s.write_outside("v2.json", &spec("2", &slow));
+
+    let mut cmd = crate::support::command(&s.cli_config());
+    cmd.args(["--dir", s.dir.to_str().unwrap(), "reconcile", "--group", &v2]).process_group(0);
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader =
+        std::thread::spawn(move || BufReader::new(stderr).lines().map(Result::unwrap).collect::<Vec<_>>().join("\n"));
+    crate::support::wait_for(&started, "the replacement's create never started");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let stderr = reader.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert_eq!(stderr.matches("replacing instance-").count(), 1, "no further step started: {stderr}");
+    std::fs::File::create(&release).unwrap();
+
+    let out = s.run(&["reconcile", "--group", &v2, "--output", "json"]).ok().json();
+    assert_eq!(out["groups"][0]["members"], 2, "{out}");
+    assert_eq!(out["groups"][0]["current"], 2, "{out}");
+    let rows = s.run(&["describe", "--output", "json"]).ok().json();
+    let now: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["ID"].as_str().unwrap()).collect();
+    assert!(old.iter().all(|o| !now.contains(&o.as_str())), "both old members replaced: {old:?} -> {now:?}");
+    assert!(rows.as_array().unwrap().iter().all(|r| r["status"] == "created"), "{rows}");
+    s.run(&["reconcile", "--group", &v2, "--check"]).ok();
 }
