@@ -198,26 +198,47 @@ fn a_changed_spec_rolls_one_at_a_time_and_a_failure_stops_it() {
 }
 
 #[test]
-fn an_unhealthy_replacement_stops_the_update() {
+fn an_unhealthy_replacement_stops_the_update_across_runs() {
+    // Surge (no dedicated resource): the unhealthy replacement is taken back; the old members
+    // all stay, run after run.
     let c = Cloud::new();
     let v1 = c.s.write_outside("v1.json", &plain("api", 2, "a"));
     reconcile(&c, &v1, &[]);
+    let old: BTreeSet<String> = members(&c).iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect();
     let v2 = c.s.write_outside("v2.json", &plain("api", 2, "b"));
     let marker = c.s.root.path().join("checked");
     let cmd =
         format!("echo \"$INFRAKIT_TF_ID $INFRAKIT_TF_GROUP $INFRAKIT_TF_ATTR_ID\" >> {}; exit 1", marker.display());
-    let run = c.run(&["reconcile", "--group", &v2, "--health-cmd", &cmd, "--output", "json"]).code(UPDATE_STOPPED);
-    assert!(run.stderr.contains("is not healthy (the health command exited 1)"), "{}", run.stderr);
+    for run in 1..=2 {
+        let out = c.run(&["reconcile", "--group", &v2, "--health-cmd", &cmd, "--output", "json"]).code(UPDATE_STOPPED);
+        assert!(out.stderr.contains("is not healthy (the health command exited 1)"), "{}", out.stderr);
+        let now: BTreeSet<String> = members(&c).iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect();
+        assert_eq!(now, old, "run {run}: the old members all stay, the failed one is taken back");
+        assert_eq!(vms(&c), 2, "run {run}");
+    }
     let checked = std::fs::read_to_string(&marker).unwrap();
-    let words: Vec<&str> = checked.split_whitespace().collect();
-    assert_eq!(words.len(), 3, "one check, with the instance, its group and its cloud ID: {checked}");
-    assert_eq!(words[1], "api");
-    // Surge: the replacement was created first; the old members are all still there.
-    assert_eq!(members(&c).len(), 3, "nothing was destroyed");
+    let first: Vec<&str> = checked.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(first.len(), 3, "the instance, its group and its cloud ID: {checked}");
+    assert_eq!(first[1], "api");
+    assert!(first[2].starts_with("i-"), "{checked}");
     let out = reconcile(&c, &v2, &["--health-cmd", "true"]);
     assert_eq!(out["groups"][0]["members"], 2, "{out}");
     assert_eq!(out["groups"][0]["current"], 2, "{out}");
     assert_eq!(vms(&c), 2);
+
+    // Destroy first (dedicated): one old member goes for an unhealthy replacement; the next
+    // run checks that replacement first and destroys nothing more.
+    let c = Cloud::new();
+    let v1 = c.s.write_outside("v1.json", &web(r#"{"Size": 2}"#, "v1"));
+    reconcile(&c, &v1, &[]);
+    let v2 = c.s.write_outside("v2.json", &web(r#"{"Size": 2}"#, "v2"));
+    for run in 1..=2 {
+        let out =
+            c.run(&["reconcile", "--group", &v2, "--health-cmd", "exit 1", "--output", "json"]).code(UPDATE_STOPPED);
+        let g = &out.json()["groups"][0];
+        assert_eq!(g["outdated"], 1, "run {run}: one old member left: {g}");
+        assert_eq!(vms(&c), 2, "run {run}");
+    }
 }
 
 #[test]

@@ -257,6 +257,19 @@ impl Run<'_> {
         tally: &mut Tally,
     ) -> Option<anyhow::Error> {
         let at_once = self.args.max_unavailable.or(group.spec.max_unavailable).unwrap_or(1);
+        // A replacement an earlier run made must be healthy before anything more is destroyed:
+        // an update that stopped stays stopped until the cause is fixed.
+        let current: Vec<InstanceId> = ws
+            .dir()
+            .instances(self.profiles)
+            .into_iter()
+            .filter(|i| i.tags.get(crate::group::GROUP_TAG) == Some(&group.spec.id))
+            .filter(|i| i.tags.get(crate::group::CONFIG_TAG) == Some(&group.spec.config_hash))
+            .map(|i| i.id)
+            .collect();
+        if let Err(e) = self.health(ws, group, &current) {
+            return Some(e);
+        }
         for batch in outdated.chunks(usize::try_from(at_once).unwrap_or(usize::MAX)) {
             if crate::signals::stop_requested() {
                 return Some(
@@ -273,9 +286,8 @@ impl Run<'_> {
                 group.spec.id,
                 batch.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
             ));
-            match self.replace(ws, group, batch, tally) {
-                Ok(pairs) => report.replaced.extend(pairs),
-                Err(e) => return Some(e),
+            if let Err(e) = self.replace(ws, group, batch, report, tally) {
+                return Some(e);
             }
         }
         None
@@ -285,29 +297,32 @@ impl Run<'_> {
     /// kept), apply, create the replacements (which re-attach the slots), apply. Without: create
     /// the replacements, apply, then destroy the old members, apply (surge). Each replacement
     /// must be created and, with `--health-cmd`, healthy before the old ones go (surge) or
-    /// before the next batch.
+    /// before the next batch. A surge whose replacements fail is taken back (the new members
+    /// are removed again), so that the group is not left over its size and the next run's
+    /// scale-down never gives up a healthy old member for a failed new one.
     fn replace(
         &self,
         ws: &mut Workspace<'_>,
         group: &Group,
         batch: &[InstanceId],
+        report: &mut GroupReport,
         tally: &mut Tally,
-    ) -> Result<Vec<Replaced>> {
+    ) -> Result<()> {
         let old: BTreeSet<InstanceId> = batch.iter().cloned().collect();
         let instances = ws.dir().instances(self.profiles);
         let lids: Vec<Option<String>> = batch
             .iter()
             .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
             .collect();
-        let remove = |ws: &mut Workspace<'_>, reason: Reason, tally: &mut Tally| -> Result<()> {
-            let instances = ws.dir().instances(self.profiles);
-            let files = removals(ws.dir(), &instances, &old, reason, &self.ctx.printer)?;
-            ws.write(ChangeSet::removing(files))?;
-            tally.add(ws.apply(Apply::Configuration { refresh: false })?);
-            Ok(())
-        };
+        let remove =
+            |ws: &mut Workspace<'_>, ids: &BTreeSet<InstanceId>, reason: Reason, tally: &mut Tally| -> Result<()> {
+                let instances = ws.dir().instances(self.profiles);
+                let files = removals(ws.dir(), &instances, ids, reason, &self.ctx.printer)?;
+                ws.write(ChangeSet::removing(files))?;
+                tally.apply(ws, Apply::Configuration { refresh: false })
+            };
         if group.dedicated() {
-            remove(ws, Reason::RollingUpdate, tally)?;
+            remove(ws, &old, Reason::RollingUpdate, tally)?;
         }
         let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer);
         let ids = lids
@@ -317,12 +332,30 @@ impl Run<'_> {
         let writes = new.writes;
         ws.write(ChangeSet::writing(writes))?;
         ws.promote()?;
-        tally.add(ws.apply(Apply::Configuration { refresh: false })?);
-        self.health(ws, group, &ids)?;
-        if !group.dedicated() {
-            remove(ws, Reason::Terminate, tally)?;
+        let created =
+            tally.apply(ws, Apply::Configuration { refresh: false }).and_then(|()| self.health(ws, group, &ids));
+        if let Err(failed) = created {
+            if group.dedicated() {
+                // The old members are gone already; their replacements stay (a failed create
+                // is retried by the next apply), and the next run checks them first.
+                report.terminated.extend(batch.iter().map(ToString::to_string));
+                report.provisioned.extend(ids.iter().map(ToString::to_string));
+                return Err(failed);
+            }
+            let new: BTreeSet<InstanceId> = ids.iter().cloned().collect();
+            if let Err(e) = remove(ws, &new, Reason::Terminate, tally) {
+                self.ctx.printer.warn(&format!("the failed replacements could not be taken back: {e:#}"));
+                report.provisioned.extend(ids.iter().map(ToString::to_string));
+            }
+            return Err(failed);
         }
-        Ok(batch.iter().zip(&ids).map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }).collect())
+        if !group.dedicated() {
+            remove(ws, &old, Reason::Terminate, tally)?;
+        }
+        report
+            .replaced
+            .extend(batch.iter().zip(&ids).map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }));
+        Ok(())
     }
 
     /// Runs `--health-cmd` for each new member; the first that fails stops the update.
@@ -445,11 +478,14 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, c: crate::tfoutput::Changes) {
+    /// Applies, counting the run whether it succeeds or not.
+    fn apply(&mut self, ws: &Workspace<'_>, what: Apply<'_>) -> Result<()> {
         self.runs += 1;
+        let c = ws.apply(what)?;
         self.changes.add += c.add;
         self.changes.change += c.change;
         self.changes.remove += c.remove;
+        Ok(())
     }
 }
 
