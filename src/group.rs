@@ -31,6 +31,13 @@ pub const GROUP_TAG: &str = "infrakit.group";
 /// The tag holding a member's config hash (InfraKit's `group.ConfigSHATag`).
 pub const CONFIG_TAG: &str = "infrakit.config.hash";
 
+/// The largest group: one directory holds its files, and one run creates the missing members
+/// in one apply.
+pub const MAX_SIZE: u64 = 10_000;
+
+/// Flavor tags a group spec may not set: infrakit-tf's own bookkeeping.
+const RESERVED_TAGS: [&str; 3] = [LOGICAL_ID_TAG, crate::tfconfig::ATTACH_TAG, crate::tfconfig::NAME_TAG];
+
 /// How many members, or which.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Allocation {
@@ -179,7 +186,11 @@ fn allocation(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> 
             None
         }
         (Some(size), None) => match size.as_u64() {
-            Some(n) => Some(Allocation::Size(n)),
+            Some(n) if n <= MAX_SIZE => Some(Allocation::Size(n)),
+            Some(_) => {
+                problem("/Properties/Allocation/Size", format!("`Size` must be at most {MAX_SIZE}"));
+                None
+            }
             None => {
                 problem("/Properties/Allocation/Size", "`Size` must be a whole number, 0 or more".into());
                 None
@@ -202,6 +213,10 @@ fn allocation(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> 
                         }
                     }
                 }
+            }
+            if ids.len() as u64 > MAX_SIZE {
+                problem("/Properties/Allocation/LogicalIDs", format!("at most {MAX_SIZE} logical IDs"));
+                return None;
             }
             (out.len() == ids.len()).then_some(Allocation::LogicalIds(out))
         }
@@ -235,6 +250,13 @@ fn flavor_parts(props: Option<&Value>, problem: &mut impl FnMut(&str, String)) -
         None | Some(Value::Null) => {}
         Some(Value::Object(t)) => {
             for (k, v) in t {
+                if RESERVED_TAGS.contains(&k.as_str()) {
+                    problem(
+                        &format!("/Properties/Flavor/Properties/Tags/{k}"),
+                        format!("`{k}` is infrakit-tf's own tag: a flavor may not set it"),
+                    );
+                    continue;
+                }
                 match v.as_str() {
                     Some(v) => {
                         tags.insert(k.clone(), v.to_string());
@@ -314,6 +336,12 @@ mod tests {
         assert!(ids[0].contains("must be a string") && ids[1].contains("listed twice"), "{ids:#?}");
         let size = parsed(r#"{"ID":"g","Properties":{"Allocation":{"Size":1.5},"Instance":{"Properties":{"resource":{}}}}}"#);
         assert!(size.unwrap_err()[0].contains("whole number"));
+        let huge = parsed(r#"{"ID":"g","Properties":{"Allocation":{"Size":18446744073709551615},"Instance":{"Properties":{"resource":{}}}}}"#);
+        assert!(huge.unwrap_err()[0].contains("at most 10000"));
+        let reserved = parsed(
+            r#"{"ID":"g","Properties":{"Allocation":{"Size":1},"Instance":{"Properties":{"resource":{}}},"Flavor":{"Properties":{"Tags":{"infrakit.logical_id":"x"}}}}}"#,
+        );
+        assert!(reserved.unwrap_err()[0].contains("infrakit-tf's own tag"));
         let neither = parsed(r#"{"ID":"g","Properties":{"Allocation":{},"Instance":{"Properties":{"resource":{}}}}}"#);
         assert!(neither.unwrap_err()[0].contains("`Size` (cattle) or `LogicalIDs` (pets)"));
     }

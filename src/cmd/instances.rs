@@ -16,6 +16,7 @@ use crate::names::{self, InstanceId, Kind};
 use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::Spec;
+use crate::text::short;
 use crate::workspace::FileWrite;
 
 /// New instances for one change: each gets the next ID and, for cattle with a dedicated
@@ -28,13 +29,24 @@ pub(crate) struct NewInstances<'a> {
     slots: Option<Slots>,
     /// Instances removed in the same change: their slots are free to take.
     leaving: BTreeSet<InstanceId>,
+    /// Logical IDs in use (read on the first pet), with their instance.
+    logical_ids: Option<BTreeMap<String, InstanceId>>,
     /// The files to write, in order.
     pub(crate) writes: Vec<FileWrite>,
 }
 
 impl<'a> NewInstances<'a> {
     pub(crate) fn new(dir: &'a Directory, profiles: &'a Profiles, printer: &'a Printer) -> Self {
-        NewInstances { dir, profiles, printer, next: None, slots: None, leaving: BTreeSet::new(), writes: Vec::new() }
+        NewInstances {
+            dir,
+            profiles,
+            printer,
+            next: None,
+            slots: None,
+            leaving: BTreeSet::new(),
+            logical_ids: None,
+            writes: Vec::new(),
+        }
     }
 
     /// The same, in a change that also removes the instances `leaving`.
@@ -57,17 +69,32 @@ impl<'a> NewInstances<'a> {
                 self.dir.next_id(now)?
             }
         };
-        let needs_slot =
-            logical_id.is_none() && spec.resources.iter().any(|r| matches!(r.scope, names::Scope::Dedicated(_)));
-        if needs_slot && self.slots.is_none() {
+        if let Some(lid) = logical_id {
+            self.claim_logical_id(lid, &id)?;
+        }
+        let dedicated = spec.resources.iter().any(|r| matches!(r.scope, names::Scope::Dedicated(_)));
+        if dedicated && self.slots.is_none() {
             self.slots = Some(read_slots_without(self.dir, self.profiles, &self.leaving, self.printer)?);
         }
         let no_slots = Slots::default();
         let expansion = expand::expand(
             &Request { spec, profiles: self.profiles, id: &id, logical_id, tags },
-            if needs_slot { self.slots.as_ref().expect("read above") } else { &no_slots },
+            self.slots.as_ref().unwrap_or(&no_slots),
         )
         .map_err(invalid)?;
+        // A dedicated file is attached to one instance at a time: a pet's slot (named by its
+        // logical ID, which may look like a cattle slot number) must not be another's.
+        let taken: Vec<&String> = expansion
+            .files
+            .keys()
+            .filter(|base| matches!(names::classify(base), Some(Kind::Dedicated { .. })))
+            .filter(|base| self.slots.as_ref().is_some_and(|s| s.attached.contains(*base)))
+            .collect();
+        if let Some(base) = taken.first() {
+            return Err(invalid(format!("dedicated slot `{}` is attached to another instance", short(base)))
+                .hint("a volume is never attached to two machines: pick another logical ID, or destroy that instance first")
+                .into());
+        }
         for (base, doc) in expansion.files {
             if let (Some(slots), Some(Kind::Dedicated { .. })) = (self.slots.as_mut(), names::classify(&base)) {
                 slots.attached.insert(base.clone()); // taken by this instance
@@ -77,6 +104,29 @@ impl<'a> NewInstances<'a> {
         let following = id.number().checked_add(1).map(InstanceId::new);
         self.next = following;
         Ok(id)
+    }
+
+    /// Refuses a logical ID another instance has (one staying, or one added before in this
+    /// change): two pets with one logical ID would declare the same resources twice.
+    fn claim_logical_id(&mut self, lid: &str, id: &InstanceId) -> Result<()> {
+        if self.logical_ids.is_none() {
+            let used = self
+                .dir
+                .instances(self.profiles)
+                .into_iter()
+                .filter(|i| !self.leaving.contains(&i.id))
+                .filter_map(|i| Some((i.logical_id()?.to_string(), i.id.clone())))
+                .collect();
+            self.logical_ids = Some(used);
+        }
+        let used = self.logical_ids.as_mut().expect("read above");
+        if let Some(twin) = used.get(lid) {
+            return Err(invalid(format!("logical ID `{}` is already used by {twin}", short(lid)))
+                .hint(format!("destroy {twin} first (a rolling update keeps its slot), or pick another logical ID"))
+                .into());
+        }
+        used.insert(lid.to_string(), id.clone());
+        Ok(())
     }
 }
 

@@ -401,3 +401,40 @@ fn sigterm_stops_a_rolling_update_and_the_next_run_goes_on() {
     assert!(rows.as_array().unwrap().iter().all(|r| r["status"] == "created"), "{rows}");
     s.run(&["reconcile", "--group", &v2, "--check"]).ok();
 }
+
+// A logical ID or a dedicated slot is never given to two instances: not by a pets group whose
+// logical ID another instance has, not by two groups, not by a pet whose logical ID looks like
+// a cattle slot number. Refused with nothing changed.
+#[test]
+fn logical_ids_and_slots_are_never_shared() {
+    let c = Cloud::new();
+    let pets = |id: &str, lids: &str| {
+        c.s.write_outside(
+            &format!("{id}.json"),
+            &format!(
+                r#"{{"ID": "{id}", "Properties": {{"Allocation": {{"LogicalIDs": {lids}}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "db"}}}},
+    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 1}}}}}}}}}}}}}}"#
+            ),
+        )
+    };
+    // A cattle member takes slot 1; a pet with logical ID `1` would take the same file.
+    let cattle = c.s.write_outside("cattle.json", &web(r#"{"Size": 1}"#, "v1"));
+    reconcile(&c, &cattle, &[]);
+    let (one, db1, db2) = (pets("one", r#"["1"]"#), pets("db1", r#"["a"]"#), pets("db2", r#"["a"]"#));
+    let before = c.s.snapshot();
+    let run = c.run(&["reconcile", "--group", &one]).code(3);
+    assert!(
+        run.stderr.contains("dedicated slot `default_dedicated_1` is attached to another instance"),
+        "{}",
+        run.stderr
+    );
+    assert!(c.s.snapshot() == before, "refused: nothing changed");
+    let run = c.run(&["provision", &c.spec(), "--logical-id", "1", "--no-apply"]).code(3);
+    assert!(run.stderr.contains("is attached to another instance"), "{}", run.stderr);
+
+    // Two groups asking for one logical ID: the second is refused, nothing written.
+    let run = c.run(&["reconcile", "--group", &db1, "--group", &db2]).code(3);
+    assert!(run.stderr.contains("logical ID `a` is already used by"), "{}", run.stderr);
+    assert!(c.s.snapshot() == before, "refused: nothing changed");
+}

@@ -27,11 +27,13 @@ pub(super) struct Group {
 }
 
 impl Group {
-    /// Whether a member has a dedicated resource: its rolling update destroys the old member
-    /// first, so that the replacement re-attaches the same slot (a volume is never attached to
-    /// two machines); otherwise the replacement is created first (surge).
-    pub(super) fn dedicated(&self) -> bool {
-        self.members.resources.iter().any(|r| matches!(r.scope, Scope::Dedicated(_)))
+    /// Whether its rolling update destroys the old member first: when a member has a dedicated
+    /// resource (the replacement re-attaches the same slot: a volume is never attached to two
+    /// machines), or is a pet (a logical ID names one member's resources, never two).
+    /// Otherwise the replacement is created first (surge).
+    pub(super) fn destroy_first(&self) -> bool {
+        matches!(self.spec.allocation, crate::group::Allocation::LogicalIds(_))
+            || self.members.resources.iter().any(|r| matches!(r.scope, Scope::Dedicated(_)))
     }
 }
 

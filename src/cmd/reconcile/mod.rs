@@ -321,7 +321,7 @@ impl Run<'_> {
                 ws.write(ChangeSet::removing(files))?;
                 tally.apply(ws, Apply::Configuration { refresh: false })
             };
-        if group.dedicated() {
+        if group.destroy_first() {
             remove(ws, &old, Reason::RollingUpdate, tally)?;
         }
         let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer);
@@ -335,7 +335,7 @@ impl Run<'_> {
         let created =
             tally.apply(ws, Apply::Configuration { refresh: false }).and_then(|()| self.health(ws, group, &ids));
         if let Err(failed) = created {
-            if group.dedicated() {
+            if group.destroy_first() {
                 // The old members are gone already; their replacements stay (a failed create
                 // is retried by the next apply), and the next run checks them first.
                 report.terminated.extend(batch.iter().map(ToString::to_string));
@@ -349,7 +349,7 @@ impl Run<'_> {
             }
             return Err(failed);
         }
-        if !group.dedicated() {
+        if !group.destroy_first() {
             remove(ws, &old, Reason::Terminate, tally)?;
         }
         report
