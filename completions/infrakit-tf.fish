@@ -109,6 +109,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s v -l v
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s V -l version -d 'Print version'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l tag -d 'Show only instances with this tag (repeatable; all must match)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l group -d 'A group spec that says whether its members are current (repeatable). Without any, the groups listed in infrakit-tf.json' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
 json\t'JSON with a stable schema, for scripts'"
