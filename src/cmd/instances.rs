@@ -49,6 +49,14 @@ impl<'a> NewInstances<'a> {
         }
     }
 
+    /// The same, issuing IDs after `last` (instances another change adds first).
+    pub(crate) fn after(mut self, last: Option<&InstanceId>) -> Self {
+        if let Some(last) = last {
+            self.next = last.number().checked_add(1).map(InstanceId::new);
+        }
+        self
+    }
+
     /// The same, in a change that also removes the instances `leaving`.
     pub(crate) fn replacing(mut self, leaving: &BTreeSet<InstanceId>) -> Self {
         self.leaving = leaving.clone();

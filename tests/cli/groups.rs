@@ -438,3 +438,23 @@ fn logical_ids_and_slots_are_never_shared() {
     assert!(run.stderr.contains("logical ID `a` is already used by"), "{}", run.stderr);
     assert!(c.s.snapshot() == before, "refused: nothing changed");
 }
+
+// `--max-destroy` counts what the run's new spec destroys, as terraform plans it: a spec that
+// drops the dedicated volume destroys the three volumes with the three machines it replaces.
+#[test]
+fn max_destroy_counts_what_a_new_spec_destroys() {
+    let c = Cloud::new();
+    let v1 = c.s.write_outside("v1.json", &web(r#"{"Size": 3}"#, "v1"));
+    reconcile(&c, &v1, &[]);
+    let without_volume = web(r#"{"Size": 3}"#, "v2").replace(r#""data": {"@scope": "@dedicated", "size": 5}, "#, "");
+    assert!(!without_volume.contains("@dedicated"), "{without_volume}");
+    let v2 = c.s.write_outside("v2.json", &without_volume);
+    let before = c.s.snapshot();
+    let run = c.run(&["reconcile", "--group", &v2, "--max-destroy", "5"]).code(TOO_MANY);
+    assert!(run.stderr.contains("refusing to destroy 6 resources"), "{}", run.stderr);
+    assert!(c.s.snapshot() == before, "refused: nothing changed");
+    let out = reconcile(&c, &v2, &["--max-destroy", "6"]);
+    assert_eq!(out["groups"][0]["current"], 3, "{out}");
+    let volumes = c.objects().values().filter(|o| o["type"] == "fakecloud_volume").count();
+    assert_eq!(volumes, 1, "only the shared volume is left");
+}

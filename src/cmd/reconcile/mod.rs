@@ -170,9 +170,15 @@ impl Run<'_> {
         let writes = new.writes;
         // A shared file a new member writes is not removed with a terminated one.
         terminations.retain(|name| !writes.iter().any(|w| w.name == *name));
-        self.check_max_destroy(ws, &saved.plan, &doomed, &pruned_files, &terminations, &decisions)?;
-        let scaling = !writes.is_empty() || !terminations.is_empty();
-        ws.write(ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() })?;
+        let scale = ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() };
+        let last_added = added.iter().flatten().max();
+        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
+        if planned.is_some() {
+            report.terraform_runs += 1;
+        }
+        self.check_max_destroy(&saved.plan, &doomed, planned, &decisions)?;
+        let scaling = !scale.writes.is_empty() || scale.removals.len() > pruned_files.len();
+        ws.write(scale)?;
         ws.promote()?; // the new members' files, queued as any new file is
         for ((inst, vm), file) in doomed.iter().zip(pruned_files) {
             self.ctx.printer.event(&format!("pruned {} ({vm} vanished)", inst.id));
@@ -388,30 +394,65 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Refuses a run that would destroy more than `--max-destroy` resources: the plan's own
-    /// destroys, everything in a pruned or terminated member's files, and the instance files
-    /// of the members to replace. A group spec that empties a group needs `--max-destroy`.
-    /// Counted before anything is touched.
-    fn check_max_destroy(
+    /// What the whole run would destroy when its groups terminate, replace or rewrite an
+    /// existing file: terraform's plan, in a mirror, of the directory as the run would leave it
+    /// (pruned, scaled, every outdated member replaced), so that a shared resource the new spec
+    /// changes, or a dedicated one it drops, counts too. `None` otherwise (adding members
+    /// destroys nothing: the saved plan and the pruned files say what goes).
+    fn planned_destroys(
         &self,
         ws: &Workspace<'_>,
+        instances: &[Instance],
+        leaving: &BTreeSet<InstanceId>,
+        decisions: &[(Vec<crate::converge::Member>, crate::converge::Decision)],
+        scale: &ChangeSet,
+        last_added: Option<&InstanceId>,
+    ) -> Result<Option<u64>> {
+        let outdated: BTreeSet<InstanceId> = decisions.iter().flat_map(|(_, d)| d.replace.iter().cloned()).collect();
+        let terminating = decisions.iter().any(|(_, d)| !d.terminate.is_empty());
+        // Adding members destroys nothing unless it rewrites a file that exists (a shared
+        // resource the spec changed): then only a plan can say what goes.
+        let rewrites = scale.writes.iter().try_fold(false, |any, w| {
+            Ok::<bool, anyhow::Error>(any || ws.dir().replaceable(&w.name)?.is_some_and(|old| old != w.doc))
+        })?;
+        if outdated.is_empty() && !terminating && !rewrites {
+            return Ok(None);
+        }
+        let mut after = scale.clone();
+        if !outdated.is_empty() {
+            // As `replace` will remove them: slots kept when destroying first, not in a surge.
+            for (group, (_, decision)) in self.groups.iter().zip(decisions) {
+                let ids: BTreeSet<InstanceId> = decision.replace.iter().cloned().collect();
+                let reason = if group.destroy_first() { Reason::RollingUpdate } else { Reason::Terminate };
+                after.removals.extend(removals(ws.dir(), instances, &ids, reason, &self.ctx.printer)?);
+            }
+            let gone: BTreeSet<InstanceId> = leaving.union(&outdated).cloned().collect();
+            let mut new =
+                NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&gone).after(last_added);
+            for (group, (_, decision)) in self.groups.iter().zip(decisions) {
+                for id in &decision.replace {
+                    let lid = instances.iter().find(|i| &i.id == id).and_then(Instance::logical_id);
+                    new.add(&group.members, lid, &BTreeMap::new())?;
+                }
+            }
+            after.writes.extend(new.writes);
+        }
+        Ok(Some(ws.plan_after(&after, false)?.totals.remove))
+    }
+
+    /// Refuses a run that would destroy more than `--max-destroy` resources: `planned` (see
+    /// [`Run::planned_destroys`]) when a group has work, else the saved plan's own destroys
+    /// and everything in a pruned instance's file. A group spec that empties a group needs
+    /// `--max-destroy`. Counted before anything is touched.
+    fn check_max_destroy(
+        &self,
         plan: &Plan,
         doomed: &[(&Instance, String)],
-        pruned_files: &[String],
-        terminations: &[String],
+        planned: Option<u64>,
         decisions: &[(Vec<crate::converge::Member>, crate::converge::Decision)],
     ) -> Result<()> {
-        let resources = |name: &String| ws.dir().read_doc(name).ok().map_or(0, |d| resource_count(Some(&d)) as u64);
-        let replaced: u64 = decisions
-            .iter()
-            .flat_map(|(_, d)| &d.replace)
-            .filter_map(|id| ws.dir().current(&id.to_string()))
-            .map(|name| resources(&name))
-            .sum();
-        let destroys = plan.totals.remove
-            + pruned_files.iter().map(resources).sum::<u64>()
-            + terminations.iter().map(resources).sum::<u64>()
-            + replaced;
+        let pruned: u64 = doomed.iter().map(|(i, _)| resource_count(i.doc.as_ref().ok()) as u64).sum();
+        let destroys = planned.unwrap_or(plan.totals.remove + pruned);
         let max = self.args.max_destroy.unwrap_or(MAX_DESTROY);
         for (group, (members, _)) in self.groups.iter().zip(decisions) {
             if group.spec.desired() == 0 && !members.is_empty() && self.args.max_destroy.is_none() {
