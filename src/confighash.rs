@@ -21,7 +21,9 @@
 //! float64 serde_json parsed, which is the nearest one only because Cargo.toml enables
 //! serde_json's `float_roundtrip` (without it, `999999999999999900000` reads as `1e21`).
 //!
-//! Limits: the input is a [`serde_json::Value`], so what serde_json will not parse never reaches
+//! Limits: a spec with two keys that differ only in case (`"Properties"` and `"properties"`)
+//! is read with the exact-case key, where Go takes the last one in the document.
+//! The input is a [`serde_json::Value`], so what serde_json will not parse never reaches
 //! here, while InfraKit would hash it: invalid UTF-8 and lone surrogate escapes (`"\ud800"`),
 //! which Go reads as U+FFFD. Neither accepts a number beyond float64 (`1e400`). `\b` and `\f`
 //! are written `\u0008` and `\u000c`, as Go did before 1.22 (InfraKit was built with Go 1.9 and

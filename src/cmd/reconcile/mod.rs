@@ -202,16 +202,29 @@ impl Run<'_> {
 
         // A refresh that found objects gone is saved by applying its plan, even one with no
         // changes: otherwise every later run finds the same drift and `--check` never says 0.
-        let applied = if !report.pruned.is_empty() || !saved.plan.drift.is_empty() && scaling {
-            Some(ws.apply(Apply::Configuration { refresh: true })?)
+        let what = if !report.pruned.is_empty() || !saved.plan.drift.is_empty() && scaling {
+            Some(Apply::Configuration { refresh: true })
         } else if scaling {
             // The plan just refreshed every object and found nothing changed outside
             // Terraform: a second refresh would only double the cost on a large group.
-            Some(ws.apply(Apply::Configuration { refresh: false })?)
+            Some(Apply::Configuration { refresh: false })
         } else if saved.plan.has_changes || !saved.plan.drift.is_empty() {
-            Some(ws.apply(Apply::Saved(saved.path()))?)
+            Some(Apply::Saved(saved.path()))
         } else {
             None
+        };
+        let applied = match what.map(|what| ws.apply(what)).transpose() {
+            Ok(applied) => applied,
+            // The files stay as asked (a failed create is retried by the next apply): the
+            // report says what was decided, then the run fails.
+            Err(e) if !self.groups.is_empty() => {
+                report.terraform_runs += 1;
+                for g in &mut report.groups {
+                    g.pending = true;
+                }
+                return Ok(Some(e));
+            }
+            Err(e) => return Err(e),
         };
         if importing {
             // Carried out by this apply, or (a plan with nothing to do) by an apply whose end the
