@@ -114,7 +114,7 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     }
 
     // Write and apply; all or nothing.
-    let before = ws.snapshot(&changes);
+    let before = ws.snapshot(&changes.writes.iter().map(|w| w.name.clone()).collect::<Vec<_>>());
     let Committed { mut outcome, failure } = ws.commit(changes, CommitMode::Apply)?;
     outcome.files.retain(|f| f.name != IMPORT_FILE);
     if let Some(err) = failure {

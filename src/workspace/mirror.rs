@@ -23,6 +23,9 @@ pub(super) fn build(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::Te
         .context("failed to create a temporary directory")?;
     let m = mirror.path();
     let written: BTreeMap<&str, &Value> = changes.writes.iter().map(|w| (w.name.as_str(), &w.doc)).collect();
+    // Listed afresh: terraform may have made entries since the command listed the directory
+    // (`init` writes `.terraform` and the lock file), and the mirror needs them all.
+    let dir = &Directory::open(dir.path())?;
     for name in dir.names() {
         if changes.touches(name) {
             continue;

@@ -420,12 +420,12 @@ impl<'a> Workspace<'a> {
         })
     }
 
-    /// The files `changes` will touch, as they are now (both twins of each), for
-    /// [`Workspace::undo_import`].
-    pub(crate) fn snapshot(&self, changes: &ChangeSet) -> Snapshot {
+    /// The files `names` name, as they are now (both twins of each), for
+    /// [`Workspace::restore`].
+    pub(crate) fn snapshot(&self, names: &[String]) -> Snapshot {
         let mut touched = BTreeSet::new();
-        for w in &changes.writes {
-            let base = names::split_file_name(&w.name).map_or(w.name.as_str(), |(base, _)| base);
+        for name in names {
+            let base = names::split_file_name(name).map_or(name.as_str(), |(base, _)| base);
             touched.insert(format!("{base}{}", names::LIVE));
             touched.insert(format!("{base}{}", names::QUEUED));
         }
@@ -475,6 +475,20 @@ impl<'a> Workspace<'a> {
             ctx.printer.warn(stopped);
             return false;
         }
+        if let Err(e) = self.restore(before) {
+            warn("the files could not be put back", &e);
+            ctx.printer.warn(stopped);
+            return false;
+        }
+        if let Err(e) = self.terraform().and_then(|tf| tf.apply(Apply::Configuration { refresh: false })) {
+            warn("the cleaning apply failed", &e);
+            return false;
+        }
+        true
+    }
+
+    /// Puts the files of `before` back as they were, all or nothing (`journal`).
+    pub(crate) fn restore(&mut self, before: &Snapshot) -> Result<()> {
         let ops: Vec<FileOp> = before
             .files
             .iter()
@@ -485,18 +499,10 @@ impl<'a> Workspace<'a> {
                 None => self.dir.path().join(name).exists().then(|| FileOp { name: name.clone(), after: None }),
             })
             .collect();
-        if let Err(e) = journal::commit(self.dir.path(), &ops) {
-            warn("the files could not be put back", &e);
-            ctx.printer.warn(stopped);
-            return false;
-        }
-        if let Err(e) = tf.apply(Apply::Configuration { refresh: false }) {
-            warn("the cleaning apply failed", &e);
-            return false;
-        }
+        journal::commit(self.dir.path(), &ops)?;
         for op in &ops {
             self.dir.note(&op.name, op.after.is_some());
         }
-        true
+        Ok(())
     }
 }

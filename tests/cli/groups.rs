@@ -458,3 +458,24 @@ fn max_destroy_counts_what_a_new_spec_destroys() {
     let volumes = c.objects().values().filter(|o| o["type"] == "fakecloud_volume").count();
     assert_eq!(volumes, 1, "only the shared volume is left");
 }
+
+// A refused run changes nothing, not even the queue it promoted to plan it.
+#[test]
+fn a_refused_run_puts_the_queue_back() {
+    let c = Cloud::new();
+    let api = c.s.write_outside("api.json", &plain("api", 1, "a"));
+    c.run(&["provision", "--no-apply", &api]).ok();
+    let none = c.s.write_outside("none.json", &plain("api", 0, "a"));
+    let before = c.s.snapshot();
+    let run = c.run(&["reconcile", "--group", &none]).code(TOO_MANY);
+    assert!(run.stderr.contains("refusing to empty group `api`"), "{}", run.stderr);
+    let after = c.s.snapshot();
+    // `.terraform` is terraform's own cache: the `init` a first plan needs may fill it.
+    let changed: Vec<_> = after
+        .keys()
+        .chain(before.keys())
+        .filter(|k| before.get(*k) != after.get(*k) && !k.to_string_lossy().contains("/.terraform"))
+        .collect();
+    assert!(changed.is_empty(), "refused, yet changed: {changed:?} (the queued file is queued again)");
+    assert!(c.s.files().iter().any(|f| f.ends_with(".tf.json.new")), "{:?}", c.s.files());
+}

@@ -134,49 +134,22 @@ impl Run<'_> {
         instances: &[Instance],
         report: &mut Report,
     ) -> Result<Option<anyhow::Error>> {
-        let promoted_ids = queued_ids(instances);
-        report.promoted = ws.promote()?;
-        // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
-        let importing = ws.settle_imports()?;
-        ws.init_if_needed(&ws.providers(instances))?;
-        let saved = ws.plan()?;
-        report.terraform_runs = 1;
-        fill_plan(report, &saved.plan);
-
-        // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
-        let doomed = vanished(&saved.plan, instances, &promoted_ids);
-        let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
-        let decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan);
-        for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
-            report.groups.push(GroupReport::new(group, members, decision));
-        }
-
-        // Scale: every group's new members and terminations, with the pruned files, in one
-        // change (all or nothing), applied at once.
-        let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
-        let terminated: BTreeSet<InstanceId> =
-            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
-        let mut terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
-        let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&leaving);
-        let mut added: Vec<Vec<InstanceId>> = Vec::new();
-        for (group, (_, decision)) in self.groups.iter().zip(&decisions) {
-            let ids = decision
-                .add
-                .iter()
-                .map(|lid| new.add(&group.members, lid.as_deref(), &BTreeMap::new()))
-                .collect::<Result<Vec<_>>>()?;
-            added.push(ids);
-        }
-        let writes = new.writes;
-        // A shared file a new member writes is not removed with a terminated one.
-        terminations.retain(|name| !writes.iter().any(|w| w.name == *name));
-        let scale = ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() };
-        let last_added = added.iter().flatten().max();
-        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
-        if planned.is_some() {
-            report.terraform_runs += 1;
-        }
-        self.check_max_destroy(&saved.plan, &doomed, planned, &decisions)?;
+        // Until the first write, a refusal (too many destroys, a logical ID in use, a failed
+        // plan) puts back what promotion and settling changed: refused, nothing changed.
+        let touched: Vec<String> =
+            ws.dir().queued().map(str::to_string).chain([names::IMPORT_FILE.to_string()]).collect();
+        let before = ws.snapshot(&touched);
+        let Decided { saved, doomed, pruned_files, decisions, scale, added, importing } =
+            match self.decide(ws, instances, report) {
+                Ok(decided) => decided,
+                Err(e) => {
+                    if let Err(undo) = ws.restore(&before) {
+                        self.ctx.printer.warn(&format!("the promoted queue could not be put back: {undo:#}"));
+                    }
+                    report.promoted.clear();
+                    return Err(e);
+                }
+            };
         let scaling = !scale.writes.is_empty() || scale.removals.len() > pruned_files.len();
         ws.write(scale)?;
         ws.promote()?; // the new members' files, queued as any new file is
@@ -263,6 +236,61 @@ impl Run<'_> {
         report.changed += tally.changes.change;
         report.destroyed += tally.changes.remove;
         Ok(stopped)
+    }
+
+    /// Promotes and settles the queue, plans, and decides everything this run will do: what
+    /// to prune, and every group's new members and terminations as one change. Checks
+    /// `--max-destroy`. Writes nothing but the promotion.
+    fn decide<'i>(
+        &self,
+        ws: &mut Workspace<'_>,
+        instances: &'i [Instance],
+        report: &mut Report,
+    ) -> Result<Decided<'i>> {
+        let promoted_ids = queued_ids(instances);
+        report.promoted = ws.promote()?;
+        // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
+        let importing = ws.settle_imports()?;
+        ws.init_if_needed(&ws.providers(instances))?;
+        let saved = ws.plan()?;
+        report.terraform_runs = 1;
+        fill_plan(report, &saved.plan);
+
+        // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
+        let doomed = vanished(&saved.plan, instances, &promoted_ids);
+        let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
+        let decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan);
+        for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
+            report.groups.push(GroupReport::new(group, members, decision));
+        }
+
+        // Scale: every group's new members and terminations, with the pruned files, in one
+        // change (all or nothing), applied at once.
+        let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
+        let terminated: BTreeSet<InstanceId> =
+            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
+        let mut terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
+        let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&leaving);
+        let mut added: Vec<Vec<InstanceId>> = Vec::new();
+        for (group, (_, decision)) in self.groups.iter().zip(&decisions) {
+            let ids = decision
+                .add
+                .iter()
+                .map(|lid| new.add(&group.members, lid.as_deref(), &BTreeMap::new()))
+                .collect::<Result<Vec<_>>>()?;
+            added.push(ids);
+        }
+        let writes = new.writes;
+        // A shared file a new member writes is not removed with a terminated one.
+        terminations.retain(|name| !writes.iter().any(|w| w.name == *name));
+        let scale = ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() };
+        let last_added = added.iter().flatten().max();
+        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
+        if planned.is_some() {
+            report.terraform_runs += 1;
+        }
+        self.check_max_destroy(&saved.plan, &doomed, planned, &decisions)?;
+        Ok(Decided { saved, doomed, pruned_files, decisions, scale, added, importing })
     }
 
     /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
@@ -522,6 +550,17 @@ impl Run<'_> {
         g.outdated = g.members - g.current;
         g.pending = g.members != g.desired || g.outdated > 0 || g.stopped.is_some();
     }
+}
+
+/// What a converging run decided before its first write.
+struct Decided<'i> {
+    saved: crate::workspace::SavedPlan,
+    doomed: Vec<(&'i Instance, String)>,
+    pruned_files: Vec<String>,
+    decisions: Vec<(Vec<crate::converge::Member>, crate::converge::Decision)>,
+    scale: ChangeSet,
+    added: Vec<Vec<InstanceId>>,
+    importing: bool,
 }
 
 /// The applies of the rolling updates, added up for the report.
