@@ -14,6 +14,7 @@
 
 mod conclude;
 mod follow;
+mod probe_cache;
 mod supervise;
 
 use std::collections::BTreeMap;
@@ -140,7 +141,8 @@ fn find_program(name: &std::ffi::OsStr) -> Option<PathBuf> {
 }
 
 impl Terraform {
-    /// Probes `version -json` and refuses anything before 1.0.
+    /// Probes `version -json` (or remembers what this very binary said: `probe_cache`) and
+    /// refuses anything before 1.0.
     pub(crate) fn open(
         program: PathBuf,
         dir: &Path,
@@ -157,16 +159,28 @@ impl Terraform {
             records_state: true,
             printer,
         };
-        let probe = Invocation { touches_dir: false, ..Invocation::new(&["version", "-json"]) };
-        let out = tf.capture(&probe)?;
-        let version = tfoutput::parse_version(&out).ok_or_else(|| {
-            missing(format!("`{} version -json` did not print a version: is it terraform?", tf.program.display()))
-        })?;
+        let cached = probe_cache::lookup(&tf.program);
+        let version = match &cached {
+            Some(version) => version.clone(),
+            None => {
+                let probe = Invocation { touches_dir: false, ..Invocation::new(&["version", "-json"]) };
+                let out = tf.capture(&probe)?;
+                tfoutput::parse_version(&out).ok_or_else(|| {
+                    missing(format!(
+                        "`{} version -json` did not print a version: is it terraform?",
+                        tf.program.display()
+                    ))
+                })?
+            }
+        };
         let major: u64 = version.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
         if major < 1 {
             return Err(missing(format!("terraform {version} is too old: infrakit-tf needs 1.0 or later"))
                 .hint("install Terraform 1.x or OpenTofu")
                 .into());
+        }
+        if cached.is_none() {
+            probe_cache::store(&tf.program, &version);
         }
         tf.version = version;
         Ok(tf)

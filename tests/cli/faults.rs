@@ -1,6 +1,8 @@
 //! Faults a real terraform will not produce on demand, injected with a scripted fake: garbage
 //! output, a crash mid-stream, a version too old. Everything else runs the real terraform.
 
+use std::path::Path;
+
 use crate::support::Scratch;
 
 const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
@@ -117,4 +119,32 @@ provisioned (apply failed) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false` failed (exit 1): Error acquiring the state lock: Error message: open terraform.tfstate: read-only file system
 
 "#]]);
+}
+
+// The version probe is remembered per binary, and a binary replaced in place is probed again.
+#[test]
+fn the_version_probe_is_cached_until_terraform_is_replaced() {
+    let s = Scratch::new();
+    let log = s.root.path().join("calls");
+    let script = |version: &str| {
+        format!(
+            "#!/bin/sh\necho \"$1\" >> {}\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) echo '{{\"type\":\"change_summary\",\"changes\":{{\"add\":0,\"change\":0,\"remove\":0,\"operation\":\"apply\"}}}}' ;;\n  *) exit 3 ;;\nesac\n",
+            log.display()
+        )
+    };
+    let tf = s.root.path().join("terraform");
+    crate::support::write_executable(&tf, &script("1.9.0"));
+    let vm = s.write_outside("vm.json", VM);
+    let tf = tf.to_str().unwrap();
+    let versions = || std::fs::read_to_string(&log).unwrap().lines().filter(|l| *l == "version").count();
+    s.run(&["provision", &vm, "--terraform", tf]).ok();
+    assert_eq!(versions(), 1);
+    s.run(&["provision", &vm, "--terraform", tf, "--verbose"]).ok();
+    assert_eq!(versions(), 1, "the second run remembers 1.9.0");
+    // An upgrade replaces the binary: probed again, and the new version is what is used.
+    std::fs::remove_file(tf).unwrap();
+    crate::support::write_executable(Path::new(tf), &script("1.10.1"));
+    let run = s.run(&["provision", &vm, "--terraform", tf, "--verbose"]).ok();
+    assert_eq!(versions(), 2);
+    assert!(run.stderr.contains("1.10.1"), "{}", run.stderr);
 }
