@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_infrakit_tf_global_optspecs
-    string join \n dir= output= yes vm-type= lock-timeout= terraform-timeout= terraform= env= q/quiet v/verbose h/help V/version
+    string join \n dir= output= yes vm-type= lock-timeout= terraform-timeout= parallelism= terraform= env= q/quiet v/verbose h/help V/version
 end
 
 function __fish_infrakit_tf_needs_command
@@ -30,6 +30,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l yes -d 'Answer yes to confirmations (required without a terminal)'
@@ -52,6 +53,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l yes -d 'Answer yes to confirmations (required without a terminal)'
@@ -67,6 +69,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l no-apply -d 'Only write the files (queued as `.tf.json.new`); do not run terraform'
@@ -84,6 +87,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l no-apply -d 'Only change the files; do not run terraform'
@@ -99,6 +103,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l no-apply -d 'Only change the files; do not run terraform'
@@ -116,6 +121,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l properties -d 'Include each VM\'s properties (in `--output json`)'
@@ -135,6 +141,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l no-wait -d 'Exit at once (code 5) when another infrakit-tf run holds the directory'
@@ -150,6 +157,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l dry-run -d 'List the orphans and terraform\'s plan; change nothing'
@@ -168,6 +176,7 @@ json\t'JSON with a stable schema, for scripts'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l dry-run -d 'Show what would be imported and created, and terraform\'s plan; change nothing'

@@ -60,6 +60,11 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM_TIMEOUT", value_parser = parse_duration, default_value = "1h", value_name = "DURATION")]
     pub terraform_timeout: Duration,
 
+    /// How many resources terraform creates, changes or destroys at once (its `-parallelism`,
+    /// whose default is 10); large groups on fast APIs want more
+    #[arg(long, global = true, env = "INFRAKIT_TF_PARALLELISM", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub parallelism: Option<u32>,
+
     /// The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`
     #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM", value_name = "PATH")]
     pub terraform: Option<PathBuf>,

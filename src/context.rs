@@ -26,6 +26,8 @@ pub(crate) struct Ctx {
     pub(crate) lock_timeout: Duration,
     /// `--terraform-timeout`: the longest any one terraform run may take.
     pub(crate) terraform_timeout: Duration,
+    /// `--parallelism`: terraform's `-parallelism` for plans and applies.
+    pub(crate) parallelism: Option<u32>,
 }
 
 impl Ctx {
@@ -39,6 +41,7 @@ impl Ctx {
             vm_types: args.vm_types.into_iter().filter(|t| !t.is_empty()).collect(),
             lock_timeout: args.lock_timeout,
             terraform_timeout: args.terraform_timeout,
+            parallelism: args.parallelism,
         }
     }
 
@@ -70,7 +73,8 @@ impl Ctx {
     pub(crate) fn terraform(&self, dir: &Directory) -> Result<Terraform> {
         let program = terraform::discover(self.terraform.as_deref())?;
         let tf =
-            Terraform::open(program, dir.path(), self.tf_env.clone(), self.terraform_timeout, self.printer.clone())?;
+            Terraform::open(program, dir.path(), self.tf_env.clone(), self.terraform_timeout, self.printer.clone())?
+                .with_parallelism(self.parallelism);
         self.printer.detail(&format!("using {}", tf.describe()));
         Ok(tf)
     }

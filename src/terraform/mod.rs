@@ -45,6 +45,8 @@ pub(crate) struct Terraform {
     records_state: bool,
     /// Where progress and `--verbose` detail go.
     printer: Printer,
+    /// `--parallelism`, for plans and applies.
+    parallelism: Option<u32>,
 }
 
 /// How to plan.
@@ -158,6 +160,7 @@ impl Terraform {
             timeout,
             records_state: true,
             printer,
+            parallelism: None,
         };
         let cached = probe_cache::lookup(&tf.program);
         let version = match &cached {
@@ -197,7 +200,14 @@ impl Terraform {
             timeout: self.timeout,
             records_state: false,
             printer: self.printer.clone(),
+            parallelism: self.parallelism,
         }
+    }
+
+    /// The same, with terraform's `-parallelism` for plans and applies (`None`: its default).
+    pub(crate) fn with_parallelism(mut self, parallelism: Option<u32>) -> Self {
+        self.parallelism = parallelism;
+        self
     }
 
     /// `path version`, for `--verbose`.
@@ -220,6 +230,7 @@ impl Terraform {
             args.push("-lock=false".into());
         }
         args.push("-detailed-exitcode".into());
+        args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
         if let Some(out) = options.out {
             args.push(format!("-out={}", out.display()));
         }
@@ -237,6 +248,7 @@ impl Terraform {
     /// `apply -auto-approve -json`, its progress shown as it runs. Returns what it did.
     pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
         let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-json"].map(String::from).into();
+        args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
         match what {
             Apply::Configuration { refresh: false } => args.push("-refresh=false".into()),
             Apply::Configuration { refresh: true } => {}

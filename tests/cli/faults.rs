@@ -148,3 +148,22 @@ fn the_version_probe_is_cached_until_terraform_is_replaced() {
     assert_eq!(versions(), 2);
     assert!(run.stderr.contains("1.10.1"), "{}", run.stderr);
 }
+
+// `--parallelism` reaches terraform's plans and applies.
+#[test]
+fn parallelism_is_passed_to_terraform() {
+    let s = Scratch::new();
+    let log = s.root.path().join("args");
+    let script = format!(
+        "#!/bin/sh\necho \"$*\" >> {}\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"1.9.0\"}}' ;;\n  init) exit 0 ;;\n  apply) echo '{{\"type\":\"change_summary\",\"changes\":{{\"add\":0,\"change\":0,\"remove\":0,\"operation\":\"apply\"}}}}' ;;\n  *) exit 3 ;;\nesac\n",
+        log.display()
+    );
+    let tf = s.root.path().join("terraform");
+    crate::support::write_executable(&tf, &script);
+    let vm = s.write_outside("vm.json", VM);
+    s.run(&["provision", &vm, "--terraform", tf.to_str().unwrap(), "--parallelism", "25"]).ok();
+    let args = std::fs::read_to_string(&log).unwrap();
+    let apply = args.lines().find(|l| l.starts_with("apply")).unwrap();
+    assert!(apply.contains("-parallelism=25"), "{args}");
+    s.run(&["provision", &vm, "--terraform", tf.to_str().unwrap(), "--parallelism", "0"]).code(2);
+}
