@@ -28,8 +28,16 @@ use crate::tfconfig::LOGICAL_ID_TAG;
 
 /// The tag naming a member's group (InfraKit's `group.GroupTag`).
 pub const GROUP_TAG: &str = "infrakit.group";
-/// The tag holding a member's config hash (InfraKit's `group.ConfigSHATag`).
+/// The tag holding a member's config hash: InfraKit's `group.ConfigSHATag`, so that members
+/// InfraKit made are recognised.
 pub const CONFIG_TAG: &str = "infrakit.config.hash";
+/// The same hash under the name infrakit-tf's group issue gives it; written too, read too.
+pub const CONFIG_SHA_TAG: &str = "infrakit.config_sha";
+
+/// Whether a member with `tags` is current for a spec whose config hash is `hash`.
+pub fn is_current(tags: &std::collections::BTreeMap<String, String>, hash: &str) -> bool {
+    [CONFIG_TAG, CONFIG_SHA_TAG].iter().any(|t| tags.get(*t).is_some_and(|h| h == hash))
+}
 
 /// The largest group: one directory holds its files, and one run creates the missing members
 /// in one apply.
@@ -164,6 +172,7 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     let mut tags: Map<String, Value> = tags.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
     tags.insert(GROUP_TAG.into(), Value::String(id.clone()));
     tags.insert(CONFIG_TAG.into(), Value::String(config_hash.clone()));
+    tags.insert(CONFIG_SHA_TAG.into(), Value::String(config_hash.clone()));
     let mut instance_spec = serde_json::json!({"Properties": instance_props, "Tags": tags});
     if !init.is_empty() {
         instance_spec["Init"] = Value::String(init);
@@ -293,7 +302,7 @@ mod tests {
         assert_eq!(
             g.instance_spec(None),
             serde_json::json!({"Properties": {"resource":{"aws_instance":{"vm":{"ami":"a"}}}}, "Init": "x\ny",
-                "Tags": {"role": "web", "infrakit.group": "g", "infrakit.config.hash": g.config_hash}})
+                "Tags": {"role": "web", "infrakit.group": "g", "infrakit.config.hash": g.config_hash, "infrakit.config_sha": g.config_hash}})
         );
         let pet = g.instance_spec(Some("db-1"));
         assert_eq!(pet["LogicalID"], "db-1");
@@ -344,6 +353,15 @@ mod tests {
         assert!(reserved.unwrap_err()[0].contains("infrakit-tf's own tag"));
         let neither = parsed(r#"{"ID":"g","Properties":{"Allocation":{},"Instance":{"Properties":{"resource":{}}}}}"#);
         assert!(neither.unwrap_err()[0].contains("`Size` (cattle) or `LogicalIDs` (pets)"));
+    }
+
+    #[test]
+    fn members_infrakit_made_are_current_and_bootstrap_is_not() {
+        let tags = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(is_current(&tags(&[(CONFIG_TAG, "abc")]), "abc"), "InfraKit's tag alone");
+        assert!(is_current(&tags(&[(CONFIG_TAG, "abc"), (CONFIG_SHA_TAG, "abc")]), "abc"));
+        assert!(!is_current(&tags(&[(CONFIG_TAG, "bootstrap")]), "abc"));
+        assert!(!is_current(&tags(&[]), "abc"));
     }
 
     #[test]

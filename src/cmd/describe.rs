@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::cli::DescribeArgs;
 use crate::context::Ctx;
 use crate::directory::Instance;
-use crate::group::{CONFIG_TAG, GROUP_TAG};
+use crate::group::{is_current, CONFIG_SHA_TAG, CONFIG_TAG, GROUP_TAG};
 use crate::names::Suffix;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfoutput::StateResource;
@@ -69,7 +69,7 @@ fn row(inst: Instance, properties: bool, state: Option<&State>, hashes: &BTreeMa
         attachments: inst.attachments.iter().cloned().collect(),
         attributes,
         group: inst.tags.get(GROUP_TAG).cloned(),
-        current: inst.tags.get(GROUP_TAG).and_then(|g| hashes.get(g)).map(|h| inst.tags.get(CONFIG_TAG) == Some(h)),
+        current: inst.tags.get(GROUP_TAG).and_then(|g| hashes.get(g)).map(|h| is_current(&inst.tags, h)),
         tags: inst.tags,
     }
 }
@@ -141,7 +141,9 @@ fn table(rows: &[Row]) -> Table {
         let tags: Vec<String> = r
             .tags
             .iter()
-            .filter(|(k, _)| ![NAME_TAG, ATTACH_TAG, LOGICAL_ID_TAG, GROUP_TAG, CONFIG_TAG].contains(&k.as_str()))
+            .filter(|(k, _)| {
+                ![NAME_TAG, ATTACH_TAG, LOGICAL_ID_TAG, GROUP_TAG, CONFIG_TAG, CONFIG_SHA_TAG].contains(&k.as_str())
+            })
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         table.add_row([

@@ -81,6 +81,7 @@ fn a_group_is_created_in_one_apply_then_left_alone() {
         assert_eq!(r["Tags"]["infrakit.group"], "web");
         assert_eq!(r["Tags"]["role"], "web", "the flavor's tags are merged");
         assert_eq!(r["Tags"]["infrakit.config.hash"], hash.as_str());
+        assert_eq!(r["Tags"]["infrakit.config_sha"], hash.as_str(), "the same hash under both names");
         let file: Value =
             serde_json::from_str(&std::fs::read_to_string(c.s.dir.join(r["file"].as_str().unwrap())).unwrap()).unwrap();
         let id = r["ID"].as_str().unwrap();

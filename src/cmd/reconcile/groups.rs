@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::cmd::load_groups;
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
-use crate::group::{GroupSpec, CONFIG_TAG, GROUP_TAG};
+use crate::group::{is_current, GroupSpec, GROUP_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::output::Printer;
 use crate::profile::Profiles;
@@ -64,7 +64,7 @@ pub(super) fn members(
         .map(|i| Member {
             id: i.id.clone(),
             logical_id: i.logical_id().map(str::to_string),
-            current: i.tags.get(CONFIG_TAG) == Some(&group.spec.config_hash),
+            current: is_current(&i.tags, &group.spec.config_hash),
             created: i.vm.as_ref().is_some_and(|(t, n)| !creating.contains(format!("{t}.{n}").as_str())),
         })
         .collect()

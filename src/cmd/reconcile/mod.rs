@@ -311,7 +311,7 @@ impl Run<'_> {
             .instances(self.profiles)
             .into_iter()
             .filter(|i| i.tags.get(crate::group::GROUP_TAG) == Some(&group.spec.id))
-            .filter(|i| i.tags.get(crate::group::CONFIG_TAG) == Some(&group.spec.config_hash))
+            .filter(|i| crate::group::is_current(&i.tags, &group.spec.config_hash))
             .map(|i| i.id)
             .collect();
         if let Err(e) = self.health(ws, group, &current) {
@@ -545,8 +545,7 @@ impl Run<'_> {
         let members: Vec<&Instance> =
             instances.iter().filter(|i| i.tags.get(crate::group::GROUP_TAG) == Some(&group.spec.id)).collect();
         g.members = members.len();
-        g.current =
-            members.iter().filter(|i| i.tags.get(crate::group::CONFIG_TAG) == Some(&group.spec.config_hash)).count();
+        g.current = members.iter().filter(|i| crate::group::is_current(&i.tags, &group.spec.config_hash)).count();
         g.outdated = g.members - g.current;
         g.pending = g.members != g.desired || g.outdated > 0 || g.stopped.is_some();
     }
