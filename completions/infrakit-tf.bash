@@ -471,13 +471,17 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__provision)
-            opts="-q -v -h -V --logical-id --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --logical-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --count)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

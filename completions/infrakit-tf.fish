@@ -61,7 +61,8 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s q -
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s V -l version -d 'Print version'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l logical-id -d 'The instance\'s logical ID (a pet): names its siblings and dedicated slot, sets the `infrakit.logical_id` tag; overrides the spec\'s `LogicalID`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l logical-id -d 'The instance\'s logical ID (a pet): names its siblings and dedicated slot, sets the `infrakit.logical_id` tag; overrides the spec\'s `LogicalID`. Repeatable: one pet per logical ID, all in one apply' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l count -d 'Provision N instances (each its own ID and slot) in one apply, so that they are created in parallel; stdout lists the N IDs, `--output json` an array (at most 1000)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l tag -d 'Add a tag to the VM (repeatable; overrides the spec\'s `Tags`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'

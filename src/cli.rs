@@ -229,9 +229,15 @@ pub struct ProvisionArgs {
     pub spec: PathBuf,
 
     /// The instance's logical ID (a pet): names its siblings and dedicated slot, sets the
-    /// `infrakit.logical_id` tag; overrides the spec's `LogicalID`
+    /// `infrakit.logical_id` tag; overrides the spec's `LogicalID`. Repeatable: one pet per
+    /// logical ID, all in one apply
     #[arg(long, value_name = "ID")]
-    pub logical_id: Option<String>,
+    pub logical_id: Vec<String>,
+
+    /// Provision N instances (each its own ID and slot) in one apply, so that they are
+    /// created in parallel; stdout lists the N IDs, `--output json` an array (at most 1000)
+    #[arg(long, value_name = "N", conflicts_with = "logical_id", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub count: Option<u32>,
 
     /// Add a tag to the VM (repeatable; overrides the spec's `Tags`)
     #[arg(long = "tag", value_parser = parse_kv, value_name = "K=V")]

@@ -1,4 +1,5 @@
-//! `provision SPEC`: expand a spec into a new instance's files, apply, print its ID.
+//! `provision SPEC`: expand a spec into a new instance's files, apply, print its ID. With
+//! `--count N` (or several `--logical-id`), N instances in one change and one apply.
 
 use std::collections::BTreeMap;
 
@@ -10,24 +11,31 @@ use crate::cmd::instances::NewInstances;
 use crate::cmd::load_spec;
 use crate::context::Ctx;
 use crate::exit::invalid;
-use crate::names;
+use crate::names::{self, InstanceId};
 use crate::workspace::{ChangeSet, CommitMode, Committed, Outcome, Workspace};
 
 #[derive(Serialize)]
-struct Report {
+struct Report<'o> {
     #[serde(rename = "ID")]
     id: String,
     #[serde(rename = "LogicalID")]
     logical_id: Option<String>,
+    /// The whole change's (one commit for all the instances).
     #[serde(flatten)]
-    outcome: Outcome,
+    outcome: &'o Outcome,
 }
 
 pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
     let (spec, _group) = load_spec(&args.spec, &profiles, &ctx.printer)?;
-    let logical_id = args.logical_id.clone().or_else(|| spec.logical_id.clone());
-    if let Some(lid) = &logical_id {
+    // One instance per logical ID given, else `--count` of them (the spec's logical ID, if
+    // any, for each: a second one is refused, as two pets cannot share it).
+    let logical_ids: Vec<Option<String>> = if args.logical_id.is_empty() {
+        vec![spec.logical_id.clone(); args.count.unwrap_or(1) as usize]
+    } else {
+        args.logical_id.iter().cloned().map(Some).collect()
+    };
+    for lid in logical_ids.iter().flatten() {
         names::check_path_component(lid, "logical ID").map_err(invalid)?;
     }
     let tags: BTreeMap<String, String> = args.tags.iter().cloned().collect();
@@ -35,11 +43,9 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
 
     let mut ws = Workspace::for_mode(ctx, mode)?;
     let dir = ws.dir(); // listed under the lock: what another run wrote is seen
-    if let Some(lid) = &logical_id {
-        dir.check_logical_id_free(&profiles, lid)?;
-    }
     let mut new = NewInstances::new(dir, &profiles, &ctx.printer);
-    let id = new.add(&spec, logical_id.as_deref(), &tags)?;
+    let ids =
+        logical_ids.iter().map(|lid| new.add(&spec, lid.as_deref(), &tags)).collect::<Result<Vec<InstanceId>>>()?;
     let Committed { outcome, failure } = ws.commit(ChangeSet::writing(new.writes), mode)?;
     let verb = match mode {
         CommitMode::DryRun => "would provision",
@@ -47,12 +53,21 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         CommitMode::Apply if failure.is_some() => "provisioned (apply failed)",
         CommitMode::Apply => "provisioned",
     };
-    ctx.printer.status(&format!("{verb} {id}"));
-    let report = Report { id: id.to_string(), logical_id, outcome };
-    if ctx.printer.json_output() {
-        ctx.printer.json(&report)?;
+    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    ctx.printer.status(&format!("{verb} {}", list.join(" ")));
+    let several = args.count.is_some() || args.logical_id.len() > 1;
+    if ctx.printer.json_output() && several {
+        // One element per instance, each in the single provision's shape.
+        let reports: Vec<Report<'_>> = ids
+            .iter()
+            .zip(&logical_ids)
+            .map(|(id, lid)| Report { id: id.to_string(), logical_id: lid.clone(), outcome: &outcome })
+            .collect();
+        ctx.printer.json(&reports)?;
+    } else if ctx.printer.json_output() {
+        ctx.printer.json(&Report { id: list[0].clone(), logical_id: logical_ids[0].clone(), outcome: &outcome })?;
     } else {
-        ctx.printer.data(&report.id)?;
+        ctx.printer.data(&list.join("\n"))?;
     }
     failure.map_or(Ok(()), Err)
 }

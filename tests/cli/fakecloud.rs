@@ -134,3 +134,51 @@ fn a_queued_file_with_a_new_provider_gets_init() {
     assert_eq!(c.objects().len(), 3, "the queued VM, its slot and the shared volume were created");
     assert_eq!(c.describe().len(), 3);
 }
+
+// `provision --count N`: N instances, each its own ID and slot, in one apply (created in
+// parallel); stdout lists the IDs, `--output json` an array. Bad counts change nothing.
+#[test]
+fn provision_count_makes_n_instances_in_one_apply() {
+    let c = Cloud::new();
+    c.delay_creates(2000);
+    let run = c.run(&["provision", &c.spec(), "--count", "3"]).ok();
+    c.delay_creates(0);
+    let ids: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(ids.len(), 3, "{run:#?}");
+    assert_eq!(run.stderr.matches("plan: ").count(), 1, "one apply: {}", run.stderr);
+    let rows = c.describe();
+    assert_eq!(rows.len(), 3);
+    let slots: std::collections::BTreeSet<String> = rows
+        .iter()
+        .flat_map(|r| r["attachments"].as_array().unwrap().clone())
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .filter(|a| a.contains("_dedicated_"))
+        .collect();
+    assert_eq!(slots.len(), 3, "three slots: {slots:?}");
+    // Each create sleeps 2 s before its object is written: together, not one after the other.
+    let written: Vec<std::time::SystemTime> = c
+        .objects()
+        .keys()
+        .filter(|k| k.starts_with("i-"))
+        .map(|k| std::fs::metadata(c.cloud.join(format!("{k}.json"))).unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(written.len(), 3);
+    let spread = written.iter().max().unwrap().duration_since(*written.iter().min().unwrap()).unwrap();
+    assert!(spread < std::time::Duration::from_secs(2), "created one after the other: {spread:?} apart");
+
+    let json = c.run(&["provision", &c.spec(), "--count", "2", "--no-apply", "--output", "json"]).ok().json();
+    assert_eq!(json.as_array().unwrap().len(), 2, "{json}");
+    assert!(json[0]["ID"].is_string() && json[0]["ID"] != json[1]["ID"], "{json}");
+
+    let before = c.s.snapshot();
+    for bad in ["0", "-1", "1001", "many"] {
+        let run = c.run(&["provision", &c.spec(), "--count", bad]);
+        assert_eq!(run.code, 2, "--count {bad}: {run:#?}");
+    }
+    let run = c.run(&["provision", &c.spec(), "--count", "2", "--logical-id", "a"]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(c.s.snapshot() == before, "refused: nothing changed");
+    // Several logical IDs: one pet each.
+    let pets = c.run(&["provision", &c.spec(), "--logical-id", "a", "--logical-id", "b", "--no-apply"]).ok();
+    assert_eq!(pets.stdout.lines().count(), 2, "{pets:#?}");
+}
