@@ -29,7 +29,7 @@ use self::conclude::{conclude, Finished};
 use self::follow::Sink;
 use crate::exit::{Code, Failure};
 use crate::output::{Printer, Progress};
-use crate::tfoutput::{self, Changes, ResourceChange, StateResource};
+use crate::tfoutput::{self, Changes, Event, ResourceChange, StateResource};
 
 /// Terraform's state, by resource address (`show -json`).
 pub(crate) type State = BTreeMap<String, StateResource>;
@@ -58,8 +58,10 @@ pub(crate) struct PlanOptions<'a> {
     pub(crate) refresh: Option<bool>,
     /// Take terraform's state lock. A plan in a dry-run mirror does not: it writes nothing.
     pub(crate) lock: bool,
-    /// Save the plan there, for [`Apply::Saved`] or [`Terraform::show_plan`].
+    /// Save the plan there, for [`Apply::Saved`] or [`Terraform::show_plan_imports`].
     pub(crate) out: Option<&'a Path>,
+    /// Plan only these addresses and their dependencies (`-target`); empty: everything.
+    pub(crate) targets: &'a [String],
 }
 
 /// What a plan found.
@@ -83,6 +85,9 @@ pub(crate) enum Apply<'a> {
     Configuration { refresh: bool },
     /// A plan saved by [`Terraform::plan`] (`out`): exactly what was planned, no second plan.
     Saved(&'a Path),
+    /// Only these addresses and their dependencies (`-target`), without refreshing: what a
+    /// commit changed. Terraform's "targeting is in effect" warnings are expected, not shown.
+    Targets(&'a [String]),
 }
 
 /// One terraform command line and what its run means.
@@ -95,6 +100,8 @@ struct Invocation {
     /// It reads or writes the directory or its state: recorded as running while it runs, so
     /// the directory stays locked until it ends (`lock`). `version` does not.
     touches_dir: bool,
+    /// It has `-target`s: terraform's warnings about targeting are expected.
+    targeted: bool,
 }
 
 impl Invocation {
@@ -104,6 +111,7 @@ impl Invocation {
             detailed_exitcode: false,
             writes_state: false,
             touches_dir: true,
+            targeted: false,
         }
     }
 
@@ -231,10 +239,12 @@ impl Terraform {
         }
         args.push("-detailed-exitcode".into());
         args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
+        args.extend(options.targets.iter().map(|t| format!("-target={t}")));
         if let Some(out) = options.out {
             args.push(format!("-out={}", out.display()));
         }
-        let inv = Invocation { args, detailed_exitcode: true, ..Invocation::new(&[]) };
+        let inv =
+            Invocation { args, detailed_exitcode: true, targeted: !options.targets.is_empty(), ..Invocation::new(&[]) };
         let finished = self.stream(&inv)?;
         let c = finished.collected;
         Ok(Plan {
@@ -253,8 +263,13 @@ impl Terraform {
             Apply::Configuration { refresh: false } => args.push("-refresh=false".into()),
             Apply::Configuration { refresh: true } => {}
             Apply::Saved(plan) => args.push(plan.to_str().context("plan path is not UTF-8")?.to_string()),
+            Apply::Targets(targets) => {
+                args.push("-refresh=false".into());
+                args.extend(targets.iter().map(|t| format!("-target={t}")));
+            }
         }
-        let inv = Invocation { args, ..Invocation::new(&[]) }.writes_state();
+        let targeted = matches!(what, Apply::Targets(t) if !t.is_empty());
+        let inv = Invocation { args, targeted, ..Invocation::new(&[]) }.writes_state();
         Ok(self.stream(&inv)?.collected.applied.unwrap_or_default())
     }
 
@@ -289,8 +304,19 @@ impl Terraform {
     fn stream(&self, inv: &Invocation) -> Result<Finished> {
         self.printer.detail(&format!("running {}", self.display(&inv.args)));
         let mut progress = Progress::new(&self.printer);
-        let ran = supervise::supervise(self, inv, Sink::Events(&mut |e| progress.on_event(e)));
+        let mut expected = 0;
+        let ran = supervise::supervise(
+            self,
+            inv,
+            Sink::Events(&mut |e| match e {
+                Event::Diagnostic(d) if inv.targeted && is_targeting_warning(d) => expected += 1,
+                _ => progress.on_event(e),
+            }),
+        );
         progress.finish();
+        if expected > 0 {
+            self.printer.detail("terraform applied the changed resources only (-target); `reconcile` applies the rest");
+        }
         let ran = ran?;
         let garbage = ran.collected.garbage;
         let finished = conclude(self, inv, ran)?;
@@ -317,11 +343,23 @@ impl Terraform {
         }
     }
 
-    /// The command line, for messages and `--verbose`.
+    /// The command line, for messages and `--verbose`; of many `-target`s, the first is shown
+    /// and the others counted (a thousand would be a wall of text).
     fn display(&self, args: &[String]) -> String {
         let name =
             self.program.file_name().map_or_else(|| self.program.display().to_string(), |n| n.to_string_lossy().into());
-        format!("`{name} {}`", args.join(" "))
+        let targets = args.iter().filter(|a| a.starts_with("-target=")).count();
+        let mut shown: Vec<String> = Vec::new();
+        for arg in args {
+            if arg.starts_with("-target=") && shown.iter().any(|a| a.starts_with("-target=")) {
+                continue;
+            }
+            shown.push(arg.clone());
+            if arg.starts_with("-target=") && targets > 1 {
+                shown.push(format!("(and {} more -target)", targets - 1));
+            }
+        }
+        format!("`{name} {}`", shown.join(" "))
     }
 }
 
@@ -329,4 +367,11 @@ impl fmt::Debug for Terraform {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.describe())
     }
+}
+
+/// Terraform's warnings that `-target` is in effect: expected when a commit targets what it
+/// changed.
+fn is_targeting_warning(d: &tfoutput::Diagnostic) -> bool {
+    !d.is_error()
+        && (d.summary == "Resource targeting is in effect" || d.summary == "Applied changes may be incomplete")
 }

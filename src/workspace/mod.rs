@@ -149,19 +149,21 @@ impl<'a> Workspace<'a> {
         }
         // Everything that can refuse the apply comes before the first write: a missing
         // terraform, a queued file that would break every apply, a lost state.
-        let providers = if mode == CommitMode::Apply {
+        let (providers, targets) = if mode == CommitMode::Apply {
             self.terraform()?;
             let queued = self.preflight(&changes)?;
-            init::providers_of(changes.docs().chain(&queued))
+            (init::providers_of(changes.docs().chain(&queued)), self.targets(&changes, &queued)?)
         } else {
-            BTreeSet::new()
+            (BTreeSet::new(), Vec::new())
         };
         let mut outcome = Outcome { files: self.write(changes)?, ..Outcome::default() };
         if mode == CommitMode::Queue {
             return Ok(Committed { outcome, failure: None });
         }
         self.promote()?;
-        self.settle_imports()?;
+        // Import blocks left by a killed import are carried out by a whole apply only: a
+        // targeted one would skip those of untargeted resources, and then lose them.
+        let targets = if self.settle_imports()? { Vec::new() } else { targets };
         // The queued files written above are live now: report the names they have.
         for f in outcome.files.iter_mut().filter(|f| f.action != FileAction::Removed) {
             if let Some(base) = f.name.strip_suffix(names::QUEUED) {
@@ -170,7 +172,9 @@ impl<'a> Workspace<'a> {
         }
         let applied = self.init_if_needed(&providers).and_then(|()| {
             let started = Instant::now();
-            let changes = self.terraform()?.apply(Apply::Configuration { refresh: false })?;
+            let what =
+                if targets.is_empty() { Apply::Configuration { refresh: false } } else { Apply::Targets(&targets) };
+            let changes = self.terraform()?.apply(what)?;
             Ok((changes, started.elapsed()))
         });
         match applied {
@@ -218,6 +222,41 @@ impl<'a> Workspace<'a> {
         }
         crate::state_guard::check(&self.dir)?;
         Ok(queued)
+    }
+
+    /// The addresses a commit of `changes` applies (`-target`), so that its cost does not grow
+    /// with the rest of the directory: every resource of a file it creates, changes (before and
+    /// after) or removes, and of the queued files it promotes (`queued`). Empty (apply all)
+    /// when it changes no file, or a file to remove cannot be read.
+    fn targets(&self, changes: &ChangeSet, queued: &[Value]) -> Result<Vec<String>> {
+        let mut addresses = BTreeSet::new();
+        let mut add = |doc: &Value| {
+            for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
+                addresses
+                    .extend(by_name.as_object().into_iter().flat_map(|m| m.keys()).map(|n| format!("{rtype}.{n}")));
+            }
+        };
+        let mut changed = false;
+        for w in &changes.writes {
+            let old = self.dir.replaceable(&w.name)?;
+            if old.as_ref() != Some(&w.doc) {
+                changed = true;
+                add(&w.doc);
+                old.iter().for_each(&mut add);
+            }
+        }
+        for name in changes.removals.iter().filter(|n| self.dir.has(n)) {
+            changed = true;
+            match self.dir.read_doc(name) {
+                Ok(doc) => add(&doc),
+                Err(_) => return Ok(Vec::new()),
+            }
+        }
+        if !changed {
+            return Ok(Vec::new());
+        }
+        queued.iter().for_each(&mut add);
+        Ok(addresses.into_iter().collect())
     }
 
     /// Writes and removes the files of `changes`, all or nothing (`journal`), and lists the
@@ -336,7 +375,7 @@ impl<'a> Workspace<'a> {
             .tempdir()
             .context("failed to create a temporary directory")?;
         let path = dir.path().join("plan");
-        let plan = self.terraform()?.plan(PlanOptions { refresh: None, lock: true, out: Some(&path) })?;
+        let plan = self.terraform()?.plan(PlanOptions { refresh: None, lock: true, out: Some(&path), targets: &[] })?;
         Ok(SavedPlan { plan, _dir: dir, path })
     }
 
@@ -350,8 +389,14 @@ impl<'a> Workspace<'a> {
     /// Plans the directory as it would be after `changes` and promotion, in a mirror: nothing
     /// in the real directory is written (a plan there takes no state lock, saves no refresh).
     pub(crate) fn plan_after(&self, changes: &ChangeSet, refresh: bool) -> Result<Plan> {
+        self.plan_after_only(changes, refresh, &[])
+    }
+
+    /// [`Workspace::plan_after`], of `targets` only (`-target`; empty: everything).
+    fn plan_after_only(&self, changes: &ChangeSet, refresh: bool, targets: &[String]) -> Result<Plan> {
         let mirror = mirror::build(&self.dir, changes)?;
-        self.plan_in_mirror(mirror.path(), changes, PlanOptions { refresh: Some(refresh), lock: false, out: None })
+        let options = PlanOptions { refresh: Some(refresh), lock: false, out: None, targets };
+        self.plan_in_mirror(mirror.path(), changes, options)
     }
 
     /// What `changes` (files and an import-blocks file) would import: a plan in a mirror,
@@ -365,7 +410,7 @@ impl<'a> Workspace<'a> {
         self.plan_in_mirror(
             mirror.path(),
             changes,
-            PlanOptions { refresh: Some(false), lock: false, out: Some(&plan) },
+            PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &[] },
         )?;
         self.terraform()?.in_dir(mirror.path()).show_plan_imports(&plan)
     }
@@ -409,8 +454,12 @@ impl<'a> Workspace<'a> {
                 .map(|n| FileChange { name: n.clone(), action: FileAction::Removed }),
         );
         self.terraform()?;
+        // The same scope the apply would have.
+        let queued: Vec<Value> =
+            self.dir.queued().filter(|n| !changes.touches(n)).filter_map(|n| self.dir.read_doc(n).ok()).collect();
+        let targets = if self.dir.has(names::IMPORT_FILE) { Vec::new() } else { self.targets(changes, &queued)? };
         let started = Instant::now();
-        let plan = self.plan_after(changes, false)?;
+        let plan = self.plan_after_only(changes, false, &targets)?;
         Ok(Outcome {
             files,
             dry_run: true,

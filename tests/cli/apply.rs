@@ -85,7 +85,7 @@ fn failed_apply_is_reported_and_converges() {
     assert_eq!(error.len(), 1, "{run:#?}");
     assert!(
         error[0].contains(
-            "apply -auto-approve -input=false -json -refresh=false` failed (exit 1): local-exec provisioner error"
+            &format!("apply -auto-approve -input=false -json -refresh=false -target=terraform_data.{id}` failed (exit 1): local-exec provisioner error")
         ),
         "{}",
         error[0]
@@ -172,10 +172,46 @@ running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
 ...
 labelled instance-[..] in instance-[..].tf.json
-error: `terraform apply -auto-approve -input=false -json -refresh=false` failed: the Terraform state is locked by another process
+error: `terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` failed: the Terraform state is locked by another process
 hint: wait for the other terraform run to finish; `terraform force-unlock` only if it is dead
 
 "#]]);
     std::fs::File::create(&release).unwrap();
     assert!(other.wait().unwrap().success());
+}
+
+// provision, destroy and label apply what they changed (`-target`), not the rest: a pending
+// change of the user's main.tf is left for `reconcile`, which applies the whole directory.
+#[test]
+fn commits_apply_only_what_they_changed() {
+    let s = Scratch::new();
+    let main = |v: &str| format!("resource \"terraform_data\" \"unrelated\" {{\n  input = \"{v}\"\n}}\n");
+    s.write("main.tf", &main("v1"));
+    s.run(&["reconcile"]).ok();
+    let input = |s: &Scratch| {
+        let shown: Value = serde_json::from_str(&terraform(&s.dir, &["show", "-json"])).unwrap();
+        let rs = shown["values"]["root_module"]["resources"].as_array().unwrap().clone();
+        rs.iter().find(|r| r["address"] == "terraform_data.unrelated").unwrap()["values"]["input"].clone()
+    };
+    assert_eq!(input(&s), "v1");
+    s.write("main.tf", &main("v2"));
+    let vm = s.write_outside("vm.json", r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#);
+    let run = s.run(&["provision", &vm, "--output", "json", "--verbose"]).ok();
+    assert_eq!(run.json()["terraform"]["added"], 1, "the new VM only: {}", run.stdout);
+    assert!(run.stderr.contains("-target=terraform_data.instance-"), "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("Resource targeting is in effect"),
+        "terraform's targeting warnings are not shown: {}",
+        run.stderr
+    );
+    let id = run.json()["ID"].as_str().unwrap().to_string();
+    s.run(&["label", &id, "owner=ops"]).ok();
+    assert_eq!(input(&s), "v1", "main.tf's change is not applied by provision or label");
+    s.run(&["reconcile", "--check"]).code(10);
+    s.run(&["reconcile"]).ok();
+    assert_eq!(input(&s), "v2", "reconcile applies it");
+    let dry = s.run(&["destroy", &id, "--dry-run", "--output", "json"]).ok().json();
+    assert_eq!(dry["planned"].as_array().unwrap().len(), 1, "a dry run plans the same scope: {dry}");
+    s.run(&["destroy", &id, "--yes"]).ok();
+    assert_eq!(state(&s.dir), ["terraform_data.unrelated"]);
 }

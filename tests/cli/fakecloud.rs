@@ -182,3 +182,27 @@ fn provision_count_makes_n_instances_in_one_apply() {
     let pets = c.run(&["provision", &c.spec(), "--logical-id", "a", "--logical-id", "b", "--no-apply"]).ok();
     assert_eq!(pets.stdout.lines().count(), 2, "{pets:#?}");
 }
+
+// A targeted destroy removes exactly the destroyed instance's resources: its VM and slot
+// volume; the shared volume goes with the last instance attached to it.
+#[test]
+fn destroy_removes_exactly_the_instance_resources() {
+    let c = Cloud::new();
+    let ids: Vec<String> =
+        c.run(&["provision", &c.spec(), "--count", "2"]).ok().stdout.lines().map(str::to_string).collect();
+    let kinds = |c: &Cloud| {
+        let mut v: Vec<String> = c.objects().values().map(|o| o["type"].as_str().unwrap().to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        kinds(&c),
+        ["fakecloud_instance", "fakecloud_instance", "fakecloud_volume", "fakecloud_volume", "fakecloud_volume"]
+    );
+    let out = c.run(&["destroy", &ids[0], "--yes", "--output", "json"]).ok().json();
+    assert_eq!(out["terraform"]["destroyed"], 2, "its VM and its slot's volume: {out}");
+    assert_eq!(kinds(&c), ["fakecloud_instance", "fakecloud_volume", "fakecloud_volume"]);
+    let out = c.run(&["destroy", &ids[1], "--yes", "--output", "json"]).ok().json();
+    assert_eq!(out["terraform"]["destroyed"], 3, "the last one takes the shared volume: {out}");
+    assert!(c.objects().is_empty(), "{:?}", c.objects());
+}

@@ -26,7 +26,7 @@ fn garbage_output_is_an_error() {
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 provisioned (apply failed) instance-[..]
-error: `fake-terraform apply -auto-approve -input=false -json -refresh=false` printed output that is not its JSON stream (2 line(s)): neither is this
+error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` printed output that is not its JSON stream (2 line(s)): neither is this
 
 "#]]);
 }
@@ -47,7 +47,7 @@ fn crash_mid_stream_is_named() {
 running terraform init (first use, new provider or changed configuration)
 [TIME] plan: 1 to add, 0 to change, 0 to destroy
 provisioned (apply failed) instance-[..]
-error: `fake-terraform apply -auto-approve -input=false -json -refresh=false` was killed by signal 9 (SIGKILL)
+error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` was killed by signal 9 (SIGKILL)
 hint: terraform's last words:
   panic: runtime error
 
@@ -97,7 +97,7 @@ running terraform init (first use, new provider or changed configuration)
     ID:        1e66a691
     Path:      terraform.tfstate
 provisioned (apply failed) instance-[..]
-error: `fake-terraform apply -auto-approve -input=false -json -refresh=false` failed: the Terraform state is locked by another process
+error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` failed: the Terraform state is locked by another process
 hint: wait for the other terraform run to finish; `terraform force-unlock` only if it is dead
 
 "#]]);
@@ -116,7 +116,7 @@ running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
   Error message: open terraform.tfstate: read-only file system
 provisioned (apply failed) instance-[..]
-error: `fake-terraform apply -auto-approve -input=false -json -refresh=false` failed (exit 1): Error acquiring the state lock: Error message: open terraform.tfstate: read-only file system
+error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` failed (exit 1): Error acquiring the state lock: Error message: open terraform.tfstate: read-only file system
 
 "#]]);
 }
