@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Many instances in one apply (issue: faster than running terraform by hand, goal 3).
+
+From an empty directory, N (default 20) instances whose create takes 1 s (a `terraform_data`
+VM with a `local-exec` provisioner `sleep 1`):
+
+  count       `infrakit-tf provision SPEC --count N`                target: <= 1.3 x bare
+  bare        `terraform apply` of the same N files, written beforehand (untimed)
+  provisions  N `infrakit-tf provision SPEC`, one after the other     target: >= 10 x count
+
+Medians of REPEAT (default 3; the N provisions run once). `--parallelism P` is given to both
+sides: with terraform's default of 10, 20 creates are two waves of 1 s whatever runs them.
+
+  python3 benches/count.py [--instances N] [--repeat R] [--parallelism P] [--terraform PATH] [--bin PATH]
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from common import release_binary, scratch
+
+
+def slow_spec(path):
+    vm = {"input": {"size": "small"}, "provisioner": [{"local-exec": {"command": "sleep 1"}}]}
+    with open(path, "w") as f:
+        json.dump({"Properties": {"resource": {"terraform_data": {"vm": vm}}}}, f)
+
+
+def fresh(tmp, terraform):
+    d, env, _ = scratch(tmp, terraform)
+    with open(os.path.join(d, "main.tf"), "w") as f:
+        f.write("terraform {}\n")
+    spec = os.path.join(tmp, "slow.json")
+    slow_spec(spec)
+    quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
+    subprocess.run([terraform, "init", "-input=false"], **quiet)  # untimed, every side
+    return d, spec, quiet
+
+
+def timed(argv, **kw):
+    t0 = time.perf_counter()
+    subprocess.run(argv, **kw)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--instances", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--parallelism", type=int)
+    ap.add_argument("--terraform", default=shutil.which("terraform"))
+    ap.add_argument("--bin")
+    args = ap.parse_args()
+    if not args.terraform:
+        sys.exit("no terraform: give --terraform PATH")
+    args.bin = release_binary(args.bin)
+    ours_flags = ["--parallelism", str(args.parallelism)] if args.parallelism else []
+    bare_flags = [f"-parallelism={args.parallelism}"] if args.parallelism else []
+    n = str(args.instances)
+
+    ours, bare = [], []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            d, spec, quiet = fresh(tmp, args.terraform)
+            ours.append(timed([args.bin, "--dir", d, "-q", *ours_flags, "provision", spec, "--count", n], **quiet))
+        with tempfile.TemporaryDirectory() as tmp:
+            d, spec, quiet = fresh(tmp, args.terraform)
+            subprocess.run([args.bin, "--dir", d, "-q", "provision", spec, "--count", n, "--no-apply"], **quiet)
+            for p in glob.glob(os.path.join(d, "*.tf.json.new")):
+                os.rename(p, p[: -len(".new")])
+            bare.append(timed([args.terraform, "apply", "-auto-approve", "-input=false", *bare_flags], **quiet))
+    with tempfile.TemporaryDirectory() as tmp:
+        d, spec, quiet = fresh(tmp, args.terraform)
+        t0 = time.perf_counter()
+        for _ in range(args.instances):
+            subprocess.run([args.bin, "--dir", d, "-q", *ours_flags, "provision", spec], **quiet)
+        provisions = time.perf_counter() - t0
+
+    mo, mb = statistics.median(ours), statistics.median(bare)
+    r1, r2 = mo / mb, provisions / mo
+    par = f"parallelism {args.parallelism}" if args.parallelism else "terraform's default parallelism (10)"
+    print(f"{args.instances} instances, 1 s per create, {par}, median of {args.repeat} ({args.terraform})")
+    print(f"  --count      {mo:8.2f} s")
+    print(f"  bare apply   {mb:8.2f} s   count / bare = {r1:.2f} (target <= 1.3) {'ok' if r1 <= 1.3 else 'MISSED'}")
+    print(f"  provisions   {provisions:8.2f} s   provisions / count = {r2:.1f} (target >= 10) {'ok' if r2 >= 10 else 'MISSED'}")
+    return 0 if r1 <= 1.3 and r2 >= 10 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
