@@ -8,7 +8,7 @@
 //! - `Queue` (`--no-apply`): write and remove files; new files stay queued as `.tf.json.new`.
 //! - `Apply`: the same, then promote every queued file to `.tf.json` and run one apply without
 //!   refreshing (refreshing is reconcile's job, so one provision into a large directory does
-//!   not refresh every machine).
+//!   not refresh every machine), of what changed only (`-target`, see [`Workspace::targets`]).
 //! - `DryRun`: nothing is written; terraform plans the would-be directory in a mirror.
 //!
 //! The file change itself is all or nothing (`journal`): written together, or not at all,
@@ -18,8 +18,8 @@
 //!
 //! After a failed apply the directory keeps what was asked for, promoted: the files describe
 //! the wanted state and terraform's state holds what it managed to do (a failed create is
-//! marked tainted). Re-running `terraform apply` through any infrakit-tf command, or
-//! `reconcile`, converges; nothing is rolled back or deleted behind the user's back. The one
+//! marked tainted). `reconcile` (which applies everything) converges; nothing is rolled back
+//! or deleted behind the user's back. The one
 //! exception is `import`, whose failure is undone ([`Workspace::undo_import`]).
 //!
 //! Other operations: [`Workspace::promote`], [`Workspace::plan`] (the real directory, for
