@@ -194,7 +194,7 @@ pub struct ReconcileArgs {
     pub max_unavailable: Option<u64>,
 
     /// A shell command that says whether a replacement is healthy (exit 0); run with
-    /// INFRAKIT_TF_ID, INFRAKIT_TF_LOGICAL_ID, INFRAKIT_TF_GROUP and INFRAKIT_TF_ATTR_<KEY> (its
+    /// `INFRAKIT_TF_ID`, `INFRAKIT_TF_LOGICAL_ID`, `INFRAKIT_TF_GROUP` and `INFRAKIT_TF_ATTR_<KEY>` (its
     /// state attributes) in its environment. The next batch waits for it
     #[arg(long, value_name = "CMD")]
     pub health_cmd: Option<String>,
