@@ -51,7 +51,14 @@ fn no_wait_exits_busy_at_once() {
     let start = std::time::Instant::now();
     let run = s.run(&["reconcile", "--no-wait"]).code(5);
     assert!(start.elapsed().as_secs() < 5);
-    s.assert_stderr(&run, crate::lock::locked_at_once());
+    s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: `[ROOT]/dir` is locked by another infrakit-tf run
+hint: another run is at work; the next cron run tries again (without --no-wait, reconcile waits up to --lock-timeout)
+
+"#]],
+    );
 }
 
 // Two reconciles at once: one runs, the other exits busy; the directory is consistent.

@@ -77,7 +77,15 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
     let groups = groups::load(&args.groups, &ctx.dir, &profiles, &ctx.printer)?;
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
-    let mut ws = Workspace::lock(ctx, timeout)?;
+    let mut ws = match Workspace::lock(ctx, timeout) {
+        // `--no-wait` asked not to wait: the hint to wait longer does not fit.
+        Err(e) if args.no_wait && crate::exit::code_for(&e) == Code::Locked => {
+            return Err(Failure::new(Code::Locked, format!("{e}"))
+                .hint("another run is at work; the next cron run tries again (without --no-wait, reconcile waits up to --lock-timeout)")
+                .into())
+        }
+        locked => locked?,
+    };
     ws.terraform()?;
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
     let instances = ws.dir().instances(&profiles);
