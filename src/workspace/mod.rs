@@ -149,14 +149,17 @@ impl<'a> Workspace<'a> {
         }
         // Everything that can refuse the apply comes before the first write: a missing
         // terraform, a queued file that would break every apply, a lost state.
+        // Each file to write is read once, and all before any write: one that cannot be
+        // replaced (a link, not JSON) leaves all as it was.
+        let existing = self.existing(&changes)?;
         let (providers, targets) = if mode == CommitMode::Apply {
             self.terraform()?;
             let queued = self.preflight(&changes)?;
-            (init::providers_of(changes.docs().chain(&queued)), self.targets(&changes, &queued)?)
+            (init::providers_of(changes.docs().chain(&queued)), self.targets(&changes, &existing, &queued)?)
         } else {
             (BTreeSet::new(), Vec::new())
         };
-        let mut outcome = Outcome { files: self.write(changes)?, ..Outcome::default() };
+        let mut outcome = Outcome { files: self.write_read(changes, existing)?, ..Outcome::default() };
         if mode == CommitMode::Queue {
             return Ok(Committed { outcome, failure: None });
         }
@@ -228,7 +231,7 @@ impl<'a> Workspace<'a> {
     /// with the rest of the directory: every resource of a file it creates, changes (before and
     /// after) or removes, and of the queued files it promotes (`queued`). Empty (apply all)
     /// when it changes no file, or a file to remove cannot be read.
-    fn targets(&self, changes: &ChangeSet, queued: &[Value]) -> Result<Vec<String>> {
+    fn targets(&self, changes: &ChangeSet, existing: &[Option<Value>], queued: &[Value]) -> Result<Vec<String>> {
         let mut addresses = BTreeSet::new();
         let mut add = |doc: &Value| {
             for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
@@ -237,8 +240,7 @@ impl<'a> Workspace<'a> {
             }
         };
         let mut changed = false;
-        for w in &changes.writes {
-            let old = self.dir.replaceable(&w.name)?;
+        for (w, old) in changes.writes.iter().zip(existing) {
             if old.as_ref() != Some(&w.doc) {
                 changed = true;
                 add(&w.doc);
@@ -259,11 +261,23 @@ impl<'a> Workspace<'a> {
         Ok(addresses.into_iter().collect())
     }
 
-    /// Writes and removes the files of `changes`, all or nothing (`journal`), and lists the
-    /// directory again. Returns what happened to each file.
+    /// Writes and removes the files of `changes`, all or nothing (`journal`), and keeps the
+    /// listing up to date. Returns what happened to each file.
     pub(crate) fn write(&mut self, changes: ChangeSet) -> Result<Vec<FileChange>> {
+        let existing = self.existing(&changes)?;
+        self.write_read(changes, existing)
+    }
+
+    /// The documents the files `changes` writes hold now (`None`: absent), each read once; an
+    /// error where a write must not replace one (`Directory::replaceable`).
+    fn existing(&self, changes: &ChangeSet) -> Result<Vec<Option<Value>>> {
+        changes.writes.iter().map(|w| self.dir.replaceable(&w.name)).collect()
+    }
+
+    /// [`Workspace::write`], the files it replaces already read ([`Workspace::existing`]).
+    fn write_read(&mut self, changes: ChangeSet, existing: Vec<Option<Value>>) -> Result<Vec<FileChange>> {
         self.written_providers.extend(init::providers_of(changes.docs()));
-        let (ops, files) = self.file_ops(changes)?;
+        let (ops, files) = self.file_ops(changes, existing);
         journal::commit(self.dir.path(), &ops)?;
         for op in &ops {
             self.dir.note(&op.name, op.after.is_some());
@@ -278,12 +292,8 @@ impl<'a> Workspace<'a> {
     /// change that removes instance files raises the ID record past them, in the same all or
     /// nothing change, so that their IDs (whose machines may still be in state) are never
     /// reused.
-    fn file_ops(&self, changes: ChangeSet) -> Result<(Vec<FileOp>, Vec<FileChange>)> {
+    fn file_ops(&self, changes: ChangeSet, existing: Vec<Option<Value>>) -> (Vec<FileOp>, Vec<FileChange>) {
         let dir = &self.dir;
-        // Each file is read once, and all before any write: one that cannot be replaced (a
-        // link, not JSON) leaves all as it was.
-        let existing: Vec<Option<Value>> =
-            changes.writes.iter().map(|w| dir.replaceable(&w.name)).collect::<Result<_>>()?;
         let mut ops = Vec::new();
         let mut files = Vec::new();
         for (FileWrite { name, doc, perms }, old) in changes.writes.into_iter().zip(existing) {
@@ -310,7 +320,7 @@ impl<'a> Workspace<'a> {
         if let Some(n) = highest_removed.filter(|n| !matches!(dir.last_issued(), Some(last) if last >= *n)) {
             ops.push(FileOp { name: LAST_ID.to_string(), after: Some((format!("{n}\n").into_bytes(), Perms::Public)) });
         }
-        Ok((ops, files))
+        (ops, files)
     }
 
     /// Renames every queued `.tf.json.new` to `.tf.json` (atomically replacing a live twin).
@@ -382,21 +392,24 @@ impl<'a> Workspace<'a> {
     /// Applies the directory as it is, or a saved plan, after `init` if what was written
     /// needs it. Returns what terraform did.
     pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
-        self.init_if_needed(&self.written_providers)?;
+        if !self.written_providers.is_empty() {
+            self.init_if_needed(&self.written_providers)?;
+        }
         self.terraform()?.apply(what)
     }
 
     /// Plans the directory as it would be after `changes` and promotion, in a mirror: nothing
     /// in the real directory is written (a plan there takes no state lock, saves no refresh).
     pub(crate) fn plan_after(&self, changes: &ChangeSet, refresh: bool) -> Result<Plan> {
-        self.plan_after_only(changes, refresh, &[])
+        let mirror = mirror::build(&self.dir, changes)?;
+        let options = PlanOptions { refresh: Some(refresh), lock: false, out: None, targets: &[] };
+        self.plan_in_mirror(mirror.path(), changes, &self.queued_docs(changes), options)
     }
 
-    /// [`Workspace::plan_after`], of `targets` only (`-target`; empty: everything).
-    fn plan_after_only(&self, changes: &ChangeSet, refresh: bool, targets: &[String]) -> Result<Plan> {
-        let mirror = mirror::build(&self.dir, changes)?;
-        let options = PlanOptions { refresh: Some(refresh), lock: false, out: None, targets };
-        self.plan_in_mirror(mirror.path(), changes, options)
+    /// The queued files' documents that a promotion after `changes` would bring (those
+    /// `changes` does not replace), for `init`'s provider check.
+    fn queued_docs(&self, changes: &ChangeSet) -> Vec<Value> {
+        self.dir.queued().filter(|n| !changes.touches(n)).filter_map(|n| self.dir.read_doc(n).ok()).collect()
     }
 
     /// What `changes` (files and an import-blocks file) would import: a plan in a mirror,
@@ -407,11 +420,8 @@ impl<'a> Workspace<'a> {
         changes.writes.iter().try_for_each(|w| self.dir.check_replaceable(&w.name))?;
         let mirror = mirror::build(&self.dir, changes)?;
         let plan = mirror.path().join(".infrakit-tf-import.plan");
-        self.plan_in_mirror(
-            mirror.path(),
-            changes,
-            PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &[] },
-        )?;
+        let options = PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &[] };
+        self.plan_in_mirror(mirror.path(), changes, &self.queued_docs(changes), options)?;
         self.terraform()?.in_dir(mirror.path()).show_plan_imports(&plan)
     }
 
@@ -419,10 +429,15 @@ impl<'a> Workspace<'a> {
     /// mirror: its lock file is its own copy, so yours is left alone (providers it installs go
     /// to the shared `.terraform`, which is a cache); the marker is not updated, so the next
     /// apply runs `init`.
-    fn plan_in_mirror(&self, mirror: &Path, changes: &ChangeSet, options: PlanOptions<'_>) -> Result<Plan> {
+    fn plan_in_mirror(
+        &self,
+        mirror: &Path,
+        changes: &ChangeSet,
+        queued: &[Value],
+        options: PlanOptions<'_>,
+    ) -> Result<Plan> {
         let tf = self.terraform()?.in_dir(mirror);
-        let queued: Vec<Value> = self.dir.queued().filter_map(|n| self.dir.read_doc(n).ok()).collect();
-        if init::needed(self.dir.path(), &init::providers_of(changes.docs().chain(&queued)))? {
+        if init::needed(self.dir.path(), &init::providers_of(changes.docs().chain(queued)))? {
             // `init` installs providers into the real `.terraform` (the mirror links it): that
             // is a write, so it happens under the directory lock, like every other.
             let _lock = if lock::held() { None } else { Some(self.ctx.lock()?) };
@@ -437,10 +452,11 @@ impl<'a> Workspace<'a> {
     /// would-be directory. Nothing is written.
     fn preview(&self, changes: &ChangeSet) -> Result<Outcome> {
         // What a commit would say: the same documents compared, the same files refused.
+        let existing = self.existing(changes)?;
         let mut files = Vec::new();
-        for w in &changes.writes {
-            let action = match self.dir.replaceable(&w.name)? {
-                Some(old) if old == w.doc => FileAction::Unchanged,
+        for (w, old) in changes.writes.iter().zip(&existing) {
+            let action = match old {
+                Some(old) if *old == w.doc => FileAction::Unchanged,
                 Some(_) => FileAction::Updated,
                 None => FileAction::Created,
             };
@@ -455,11 +471,13 @@ impl<'a> Workspace<'a> {
         );
         self.terraform()?;
         // The same scope the apply would have.
-        let queued: Vec<Value> =
-            self.dir.queued().filter(|n| !changes.touches(n)).filter_map(|n| self.dir.read_doc(n).ok()).collect();
-        let targets = if self.dir.has(names::IMPORT_FILE) { Vec::new() } else { self.targets(changes, &queued)? };
+        let queued = self.queued_docs(changes);
+        let targets =
+            if self.dir.has(names::IMPORT_FILE) { Vec::new() } else { self.targets(changes, &existing, &queued)? };
         let started = Instant::now();
-        let plan = self.plan_after_only(changes, false, &targets)?;
+        let mirror = mirror::build(&self.dir, changes)?;
+        let options = PlanOptions { refresh: Some(false), lock: false, out: None, targets: &targets };
+        let plan = self.plan_in_mirror(mirror.path(), changes, &queued, options)?;
         Ok(Outcome {
             files,
             dry_run: true,
