@@ -304,14 +304,14 @@ impl Directory {
 
     /// Which dedicated slots exist and which are attached, for slot choice. An instance file
     /// that cannot be read is an error here: its slot could otherwise be handed out twice.
-    /// Instances `leaving` are left out: they go in the same change, and their slots are orphans
-    /// then.
-    pub(crate) fn slots_without(&self, profiles: &Profiles, leaving: &BTreeSet<InstanceId>) -> Result<Slots> {
+    /// `instances` are those that stay: one that leaves in the same change is left out, and
+    /// its slot is an orphan then.
+    pub(crate) fn slots(&self, instances: &[Instance]) -> Result<Slots> {
         let existing: BTreeSet<String> =
             self.managed().filter(|f| matches!(f.kind, Kind::Dedicated { .. })).map(|f| f.base.to_string()).collect();
         let mut attached = BTreeSet::new();
         let mut missing = Vec::new();
-        for inst in self.instances(profiles).into_iter().filter(|i| !leaving.contains(&i.id)) {
+        for inst in instances {
             if let Err(e) = &inst.doc {
                 return Err(invalid(format!("cannot tell which dedicated slots are free: {e}"))
                     .hint("fix or remove that instance file, then re-run")
@@ -322,7 +322,7 @@ impl Directory {
                     missing.push((inst.id.clone(), base.clone()));
                 }
             }
-            attached.extend(inst.attachments);
+            attached.extend(inst.attachments.iter().cloned());
         }
         Ok(Slots { existing, attached, missing })
     }

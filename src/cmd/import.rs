@@ -91,7 +91,11 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         names::check_path_component(lid, "logical ID").map_err(invalid)?;
         ws.dir().check_logical_id_free(&profiles, lid)?;
     }
-    let slots = if spec.needs_slot() { read_slots(ws.dir(), &profiles, &ctx.printer)? } else { Slots::default() };
+    let slots = if spec.needs_slot() {
+        read_slots(ws.dir(), &ws.dir().instances(&profiles), &ctx.printer)?
+    } else {
+        Slots::default()
+    };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let id = ws.dir().next_id(now)?;
     let plan = ImportPlan::new(&spec, &requests, &profiles, &id, slots, &state)?;

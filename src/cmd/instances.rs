@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 
 use crate::cli::Reason;
-use crate::cmd::read_slots_without;
+use crate::cmd::read_slots;
 use crate::directory::{Directory, Instance};
 use crate::exit::invalid;
 use crate::expand::{self, Request, Slots};
@@ -29,7 +29,9 @@ pub(crate) struct NewInstances<'a> {
     slots: Option<Slots>,
     /// Instances removed in the same change: their slots are free to take.
     leaving: BTreeSet<InstanceId>,
-    /// Logical IDs in use (read on the first pet), with their instance.
+    /// The instances that stay, read once (on the first instance that needs them).
+    staying: Option<Vec<Instance>>,
+    /// Logical IDs in use, with their instance.
     logical_ids: Option<BTreeMap<String, InstanceId>>,
     /// The files to write, in order.
     pub(crate) writes: Vec<FileWrite>,
@@ -44,6 +46,7 @@ impl<'a> NewInstances<'a> {
             next: None,
             slots: None,
             leaving: BTreeSet::new(),
+            staying: None,
             logical_ids: None,
             writes: Vec::new(),
         }
@@ -82,7 +85,8 @@ impl<'a> NewInstances<'a> {
         }
         let dedicated = spec.resources.iter().any(|r| matches!(r.scope, names::Scope::Dedicated(_)));
         if dedicated && self.slots.is_none() {
-            self.slots = Some(read_slots_without(self.dir, self.profiles, &self.leaving, self.printer)?);
+            let (dir, printer) = (self.dir, self.printer);
+            self.slots = Some(read_slots(dir, self.staying(), printer)?);
         }
         let no_slots = Slots::default();
         let expansion = expand::expand(
@@ -114,17 +118,19 @@ impl<'a> NewInstances<'a> {
         Ok(id)
     }
 
+    /// The instances that stay (all but those `leaving`), read once.
+    fn staying(&mut self) -> &[Instance] {
+        let (dir, profiles, leaving) = (self.dir, self.profiles, &self.leaving);
+        self.staying
+            .get_or_insert_with(|| dir.instances(profiles).into_iter().filter(|i| !leaving.contains(&i.id)).collect())
+    }
+
     /// Refuses a logical ID another instance has (one staying, or one added before in this
     /// change): two pets with one logical ID would declare the same resources twice.
     fn claim_logical_id(&mut self, lid: &str, id: &InstanceId) -> Result<()> {
         if self.logical_ids.is_none() {
-            let used = self
-                .dir
-                .instances(self.profiles)
-                .into_iter()
-                .filter(|i| !self.leaving.contains(&i.id))
-                .filter_map(|i| Some((i.logical_id()?.to_string(), i.id.clone())))
-                .collect();
+            let used =
+                self.staying().iter().filter_map(|i| Some((i.logical_id()?.to_string(), i.id.clone()))).collect();
             self.logical_ids = Some(used);
         }
         let used = self.logical_ids.as_mut().expect("read above");

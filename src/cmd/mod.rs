@@ -97,18 +97,12 @@ pub(crate) fn parse_spec(text: &str, profiles: &Profiles) -> Result<(Spec, Optio
 /// The directory's dedicated slots, for slot choice. An instance attached to a slot whose file
 /// is gone keeps the slot (it may still hold the volume in Terraform's state); the directory is
 /// inconsistent, and the user is told.
-pub(crate) fn read_slots(dir: &Directory, profiles: &Profiles, printer: &Printer) -> Result<Slots> {
-    read_slots_without(dir, profiles, &std::collections::BTreeSet::new(), printer)
-}
-
-/// [`read_slots`] once the instances `leaving` are gone (see `Directory::slots_without`).
-pub(crate) fn read_slots_without(
+pub(crate) fn read_slots(
     dir: &Directory,
-    profiles: &Profiles,
-    leaving: &std::collections::BTreeSet<crate::names::InstanceId>,
+    instances: &[crate::directory::Instance],
     printer: &Printer,
 ) -> Result<Slots> {
-    let slots = dir.slots_without(profiles, leaving)?;
+    let slots = dir.slots(instances)?;
     for (id, base) in &slots.missing {
         printer.warn(&format!(
             "{id} is attached to `{base}{LIVE}`, which is missing (live and queued): its slot is not reused; restore the file, or destroy {id}"
