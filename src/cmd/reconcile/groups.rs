@@ -27,6 +27,16 @@ pub(super) struct Group {
 }
 
 impl Group {
+    /// Its members among `instances`: those tagged with its ID.
+    pub(super) fn tagged<'i>(&'i self, instances: &'i [Instance]) -> impl Iterator<Item = &'i Instance> + 'i {
+        instances.iter().filter(|i| i.tags.get(GROUP_TAG) == Some(&self.spec.id))
+    }
+
+    /// Whether a member's config hash is the spec's.
+    pub(super) fn is_current(&self, member: &Instance) -> bool {
+        is_current(&member.tags, &self.spec.config_hash)
+    }
+
     /// Whether its rolling update destroys the old member first: when a member has a dedicated
     /// resource (the replacement re-attaches the same slot: a volume is never attached to two
     /// machines), or is a pet (a logical ID names one member's resources, never two).
@@ -58,13 +68,13 @@ pub(super) fn members(
         .filter(|c| matches!(c.action, Action::Create | Action::Replace))
         .map(|c| c.address.as_str())
         .collect();
-    instances
-        .iter()
-        .filter(|i| i.tags.get(GROUP_TAG) == Some(&group.spec.id) && !leaving.contains(&i.id))
+    group
+        .tagged(instances)
+        .filter(|i| !leaving.contains(&i.id))
         .map(|i| Member {
             id: i.id.clone(),
             logical_id: i.logical_id().map(str::to_string),
-            current: is_current(&i.tags, &group.spec.config_hash),
+            current: group.is_current(i),
             created: i.vm.as_ref().is_some_and(|(t, n)| !creating.contains(format!("{t}.{n}").as_str())),
         })
         .collect()
@@ -118,6 +128,14 @@ impl GroupReport {
             stopped: None,
             todo: Self::what(decision),
         }
+    }
+
+    /// The member counts as `instances` have them (after the run's changes).
+    pub(super) fn settle(&mut self, group: &Group, instances: &[Instance]) {
+        self.members = group.tagged(instances).count();
+        self.current = group.tagged(instances).filter(|i| group.is_current(i)).count();
+        self.outdated = self.members - self.current;
+        self.pending = self.members != self.desired || self.outdated > 0 || self.stopped.is_some();
     }
 
     /// What is left to do, for messages: `2 to add, 1 to terminate, 3 outdated`.

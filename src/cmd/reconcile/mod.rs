@@ -314,14 +314,9 @@ impl Run<'_> {
         let at_once = self.args.max_unavailable.or(group.spec.max_unavailable).unwrap_or(1);
         // A replacement an earlier run made must be healthy before anything more is destroyed:
         // an update that stopped stays stopped until the cause is fixed.
-        let current: Vec<InstanceId> = ws
-            .dir()
-            .instances(self.profiles)
-            .into_iter()
-            .filter(|i| i.tags.get(crate::group::GROUP_TAG) == Some(&group.spec.id))
-            .filter(|i| crate::group::is_current(&i.tags, &group.spec.config_hash))
-            .map(|i| i.id)
-            .collect();
+        let instances = ws.dir().instances(self.profiles);
+        let current: Vec<InstanceId> =
+            group.tagged(&instances).filter(|i| group.is_current(i)).map(|i| i.id.clone()).collect();
         if let Err(e) = self.health(ws, group, &current) {
             return Some(e);
         }
@@ -540,22 +535,17 @@ impl Run<'_> {
         .into())
     }
 
-    /// The member counts of every group after the scaling apply.
+    /// The member counts of every group after the scaling apply (the directory read once).
     fn settle_counts(&self, ws: &Workspace<'_>, report: &mut Report) {
+        let instances = ws.dir().instances(self.profiles);
         for (group, g) in self.groups.iter().zip(report.groups.iter_mut()) {
-            self.settle_group(ws, group, g);
+            g.settle(group, &instances);
         }
     }
 
     /// A group's member counts as the directory now has them.
     fn settle_group(&self, ws: &Workspace<'_>, group: &Group, g: &mut GroupReport) {
-        let instances = ws.dir().instances(self.profiles);
-        let members: Vec<&Instance> =
-            instances.iter().filter(|i| i.tags.get(crate::group::GROUP_TAG) == Some(&group.spec.id)).collect();
-        g.members = members.len();
-        g.current = members.iter().filter(|i| crate::group::is_current(&i.tags, &group.spec.config_hash)).count();
-        g.outdated = g.members - g.current;
-        g.pending = g.members != g.desired || g.outdated > 0 || g.stopped.is_some();
+        g.settle(group, &ws.dir().instances(self.profiles));
     }
 }
 
