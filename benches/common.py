@@ -1,9 +1,11 @@
 """What the terraform benchmarks share: the release binary, a scratch directory with an empty
 terraform CLI config, a clean environment, a VM-only spec, and alternating median timing."""
+import glob
 import json
 import os
 import statistics
 import subprocess
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,3 +45,62 @@ def alternate(a, b, repeat, between=None):
             if out is ta and between:
                 between()
     return statistics.median(ta), statistics.median(tb)
+
+
+def timed(argv, **kw):
+    """Seconds one run takes."""
+    t0 = time.perf_counter()
+    subprocess.run(argv, **kw)
+    return time.perf_counter() - t0
+
+
+def fresh(tmp, terraform):
+    """(managed dir, quiet run kwargs) of an empty, initialised directory inside `tmp`: the
+    user's own configuration is one (empty) `main.tf`, as every directory has one."""
+    d, env, _ = scratch(tmp, terraform)
+    with open(os.path.join(d, "main.tf"), "w") as f:
+        f.write("terraform {}\n")
+    quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
+    subprocess.run([terraform, "init", "-input=false"], **quiet)  # untimed, every side
+    return d, quiet
+
+
+def promote_queued(d):
+    """Renames every queued `.tf.json.new` in `d` to `.tf.json`, as a promotion does."""
+    for p in glob.glob(os.path.join(d, "*.tf.json.new")):
+        os.rename(p, p[: -len(".new")])
+
+
+def many_at_once(args, write_spec, ours, queue, single):
+    """N instances from an empty directory, three ways; medians of `args.repeat` (the N single
+    provisions run once: they take the longest). `write_spec(path)` writes the spec;
+    `ours(spec)` is the one command that creates the N; `queue(spec)` lists
+    the commands that write the same N files without applying (the bare side then promotes them
+    and times one `terraform apply`); `single(spec)` lists the N single provisions. `args` has
+    `terraform`, `bin`, `repeat`, `parallelism` (given to both sides, or None)."""
+    par = ["--parallelism", str(args.parallelism)] if args.parallelism else []
+    bare_par = [f"-parallelism={args.parallelism}"] if args.parallelism else []
+    ours_t, bare_t = [], []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            d, quiet = fresh(tmp, args.terraform)
+            spec = os.path.join(tmp, "spec.json")
+            write_spec(spec)
+            ours_t.append(timed([args.bin, "--dir", d, "-q", *par, *ours(spec)], **quiet))
+        with tempfile.TemporaryDirectory() as tmp:
+            d, quiet = fresh(tmp, args.terraform)
+            spec = os.path.join(tmp, "spec.json")
+            write_spec(spec)
+            for argv in queue(spec):
+                subprocess.run([args.bin, "--dir", d, "-q", *argv], **quiet)
+            promote_queued(d)
+            bare_t.append(timed([args.terraform, "apply", "-auto-approve", "-input=false", *bare_par], **quiet))
+    with tempfile.TemporaryDirectory() as tmp:
+        d, quiet = fresh(tmp, args.terraform)
+        spec = os.path.join(tmp, "spec.json")
+        write_spec(spec)
+        t0 = time.perf_counter()
+        for argv in single(spec):
+            subprocess.run([args.bin, "--dir", d, "-q", *par, *argv], **quiet)
+        singles = time.perf_counter() - t0
+    return statistics.median(ours_t), statistics.median(bare_t), singles

@@ -14,40 +14,17 @@ sides: with terraform's default of 10, 20 creates are two waves of 1 s whatever 
   python3 benches/count.py [--instances N] [--repeat R] [--parallelism P] [--terraform PATH] [--bin PATH]
 """
 import argparse
-import glob
 import json
-import os
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
-from common import release_binary, scratch
+from common import many_at_once, release_binary
 
 
 def slow_spec(path):
     vm = {"input": {"size": "small"}, "provisioner": [{"local-exec": {"command": "sleep 1"}}]}
     with open(path, "w") as f:
         json.dump({"Properties": {"resource": {"terraform_data": {"vm": vm}}}}, f)
-
-
-def fresh(tmp, terraform):
-    d, env, _ = scratch(tmp, terraform)
-    with open(os.path.join(d, "main.tf"), "w") as f:
-        f.write("terraform {}\n")
-    spec = os.path.join(tmp, "slow.json")
-    slow_spec(spec)
-    quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
-    subprocess.run([terraform, "init", "-input=false"], **quiet)  # untimed, every side
-    return d, spec, quiet
-
-
-def timed(argv, **kw):
-    t0 = time.perf_counter()
-    subprocess.run(argv, **kw)
-    return time.perf_counter() - t0
 
 
 def main():
@@ -61,29 +38,14 @@ def main():
     if not args.terraform:
         sys.exit("no terraform: give --terraform PATH")
     args.bin = release_binary(args.bin)
-    ours_flags = ["--parallelism", str(args.parallelism)] if args.parallelism else []
-    bare_flags = [f"-parallelism={args.parallelism}"] if args.parallelism else []
-    n = str(args.instances)
-
-    ours, bare = [], []
-    for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            d, spec, quiet = fresh(tmp, args.terraform)
-            ours.append(timed([args.bin, "--dir", d, "-q", *ours_flags, "provision", spec, "--count", n], **quiet))
-        with tempfile.TemporaryDirectory() as tmp:
-            d, spec, quiet = fresh(tmp, args.terraform)
-            subprocess.run([args.bin, "--dir", d, "-q", "provision", spec, "--count", n, "--no-apply"], **quiet)
-            for p in glob.glob(os.path.join(d, "*.tf.json.new")):
-                os.rename(p, p[: -len(".new")])
-            bare.append(timed([args.terraform, "apply", "-auto-approve", "-input=false", *bare_flags], **quiet))
-    with tempfile.TemporaryDirectory() as tmp:
-        d, spec, quiet = fresh(tmp, args.terraform)
-        t0 = time.perf_counter()
-        for _ in range(args.instances):
-            subprocess.run([args.bin, "--dir", d, "-q", *ours_flags, "provision", spec], **quiet)
-        provisions = time.perf_counter() - t0
-
-    mo, mb = statistics.median(ours), statistics.median(bare)
+    n = args.instances
+    mo, mb, provisions = many_at_once(
+        args,
+        slow_spec,
+        lambda spec: ["provision", spec, "--count", str(n)],
+        lambda spec: [["provision", spec, "--count", str(n), "--no-apply"]],
+        lambda spec: [["provision", spec]] * n,
+    )
     r1, r2 = mo / mb, provisions / mo
     par = f"parallelism {args.parallelism}" if args.parallelism else "terraform's default parallelism (10)"
     print(f"{args.instances} instances, 1 s per create, {par}, median of {args.repeat} ({args.terraform})")

@@ -25,17 +25,14 @@ default of 10 makes 20 creates two waves of 1 s, whatever runs them.
 Exit status 1 when a target is missed.
 """
 import argparse
-import glob
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from common import alternate, release_binary, scratch
+from common import alternate, fresh, many_at_once, release_binary
 
 
 def group_spec(path, size, delay):
@@ -54,60 +51,24 @@ def group_spec(path, size, delay):
         json.dump(spec, f)
 
 
-def base_config(d):
-    """The user's own configuration: every directory has one (here, nothing in it)."""
-    with open(os.path.join(d, "main.tf"), "w") as f:
-        f.write("terraform {}\n")
-
-
-def timed(argv, **kw):
-    t0 = time.perf_counter()
-    subprocess.run(argv, **kw)
-    return time.perf_counter() - t0
-
-
 def scale_up(args):
     """Medians (seconds) of reconcile 0 -> N, bare apply of the same N, and N provisions."""
-    ours, bare = [], []
-    for _ in range(args.repeat):
-        for which in ("ours", "bare"):
-            with tempfile.TemporaryDirectory() as tmp:
-                d, env, _ = scratch(tmp, args.terraform)
-                base_config(d)
-                spec = os.path.join(tmp, "g.json")
-                group_spec(spec, args.members, delay=True)
-                quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
-                subprocess.run([args.terraform, "init", "-input=false"], **quiet)  # untimed, both sides
-                if which == "ours":
-                    ours.append(timed([args.bin, "--dir", d, "-q", *args.ours_flags, "reconcile", "--group", spec], **quiet))
-                else:
-                    for _ in range(args.members):
-                        subprocess.run([args.bin, "--dir", d, "-q", "provision", "--no-apply", spec], **quiet)
-                    for p in glob.glob(os.path.join(d, "*.tf.json.new")):
-                        os.rename(p, p[: -len(".new")])
-                    bare.append(timed([args.terraform, "apply", "-auto-approve", "-input=false", *args.bare_flags], **quiet))
-    with tempfile.TemporaryDirectory() as tmp:
-        d, env, _ = scratch(tmp, args.terraform)
-        base_config(d)
-        spec = os.path.join(tmp, "g.json")
-        group_spec(spec, args.members, delay=True)
-        quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
-        subprocess.run([args.terraform, "init", "-input=false"], **quiet)
-        t0 = time.perf_counter()
-        for _ in range(args.members):
-            subprocess.run([args.bin, "--dir", d, "-q", "provision", spec], **quiet)
-        provisions = time.perf_counter() - t0
-    return statistics.median(ours), statistics.median(bare), provisions
+    n = args.members
+    return many_at_once(
+        args,
+        lambda path: group_spec(path, n, delay=True),
+        lambda spec: ["reconcile", "--group", spec],
+        lambda spec: [["provision", "--no-apply", spec]] * n,
+        lambda spec: [["provision", spec]] * n,
+    )
 
 
 def converged(args):
     """Medians (seconds) of a no-op reconcile of M members and a bare refreshing plan."""
     with tempfile.TemporaryDirectory() as tmp:
-        d, env, _ = scratch(tmp, args.terraform)
-        base_config(d)
+        d, quiet = fresh(tmp, args.terraform)
         spec = os.path.join(tmp, "g.json")
         group_spec(spec, args.converged, delay=False)
-        quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
         ours = [args.bin, "--dir", d, "-q", "reconcile", "--group", spec]
         bare = [args.terraform, "plan", "-input=false", "-refresh=true"]
         subprocess.run(ours, **quiet)  # creates the M members
@@ -126,8 +87,6 @@ def main():
     ap.add_argument("--only", choices=["scale", "converged"], help="run one part only")
     ap.add_argument("--parallelism", type=int)
     args = ap.parse_args()
-    args.ours_flags = ["--parallelism", str(args.parallelism)] if args.parallelism else []
-    args.bare_flags = [f"-parallelism={args.parallelism}"] if args.parallelism else []
     if not args.terraform:
         sys.exit("no terraform: give --terraform PATH")
     args.bin = release_binary(args.bin)
