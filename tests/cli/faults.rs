@@ -1,17 +1,16 @@
 //! Faults a real terraform will not produce on demand, injected with a scripted fake: garbage
 //! output, a crash mid-stream, a version too old. Everything else runs the real terraform.
 
-use std::path::Path;
-
 use crate::support::Scratch;
 
 const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
 
 /// A fake terraform: `version -json` answers `version`, `init` succeeds, `apply` runs `apply`.
+/// Each command line it gets is logged to `<path>.calls` once that file exists (`record`).
 pub fn fake(s: &Scratch, version: &str, apply: &str) -> String {
     let path = s.root.path().join("fake-terraform");
     let script = format!(
-        "#!/bin/sh\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) {apply} ;;\n  *) exit 3 ;;\nesac\n"
+        "#!/bin/sh\n[ -e \"$0.calls\" ] && echo \"$*\" >> \"$0.calls\"\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) {apply} ;;\n  *) exit 3 ;;\nesac\n"
     );
     crate::support::write_executable(&path, &script);
     path.to_str().unwrap().to_string()
@@ -121,30 +120,36 @@ error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -ta
 "#]]);
 }
 
+/// An apply that changes nothing, as terraform's `-json` stream says it.
+const NO_CHANGE: &str =
+    r#"echo '{"type":"change_summary","changes":{"add":0,"change":0,"remove":0,"operation":"apply"}}'"#;
+
+/// Has `fake` terraform at `tf` log the command lines it gets, from now on.
+fn record(tf: &str) {
+    std::fs::write(format!("{tf}.calls"), "").unwrap();
+}
+
+/// The command lines `fake` terraform at `tf` was given since `record`.
+fn calls(tf: &str) -> Vec<String> {
+    std::fs::read_to_string(format!("{tf}.calls")).unwrap().lines().map(str::to_string).collect()
+}
+
 // The version probe is remembered per binary, and a binary replaced in place is probed again.
 #[test]
 fn the_version_probe_is_cached_until_terraform_is_replaced() {
     let s = Scratch::new();
-    let log = s.root.path().join("calls");
-    let script = |version: &str| {
-        format!(
-            "#!/bin/sh\necho \"$1\" >> {}\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) echo '{{\"type\":\"change_summary\",\"changes\":{{\"add\":0,\"change\":0,\"remove\":0,\"operation\":\"apply\"}}}}' ;;\n  *) exit 3 ;;\nesac\n",
-            log.display()
-        )
-    };
-    let tf = s.root.path().join("terraform");
-    crate::support::write_executable(&tf, &script("1.9.0"));
+    let tf = fake(&s, "1.9.0", NO_CHANGE);
+    record(&tf);
     let vm = s.write_outside("vm.json", VM);
-    let tf = tf.to_str().unwrap();
-    let versions = || std::fs::read_to_string(&log).unwrap().lines().filter(|l| *l == "version").count();
-    s.run(&["provision", &vm, "--terraform", tf]).ok();
+    let versions = || calls(&tf).iter().filter(|l| l.starts_with("version")).count();
+    s.run(&["provision", &vm, "--terraform", &tf]).ok();
     assert_eq!(versions(), 1);
-    s.run(&["provision", &vm, "--terraform", tf, "--verbose"]).ok();
+    s.run(&["provision", &vm, "--terraform", &tf, "--verbose"]).ok();
     assert_eq!(versions(), 1, "the second run remembers 1.9.0");
     // An upgrade replaces the binary: probed again, and the new version is what is used.
-    std::fs::remove_file(tf).unwrap();
-    crate::support::write_executable(Path::new(tf), &script("1.10.1"));
-    let run = s.run(&["provision", &vm, "--terraform", tf, "--verbose"]).ok();
+    std::fs::remove_file(&tf).unwrap();
+    fake(&s, "1.10.1", NO_CHANGE);
+    let run = s.run(&["provision", &vm, "--terraform", &tf, "--verbose"]).ok();
     assert_eq!(versions(), 2);
     assert!(run.stderr.contains("1.10.1"), "{}", run.stderr);
 }
@@ -153,17 +158,12 @@ fn the_version_probe_is_cached_until_terraform_is_replaced() {
 #[test]
 fn parallelism_is_passed_to_terraform() {
     let s = Scratch::new();
-    let log = s.root.path().join("args");
-    let script = format!(
-        "#!/bin/sh\necho \"$*\" >> {}\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"1.9.0\"}}' ;;\n  init) exit 0 ;;\n  apply) echo '{{\"type\":\"change_summary\",\"changes\":{{\"add\":0,\"change\":0,\"remove\":0,\"operation\":\"apply\"}}}}' ;;\n  *) exit 3 ;;\nesac\n",
-        log.display()
-    );
-    let tf = s.root.path().join("terraform");
-    crate::support::write_executable(&tf, &script);
+    let tf = fake(&s, "1.9.0", NO_CHANGE);
+    record(&tf);
     let vm = s.write_outside("vm.json", VM);
-    s.run(&["provision", &vm, "--terraform", tf.to_str().unwrap(), "--parallelism", "25"]).ok();
-    let args = std::fs::read_to_string(&log).unwrap();
-    let apply = args.lines().find(|l| l.starts_with("apply")).unwrap();
-    assert!(apply.contains("-parallelism=25"), "{args}");
-    s.run(&["provision", &vm, "--terraform", tf.to_str().unwrap(), "--parallelism", "0"]).code(2);
+    s.run(&["provision", &vm, "--terraform", &tf, "--parallelism", "25"]).ok();
+    let calls = calls(&tf);
+    let apply = calls.iter().find(|l| l.starts_with("apply")).unwrap();
+    assert!(apply.contains("-parallelism=25"), "{calls:?}");
+    s.run(&["provision", &vm, "--terraform", &tf, "--parallelism", "0"]).code(2);
 }
