@@ -31,6 +31,9 @@ _infrakit__tf() {
             infrakit__tf,label)
                 cmd="infrakit__tf__subcmd__label"
                 ;;
+            infrakit__tf,migrate)
+                cmd="infrakit__tf__subcmd__migrate"
+                ;;
             infrakit__tf,provision)
                 cmd="infrakit__tf__subcmd__provision"
                 ;;
@@ -58,6 +61,9 @@ _infrakit__tf() {
             infrakit__tf__subcmd__help,label)
                 cmd="infrakit__tf__subcmd__help__subcmd__label"
                 ;;
+            infrakit__tf__subcmd__help,migrate)
+                cmd="infrakit__tf__subcmd__help__subcmd__migrate"
+                ;;
             infrakit__tf__subcmd__help,provision)
                 cmd="infrakit__tf__subcmd__help__subcmd__provision"
                 ;;
@@ -77,7 +83,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import migrate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -107,6 +113,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -123,7 +133,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__describe)
-            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -161,6 +171,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -177,7 +191,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__destroy)
-            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -211,6 +225,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -227,7 +245,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__help)
-            opts="validate provision destroy label describe reconcile sweep-orphans import help"
+            opts="validate provision destroy label describe reconcile sweep-orphans import migrate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -310,6 +328,20 @@ _infrakit__tf() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        infrakit__subcmd__tf__subcmd__help__subcmd__migrate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         infrakit__subcmd__tf__subcmd__help__subcmd__provision)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -367,7 +399,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__import)
-            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -409,6 +441,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -425,7 +461,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__label)
-            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -455,6 +491,60 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        infrakit__subcmd__tf__subcmd__migrate)
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                --vm-type)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --terraform-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --parallelism)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -471,7 +561,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__provision)
-            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -513,6 +603,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -529,7 +623,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -579,6 +673,10 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -595,7 +693,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__sweep__subcmd__orphans)
-            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -622,6 +720,10 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --parallelism)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --store)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -641,7 +743,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__validate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -668,6 +770,10 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --parallelism)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --store)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

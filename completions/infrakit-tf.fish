@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_infrakit_tf_global_optspecs
-    string join \n dir= output= yes vm-type= lock-timeout= terraform-timeout= parallelism= terraform= env= q/quiet v/verbose h/help V/version
+    string join \n dir= output= yes vm-type= lock-timeout= terraform-timeout= parallelism= store= terraform= env= q/quiet v/verbose h/help V/version
 end
 
 function __fish_infrakit_tf_needs_command
@@ -31,6 +31,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l vm-type -d 'Tre
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l yes -d 'Answer yes to confirmations (required without a terminal)'
@@ -46,6 +47,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "describe" -
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "reconcile" -d 'Converge the directory and its groups: prune machines deleted behind Terraform\'s back, apply the queue, keep every group whole and current'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "import" -d 'Adopt machines that already exist (a hand-made first manager) into the group'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "migrate" -d 'Move this directory into the store, for several hosts (README "Several hosts")'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
@@ -54,6 +56,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l vm-
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l yes -d 'Answer yes to confirmations (required without a terminal)'
@@ -71,6 +74,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l vm
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l no-apply -d 'Only write the files (queued as `.tf.json.new`); do not run terraform'
@@ -89,6 +93,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l vm-t
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l no-apply -d 'Only change the files; do not run terraform'
@@ -105,6 +110,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l vm-typ
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l no-apply -d 'Only change the files; do not run terraform'
@@ -123,6 +129,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l vm-
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l properties -d 'Include each VM\'s properties (in `--output json`)'
@@ -143,6 +150,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l vm
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l no-wait -d 'Exit at once (code 5) when another infrakit-tf run holds the directory'
@@ -159,6 +167,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l dry-run -d 'List the orphans and terraform\'s plan; change nothing'
@@ -178,6 +187,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l vm-ty
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l dry-run -d 'Show what would be imported and created, and terraform\'s plan; change nothing'
@@ -186,12 +196,28 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s q -l 
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s V -l version -d 'Print version'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "validate" -d 'Check an instance spec and report every problem'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "provision" -d 'Create one instance from a spec and print its ID'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "destroy" -d 'Remove instances'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "describe" -d 'List instances, one row each, queued or not'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "reconcile" -d 'Converge the directory and its groups: prune machines deleted behind Terraform\'s back, apply the queue, keep every group whole and current'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "import" -d 'Adopt machines that already exist (a hand-made first manager) into the group'
-complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
+json\t'JSON with a stable schema, for scripts'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l vm-type -d 'Treat TYPE as a VM type shaped like aws_instance (map `tags`, Init in `user_data`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l lock-timeout -d 'How long to wait for another infrakit-tf run to release the directory (`0` fails at once)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l terraform-timeout -d 'The longest one terraform run may take; then it gets one interrupt and, after a grace period (as long as this timeout, at most 60s), is killed (exit 14)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l parallelism -d 'How many resources terraform creates, changes or destroys at once (its `-parallelism`, whose default is 10); large groups on fast APIs want more' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l store -d 'The store\'s PostgreSQL URL, for several hosts (overrides `store.postgres` in infrakit-tf.json, which also names the directory in it: `store.directory`)' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -s q -l quiet -d 'Print only data and errors'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -s v -l verbose -d 'Print more about what is done'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -s V -l version -d 'Print version'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "validate" -d 'Check an instance spec and report every problem'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "provision" -d 'Create one instance from a spec and print its ID'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "destroy" -d 'Remove instances'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "label" -d 'Merge labels into an instance\'s VM tags'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "describe" -d 'List instances, one row each, queued or not'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "reconcile" -d 'Converge the directory and its groups: prune machines deleted behind Terraform\'s back, apply the queue, keep every group whole and current'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "sweep-orphans" -d 'Remove what nothing owns any more: instance files whose VM is gone from state, dedicated slots and global files no instance refers to'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "import" -d 'Adopt machines that already exist (a hand-made first manager) into the group'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "migrate" -d 'Move this directory into the store, for several hosts (README "Several hosts")'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand help; and not __fish_seen_subcommand_from validate provision destroy label describe reconcile sweep-orphans import migrate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -65,6 +65,14 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "INFRAKIT_TF_PARALLELISM", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub parallelism: Option<u32>,
 
+    /// The store's PostgreSQL URL, for several hosts (overrides `store.postgres` in
+    /// infrakit-tf.json, which also names the directory in it: `store.directory`)
+    ///
+    /// A libpq URL (`postgresql://user@host:5432/db`); the password may also come from
+    /// `PGPASSWORD` or the password file (`PGPASSFILE`, `~/.pgpass`). See README "Several hosts".
+    #[arg(long, global = true, env = "INFRAKIT_TF_STORE", value_name = "URL", hide_env_values = true)]
+    pub store: Option<String>,
+
     /// The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`
     #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM", value_name = "PATH")]
     pub terraform: Option<PathBuf>,
@@ -138,6 +146,14 @@ pub enum Command {
     /// are not requested are created, as a provision would. All or nothing; importing what is
     /// already imported changes nothing.
     Import(ImportArgs),
+    /// Move this directory into the store, for several hosts (README "Several hosts")
+    ///
+    /// Needs `store` in infrakit-tf.json (and `terraform { backend "pg" {} }` in main.tf).
+    /// Copies the managed files into the store in one transaction and moves terraform's state
+    /// into that backend (`terraform init -migrate-state`). Refused, with nothing changed,
+    /// when the store already holds other files under this directory's name. Prints the files
+    /// the store holds. Run again, it changes nothing.
+    Migrate,
 }
 
 #[derive(Debug, Args)]

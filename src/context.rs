@@ -1,5 +1,6 @@
 //! Arguments resolved once into what every command needs.
 
+use std::cell::OnceCell;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,7 +12,8 @@ use crate::fsio;
 use crate::journal;
 use crate::lock::{self, DirLock};
 use crate::output::Printer;
-use crate::profile::Profiles;
+use crate::profile::{self, Profiles};
+use crate::store::StoreConfig;
 use crate::terraform::{self, Terraform};
 
 pub(crate) struct Ctx {
@@ -28,6 +30,10 @@ pub(crate) struct Ctx {
     pub(crate) terraform_timeout: Duration,
     /// `--parallelism`: terraform's `-parallelism` for plans and applies.
     pub(crate) parallelism: Option<u32>,
+    /// `--store` / `INFRAKIT_TF_STORE`: the store URL, over infrakit-tf.json's.
+    store_url: Option<String>,
+    /// The store, resolved on first use (`None`: the local directory is the store).
+    store: OnceCell<Option<StoreConfig>>,
 }
 
 impl Ctx {
@@ -42,7 +48,20 @@ impl Ctx {
             lock_timeout: args.lock_timeout,
             terraform_timeout: args.terraform_timeout,
             parallelism: args.parallelism,
+            store_url: args.store,
+            store: OnceCell::new(),
         }
+    }
+
+    /// The store, when one is configured (`store` in infrakit-tf.json, `--store`): then the
+    /// managed files and the lock live in PostgreSQL (see `store`).
+    pub(crate) fn store(&self) -> Result<Option<&StoreConfig>> {
+        if let Some(store) = self.store.get() {
+            return Ok(store.as_ref());
+        }
+        let section = profile::store_section(&self.dir)?;
+        let config = StoreConfig::resolve(section, self.store_url.as_deref(), &self.dir.join(profile::CONFIG_FILE))?;
+        Ok(self.store.get_or_init(|| config).as_ref())
     }
 
     /// The directory, listed. Fails with "not found" when it does not exist. Under the lock,
@@ -72,9 +91,21 @@ impl Ctx {
     /// The terraform runner for `dir`: discovered, version-checked.
     pub(crate) fn terraform(&self, dir: &Directory) -> Result<Terraform> {
         let program = terraform::discover(self.terraform.as_deref())?;
-        let tf =
-            Terraform::open(program, dir.path(), self.tf_env.clone(), self.terraform_timeout, self.printer.clone())?
-                .with_parallelism(self.parallelism);
+        let mut env = self.tf_env.clone();
+        let store = self.store()?;
+        if let Some(store) = store {
+            // `backend "pg" {}` with no `conn_str` connects where the store is; a URL of
+            // your own (in main.tf, the environment or --env) wins.
+            let given = |k: &str| std::env::var_os(k).is_some() || env.iter().any(|(key, _)| key == k);
+            if !given("PG_CONN_STR") {
+                env.push(("PG_CONN_STR".into(), store.url.clone()));
+            }
+        }
+        let tf = Terraform::open(program, dir.path(), env, self.terraform_timeout, self.printer.clone())?
+            .with_parallelism(self.parallelism)
+            // Several hosts: a terraform that a killed run on another host left running holds
+            // the state's lock; ours waits for it as for our own lock.
+            .with_state_lock_timeout(store.map(|_| self.lock_timeout));
         self.printer.detail(&format!("using {}", tf.describe()));
         Ok(tf)
     }

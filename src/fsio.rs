@@ -37,7 +37,7 @@ pub(crate) enum Perms {
 }
 
 impl Perms {
-    fn bits(self) -> u32 {
+    pub(crate) fn bits(self) -> u32 {
         match self {
             Perms::Public => 0o644,
             Perms::Private => 0o600,

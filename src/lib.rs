@@ -32,6 +32,7 @@ mod lock;
 mod output;
 mod signals;
 mod state_guard;
+mod store;
 mod terraform;
 mod workspace;
 
@@ -66,6 +67,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Reconcile(args) => cmd::reconcile::run(args, &ctx),
         Command::SweepOrphans(args) => cmd::sweep_orphans::run(args, &ctx),
         Command::Import(args) => cmd::import::run(args, &ctx),
+        Command::Migrate => cmd::migrate::run(&ctx),
     };
     match result {
         Ok(()) => exit::Code::Ok.into(),

@@ -148,7 +148,7 @@ fn start_time(pid: u32) -> Option<u64> {
     fields.get(19)?.parse().ok()
 }
 
-fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     if d.subsec_millis() != 0 {
         format!("{}ms", d.as_millis())
     } else {

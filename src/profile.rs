@@ -129,6 +129,23 @@ struct Config {
     /// Group specs `reconcile` converges, relative to the directory.
     #[serde(default)]
     groups: Vec<String>,
+    /// Where the managed files and the lock live for several hosts (`store`).
+    store: Option<StoreSection>,
+}
+
+/// The `store` section of `infrakit-tf.json` (see `store`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// A libpq connection URL (`postgresql://user@host:5432/db`) or `key=value` string.
+    pub postgres: Option<String>,
+    /// The logical directory's name in the store: the same on every host.
+    pub directory: Option<String>,
+}
+
+/// The configuration file's `store` section, if it has one.
+pub fn store_section(dir: &Path) -> Result<Option<StoreSection>> {
+    Ok(read_config(dir)?.and_then(|c| c.store))
 }
 
 /// The group specs the configuration file lists (`"groups": [...]`), relative to `dir`.

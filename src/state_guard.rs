@@ -95,6 +95,12 @@ pub(crate) fn check(dir: &Directory) -> Result<()> {
     }
 }
 
+/// Whether terraform keeps this directory's state in a local file: no backend recorded by
+/// `init` (`.terraform/terraform.tfstate`), or the `local` one.
+pub(crate) fn is_local(dir: &Path) -> bool {
+    local_state(dir).is_some()
+}
+
 fn backup_of(state: &Path) -> PathBuf {
     let mut name = state.as_os_str().to_owned();
     name.push(".backup");

@@ -8,6 +8,7 @@ pub(crate) mod destroy;
 pub(crate) mod import;
 pub(crate) mod instances;
 pub(crate) mod label;
+pub(crate) mod migrate;
 pub(crate) mod provision;
 pub(crate) mod reconcile;
 pub(crate) mod sweep_orphans;

@@ -47,6 +47,8 @@ pub(crate) struct Terraform {
     printer: Printer,
     /// `--parallelism`, for plans and applies.
     parallelism: Option<u32>,
+    /// How long a run waits for the state's lock (`-lock-timeout`); `None`: not at all.
+    state_lock_timeout: Option<Duration>,
 }
 
 /// How to plan.
@@ -169,6 +171,7 @@ impl Terraform {
             records_state: true,
             printer,
             parallelism: None,
+            state_lock_timeout: None,
         };
         let cached = probe_cache::lookup(&tf.program);
         let version = match &cached {
@@ -209,6 +212,7 @@ impl Terraform {
             records_state: false,
             printer: self.printer.clone(),
             parallelism: self.parallelism,
+            state_lock_timeout: self.state_lock_timeout,
         }
     }
 
@@ -216,6 +220,17 @@ impl Terraform {
     pub(crate) fn with_parallelism(mut self, parallelism: Option<u32>) -> Self {
         self.parallelism = parallelism;
         self
+    }
+
+    /// The same, waiting up to `timeout` for the state's lock (`-lock-timeout`).
+    pub(crate) fn with_state_lock_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.state_lock_timeout = timeout;
+        self
+    }
+
+    /// `-lock-timeout=…` when runs wait for the state's lock.
+    fn lock_wait(&self) -> Option<String> {
+        self.state_lock_timeout.map(|t| format!("-lock-timeout={}ms", t.as_millis()))
     }
 
     /// `path version`, for `--verbose`.
@@ -228,6 +243,13 @@ impl Terraform {
         self.capture(&Invocation::new(&["init", "-input=false", "-no-color"])).map(drop)
     }
 
+    /// `init -migrate-state -force-copy`: moves the state into the backend the configuration
+    /// now declares (a local state into `backend "pg"`), without asking.
+    pub(crate) fn init_migrating_state(&self) -> Result<()> {
+        let inv = Invocation::new(&["init", "-input=false", "-no-color", "-migrate-state", "-force-copy"]);
+        self.capture(&inv.writes_state()).map(drop)
+    }
+
     /// `plan -json -detailed-exitcode`, its progress shown as it runs.
     pub(crate) fn plan(&self, options: PlanOptions<'_>) -> Result<Plan> {
         let mut args = vec!["plan".to_string(), "-json".into(), "-input=false".into()];
@@ -236,6 +258,8 @@ impl Terraform {
         }
         if !options.lock {
             args.push("-lock=false".into());
+        } else {
+            args.extend(self.lock_wait());
         }
         args.push("-detailed-exitcode".into());
         args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
@@ -259,6 +283,7 @@ impl Terraform {
     pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
         let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-json"].map(String::from).into();
         args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
+        args.extend(self.lock_wait());
         match what {
             Apply::Configuration { refresh: false } => args.push("-refresh=false".into()),
             Apply::Configuration { refresh: true } => {}
@@ -289,7 +314,10 @@ impl Terraform {
 
     /// `state rm ADDRESS`: forget an object, leaving it alone.
     pub(crate) fn state_rm(&self, address: &str) -> Result<()> {
-        self.capture(&Invocation::new(&["state", "rm", "-no-color", address]).writes_state()).map(drop)
+        let mut inv = Invocation::new(&["state", "rm", "-no-color"]).writes_state();
+        inv.args.extend(self.lock_wait());
+        inv.args.push(address.to_string());
+        self.capture(&inv).map(drop)
     }
 
     /// Runs to completion and returns stdout; stderr's tail goes into the error.

@@ -8,7 +8,8 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::directory::Directory;
-use crate::fsio::{self, Perms};
+use crate::fsio::Perms;
+use crate::journal::{self, FileOp};
 use crate::names;
 
 /// Settles a leftover import-blocks file in `path` before terraform runs there: one left by an
@@ -17,8 +18,16 @@ use crate::names;
 /// a second one (a block whose object is already in state does nothing). A block whose target
 /// is gone is dropped: terraform refuses it. Returns how many blocks are kept.
 pub(super) fn settle(path: &Path) -> Result<usize> {
+    let (kept, op) = settled(path)?;
+    journal::commit(path, &Vec::from_iter(op))?;
+    Ok(kept)
+}
+
+/// What settling the import-blocks file in `path` keeps, and the change of that file it
+/// takes (none when every block stays), for the caller to carry out.
+pub(super) fn settled(path: &Path) -> Result<(usize, Option<FileOp>)> {
     let file = path.join(names::IMPORT_FILE);
-    let Ok(bytes) = std::fs::read(&file) else { return Ok(0) };
+    let Ok(bytes) = std::fs::read(&file) else { return Ok((0, None)) };
     let blocks: Vec<Value> = serde_json::from_slice::<Value>(&bytes)
         .ok()
         .and_then(|doc| doc.get("import")?.as_array().cloned())
@@ -36,18 +45,22 @@ pub(super) fn settle(path: &Path) -> Result<usize> {
         .into_iter()
         .filter(|b| b.get("to").and_then(Value::as_str).is_some_and(|to| declared.contains(to)))
         .collect();
-    if kept.is_empty() {
-        fsio::remove(&file)?;
+    let name = names::IMPORT_FILE.to_string();
+    let op = if kept.is_empty() {
+        Some(FileOp { name, after: None })
     } else if kept.len() < total {
         let doc = serde_json::json!({ "import": kept });
-        fsio::write_atomic(&file, &crate::tfconfig::to_bytes(&doc), Perms::Public)?;
-    }
-    Ok(kept.len())
+        Some(FileOp { name, after: Some((crate::tfconfig::to_bytes(&doc), Perms::Public)) })
+    } else {
+        None
+    };
+    Ok((kept.len(), op))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsio;
 
     fn put(dir: &Path, name: &str, doc: Value) {
         fsio::write_atomic(&dir.join(name), &crate::tfconfig::to_bytes(&doc), Perms::Public).unwrap();

@@ -30,6 +30,7 @@ mod changes;
 mod imports;
 mod init;
 mod mirror;
+mod sync;
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,6 +49,7 @@ use crate::fsio::Perms;
 use crate::journal::{self, FileOp};
 use crate::lock::{self, DirLock};
 use crate::names::{self, Kind};
+use crate::store::Store;
 use crate::terraform::{Apply, Plan, PlanOptions, State, Terraform};
 use crate::tfoutput::Changes;
 
@@ -60,7 +62,25 @@ pub(crate) struct Workspace<'a> {
     /// Provider prefixes of the documents [`Workspace::write`] wrote: [`Workspace::apply`] runs
     /// `init` first when one is new.
     written_providers: BTreeSet<String>,
+    /// With a store (several hosts): connected, and locked when the command writes. Every
+    /// change goes to it first, in one transaction, then to the local mirror.
+    store: Option<Store>,
     _lock: Option<DirLock>,
+    /// With a store, for a command that only reads: the directory it reads (`sync::snapshot`).
+    _snapshot: Option<tempfile::TempDir>,
+}
+
+/// What [`Workspace::migrate`] did (`migrate --output json`).
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Migrated {
+    /// The directory's name in the store.
+    pub(crate) store: String,
+    /// The store's URL, without its password.
+    pub(crate) url: String,
+    /// The managed files the store holds for it now (from this directory).
+    pub(crate) files: Vec<String>,
+    /// Whether this run moved them (`false`: the store already held them, unchanged).
+    pub(crate) moved: bool,
 }
 
 /// A plan saved for [`Workspace::apply`] ([`Apply::Saved`]), and what it found.
@@ -89,26 +109,99 @@ impl SavedPlan {
 
 impl<'a> Workspace<'a> {
     /// For a command that writes: takes the directory lock (waiting up to `timeout`), undoes
-    /// what a killed run left half done, then lists the directory.
+    /// what a killed run left half done, then lists the directory. With a store, its lock
+    /// comes first, and the local files are brought up to its content (`sync::pull`).
     pub(crate) fn lock(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
+        let mut ws = Self::lock_unsynced(ctx, timeout)?;
+        if let Some(store) = &mut ws.store {
+            sync::pull(store, &mut ws.dir, &ctx.printer)?;
+        }
+        Ok(ws)
+    }
+
+    /// [`Workspace::lock`] without bringing the local files up to the store's (`migrate`).
+    fn lock_unsynced(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
+        let store = match ctx.store()? {
+            Some(config) => {
+                let mut store = Store::connect(config)?;
+                store.lock(timeout, &ctx.printer)?;
+                Some(store)
+            }
+            None => None,
+        };
         let lock = ctx.lock_within(timeout)?;
         Ok(Workspace {
             ctx,
             dir: ctx.directory()?,
             tf: OnceCell::new(),
             written_providers: BTreeSet::new(),
+            store,
             _lock: Some(lock),
+            _snapshot: None,
         })
     }
 
-    /// For a command that only reads (or plans in a mirror): no lock.
+    /// Moves this directory into the store (`migrate`), under both locks: its managed files,
+    /// in one transaction, and terraform's state into the backend the configuration declares
+    /// (`init -migrate-state`). Refused, with nothing changed, when no store is configured,
+    /// when the store holds other files under this directory's name, or when the
+    /// configuration declares no shared backend. Run again, it changes nothing.
+    pub(crate) fn migrate(ctx: &'a Ctx) -> Result<Migrated> {
+        let Some(config) = ctx.store()? else {
+            return Err(crate::exit::invalid(format!("no store is configured for `{}`", ctx.dir.display()))
+                .hint("add \"store\": {\"postgres\": \"<URL>\", \"directory\": \"<name>\"} to infrakit-tf.json")
+                .into());
+        };
+        let (name, url) = (config.name.clone(), config.display());
+        let mut ws = Self::lock_unsynced(ctx, ctx.lock_timeout)?;
+        let local = sync::local_files(&ws.dir)?;
+        let stored = ws.store.as_mut().expect("a store").files()?;
+        if let Some(n) = sync::differs(&stored, &local) {
+            return Err(crate::exit::invalid(format!(
+                "store directory `{name}` already holds other files: {n} differ from `{}`",
+                ctx.dir.display()
+            ))
+            .hint("give this directory another `store.directory` name; a host that needs the store's files as they are just runs its commands (they bring them here)")
+            .into());
+        }
+        let moved = stored.as_ref().is_none_or(|s| s.is_empty());
+        if moved {
+            // Only on the first move: on a store that has this directory, its state is there
+            // already, and copying a local one over it would lose what other hosts did.
+            ctx.printer.status("running terraform init -migrate-state (the state goes where main.tf's backend says)");
+            ws.terraform()?.init_migrating_state()?;
+            init::record(ws.dir.path(), &BTreeSet::new())?;
+        }
+        ws.init_if_needed(&BTreeSet::new())?; // and the state must be shared now
+        if moved && !local.is_empty() {
+            let ops: Vec<FileOp> = local
+                .iter()
+                .map(|(name, f)| FileOp { name: name.clone(), after: Some((f.content.clone(), Perms::Exact(f.mode))) })
+                .collect();
+            ws.store.as_mut().expect("a store").commit(&ops)?;
+        }
+        Ok(Migrated { store: name, url, files: local.into_keys().collect(), moved })
+    }
+
+    /// For a command that only reads (or plans in a mirror): no lock. With a store, it reads
+    /// a snapshot of the store's files (`sync::snapshot`).
     pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
+        let (dir, snapshot) = match ctx.store()? {
+            Some(config) => {
+                let mut store = Store::connect(config)?;
+                let snapshot = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
+                (Directory::open(snapshot.path())?, Some(snapshot))
+            }
+            None => (ctx.directory()?, None),
+        };
         Ok(Workspace {
             ctx,
-            dir: ctx.directory()?,
+            dir,
             tf: OnceCell::new(),
             written_providers: BTreeSet::new(),
+            store: None,
             _lock: None,
+            _snapshot: snapshot,
         })
     }
 
@@ -137,7 +230,27 @@ impl<'a> Workspace<'a> {
 
     /// Terraform's state, by address.
     pub(crate) fn state(&self) -> Result<State> {
+        if self.store.is_some() {
+            self.init_if_needed(&BTreeSet::new())?;
+        } else {
+            self.check_shared_state()?;
+        }
         self.terraform()?.show_state()
+    }
+
+    /// With a store, terraform's state must be shared too (`backend "pg"`): a local state on
+    /// each host would make every host create every machine. Checked where `init` left its
+    /// backend record.
+    fn check_shared_state(&self) -> Result<()> {
+        if self.ctx.store()?.is_none() || !crate::state_guard::is_local(self.dir.path()) {
+            return Ok(());
+        }
+        Err(crate::exit::invalid(format!(
+            "`{}` keeps terraform's state on this host, but a store is configured: every host would have its own state",
+            self.ctx.dir.display()
+        ))
+        .hint("declare `terraform { backend \"pg\" {} }` in main.tf (it connects to the store), then re-run")
+        .into())
     }
 
     /// Commits `changes` (see the module doc). `Err` means nothing was applied; an apply that
@@ -278,14 +391,25 @@ impl<'a> Workspace<'a> {
     fn write_read(&mut self, changes: ChangeSet, existing: Vec<Option<Value>>) -> Result<Vec<FileChange>> {
         self.written_providers.extend(init::providers_of(changes.docs()));
         let (ops, files) = self.file_ops(changes, existing);
-        journal::commit(self.dir.path(), &ops)?;
-        for op in &ops {
-            self.dir.note(&op.name, op.after.is_some());
-        }
+        self.change(&ops)?;
         for f in &files {
             self.ctx.printer.detail(&format!("{} {}", f.action.as_str(), f.name));
         }
         Ok(files)
+    }
+
+    /// Carries out `ops`, all or nothing: in the store first (one transaction: the commit
+    /// point when there is a store), then in the directory (`journal`). A run killed between
+    /// the two leaves the directory behind the store, and the next run brings it up to date.
+    fn change(&mut self, ops: &[FileOp]) -> Result<()> {
+        if let Some(store) = &mut self.store {
+            store.commit(ops)?;
+        }
+        journal::commit(self.dir.path(), ops)?;
+        for op in ops {
+            self.dir.note(&op.name, op.after.is_some());
+        }
+        Ok(())
     }
 
     /// The file operations of `changes` (unchanged documents left out) and what each does. A
@@ -327,8 +451,26 @@ impl<'a> Workspace<'a> {
     /// Returns the names promoted.
     pub(crate) fn promote(&mut self) -> Result<Vec<String>> {
         let queued: Vec<String> = self.dir.queued().map(str::to_string).collect();
+        if let Some(store) = &mut self.store {
+            // In the store, one transaction; here, one rename each (a run killed in between
+            // is brought up to the store's content by the next).
+            let mut ops = Vec::new();
+            for name in &queued {
+                let path = self.dir.path().join(name);
+                let bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+                let mode = {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::metadata(&path)?.permissions().mode() & 0o7777
+                };
+                ops.push(FileOp { name: live_name(name), after: Some((bytes, Perms::Exact(mode))) });
+                ops.push(FileOp { name: name.clone(), after: None });
+            }
+            if !ops.is_empty() {
+                store.commit(&ops)?;
+            }
+        }
         for name in &queued {
-            let live = format!("{}{}", name.strip_suffix(names::QUEUED).expect("queued"), names::LIVE);
+            let live = live_name(name);
             crate::fsio::rename(&self.dir.path().join(name), &self.dir.path().join(&live))?;
             self.dir.note(name, false);
             self.dir.note(&live, true);
@@ -343,27 +485,28 @@ impl<'a> Workspace<'a> {
         if !self.dir.has(names::IMPORT_FILE) {
             return Ok(false);
         }
-        let kept = imports::settle(self.dir.path())? > 0;
-        self.dir.note(names::IMPORT_FILE, kept);
-        Ok(kept)
+        let (kept, op) = imports::settled(self.dir.path())?;
+        self.change(&Vec::from_iter(op))?;
+        Ok(kept > 0)
     }
 
     /// Removes the import-blocks file: its blocks were carried out.
     pub(crate) fn finish_imports(&mut self) -> Result<()> {
-        crate::fsio::remove(&self.dir.path().join(names::IMPORT_FILE))?;
-        self.dir.note(names::IMPORT_FILE, false);
+        if self.dir.has(names::IMPORT_FILE) {
+            self.change(&[FileOp { name: names::IMPORT_FILE.to_string(), after: None }])?;
+        }
         Ok(())
     }
 
     /// Runs `init` when the directory needs it for documents of `providers` (see `init`).
     pub(crate) fn init_if_needed(&self, providers: &BTreeSet<String>) -> Result<()> {
         let path = self.dir.path();
-        if !init::needed(path, providers)? {
-            return Ok(());
+        if init::needed(path, providers)? {
+            self.ctx.printer.status("running terraform init (first use, new provider or changed configuration)");
+            self.terraform()?.init()?;
+            init::record(path, providers)?;
         }
-        self.ctx.printer.status("running terraform init (first use, new provider or changed configuration)");
-        self.terraform()?.init()?;
-        init::record(path, providers)
+        self.check_shared_state()
     }
 
     /// Provider prefixes of every managed file's resource types (for reconcile's `init`),
@@ -566,10 +709,11 @@ impl<'a> Workspace<'a> {
                 None => self.dir.path().join(name).exists().then(|| FileOp { name: name.clone(), after: None }),
             })
             .collect();
-        journal::commit(self.dir.path(), &ops)?;
-        for op in &ops {
-            self.dir.note(&op.name, op.after.is_some());
-        }
-        Ok(())
+        self.change(&ops)
     }
+}
+
+/// `instance-1.tf.json` of `instance-1.tf.json.new`.
+fn live_name(queued: &str) -> String {
+    format!("{}{}", queued.strip_suffix(names::QUEUED).expect("queued"), names::LIVE)
 }

@@ -1,0 +1,252 @@
+//! Where the store is: `"store": {"postgres": URL, "directory": NAME}` in `infrakit-tf.json`,
+//! the URL overridden by `--store` / `INFRAKIT_TF_STORE`; and the connection settings libpq
+//! users expect from it: a `postgresql://` URL or `key=value` string, then `PGHOST`, `PGPORT`,
+//! `PGUSER`, `PGDATABASE`, and the password from the URL, `PGPASSWORD` or the password file
+//! (`PGPASSFILE`, else `~/.pgpass`). The password is never printed: [`StoreConfig::display`]
+//! leaves it out.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::exit::invalid;
+use crate::profile::StoreSection;
+use anyhow::Result;
+use postgres::config::Host;
+
+/// A store to use: the connection and the logical directory's name.
+#[derive(Clone)]
+pub(crate) struct StoreConfig {
+    /// The URL as given (it may hold the password): terraform gets it as `PG_CONN_STR`.
+    pub(crate) url: String,
+    pub(crate) name: String,
+    pub(crate) pg: postgres::Config,
+}
+
+/// The longest a logical directory name may be.
+const MAX_NAME: usize = 200;
+
+impl StoreConfig {
+    /// The store `section` (from `config_file`) names, with `--store` (`flag`) overriding its
+    /// URL; `None` when neither asks for one.
+    pub(crate) fn resolve(
+        section: Option<StoreSection>,
+        flag: Option<&str>,
+        config_file: &Path,
+    ) -> Result<Option<Self>> {
+        let (url, name) = match (section, flag) {
+            (None, None) => return Ok(None),
+            (section, flag) => {
+                let section = section.unwrap_or(StoreSection { postgres: None, directory: None });
+                (flag.map(str::to_string).or(section.postgres), section.directory)
+            }
+        };
+        let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+            return Err(invalid(format!("`store` in `{}` has no `postgres` URL", config_file.display()))
+                .hint("add \"postgres\": \"postgresql://user@host/db\", or give --store (or INFRAKIT_TF_STORE)")
+                .into());
+        };
+        let Some(name) = name else {
+            return Err(invalid(format!(
+                "a store needs the directory's name in it: `store.directory` is not set in `{}`",
+                config_file.display()
+            ))
+            .hint("add \"store\": {\"directory\": \"<name>\"} there, the same on every host")
+            .into());
+        };
+        if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+            return Err(invalid(format!(
+                "`store.directory` in `{}` must be 1 to {MAX_NAME} printable characters",
+                config_file.display()
+            ))
+            .into());
+        }
+        let pg = connection(&url, &Env::process())?;
+        Ok(Some(StoreConfig { url, name, pg }))
+    }
+
+    /// `user@host:port/db`, without the password, for messages.
+    pub(crate) fn display(&self) -> String {
+        display(&self.pg)
+    }
+}
+
+/// The environment variables libpq reads, as seen by [`connection`] (a test passes its own).
+pub(super) struct Env {
+    vars: Vec<(String, String)>,
+    home: Option<PathBuf>,
+}
+
+impl Env {
+    fn process() -> Self {
+        let vars = std::env::vars().filter(|(k, _)| k.starts_with("PG")).collect();
+        Env { vars, home: std::env::var_os("HOME").map(PathBuf::from) }
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.vars.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+    }
+}
+
+/// The connection settings of `url`, completed from the environment as libpq would.
+pub(super) fn connection(url: &str, env: &Env) -> Result<postgres::Config> {
+    let mut pg = postgres::Config::from_str(url).map_err(|e| {
+        invalid(format!("the store URL is not a PostgreSQL connection string: {e}"))
+            .hint("write it as postgresql://user@host:5432/database (libpq's URL form)")
+    })?;
+    if pg.get_hosts().is_empty() {
+        pg.host(env.get("PGHOST").unwrap_or("localhost"));
+    }
+    if pg.get_ports().is_empty() {
+        if let Some(port) = env.get("PGPORT").and_then(|p| p.parse().ok()) {
+            pg.port(port);
+        }
+    }
+    if pg.get_user().is_none() {
+        if let Some(user) = env.get("PGUSER") {
+            pg.user(user);
+        }
+    }
+    if pg.get_dbname().is_none() {
+        if let Some(db) = env.get("PGDATABASE") {
+            pg.dbname(db);
+        }
+    }
+    if pg.get_password().is_none() {
+        if let Some(password) = env.get("PGPASSWORD") {
+            pg.password(password);
+        } else if let Some(password) = passfile(&pg, env) {
+            pg.password(password);
+        }
+    }
+    if pg.get_connect_timeout().is_none() {
+        pg.connect_timeout(Duration::from_secs(10));
+    }
+    pg.application_name(&format!("infrakit-tf {} pid {}", hostname(), std::process::id()));
+    Ok(pg)
+}
+
+/// The password the password file gives for this connection: lines
+/// `host:port:database:user:password`, `*` matching anything, `\:` and `\\` escaped; the first
+/// match wins, as in libpq.
+fn passfile(pg: &postgres::Config, env: &Env) -> Option<String> {
+    let path = match env.get("PGPASSFILE") {
+        Some(p) => PathBuf::from(p),
+        None => env.home.as_ref()?.join(".pgpass"),
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    let host = match pg.get_hosts().first()? {
+        Host::Tcp(h) => h.clone(),
+        Host::Unix(_) => "localhost".to_string(),
+    };
+    let port = pg.get_ports().first().copied().unwrap_or(5432).to_string();
+    let user = pg.get_user().map(str::to_string).unwrap_or_else(os_user);
+    let db = pg.get_dbname().map(str::to_string).unwrap_or_else(|| user.clone());
+    let wanted = [host.as_str(), port.as_str(), db.as_str(), user.as_str()];
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let fields = split_escaped(line);
+        let [h, p, d, u, password] = <[String; 5]>::try_from(fields).ok()?;
+        [h, p, d, u].iter().zip(wanted).all(|(f, w)| f == "*" || f == w).then_some(password)
+    })
+}
+
+/// A password-file line's fields.
+fn split_escaped(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => fields.last_mut().expect("one").extend(chars.next()),
+            ':' => fields.push(String::new()),
+            c => fields.last_mut().expect("one").push(c),
+        }
+    }
+    fields
+}
+
+fn os_user() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "postgres".into())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+/// `user@host:port/db`: the connection without its password.
+pub(super) fn display(pg: &postgres::Config) -> String {
+    let host = match pg.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = pg.get_ports().first().map_or(String::new(), |p| format!(":{p}"));
+    let user = pg.get_user().map_or(String::new(), |u| format!("{u}@"));
+    let db = pg.get_dbname().map_or(String::new(), |d| format!("/{d}"));
+    format!("postgresql://{user}{host}{port}{db}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)], home: Option<&Path>) -> Env {
+        Env {
+            vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            home: home.map(Path::to_path_buf),
+        }
+    }
+
+    #[test]
+    fn the_password_comes_from_the_url_then_pgpassword_then_the_password_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("pass");
+        crate::fsio::write_atomic(
+            &file,
+            b"# comment\nother:5432:*:ops:wrong\ndb.example:5432:infra:ops:from\\:file\n*:*:*:*:fallback\n",
+            crate::fsio::Perms::Private,
+        )
+        .unwrap();
+        let passfile = file.to_str().unwrap();
+        let password = |url: &str, vars: &[(&str, &str)]| {
+            connection(url, &env(vars, None)).unwrap().get_password().map(|p| String::from_utf8(p.to_vec()).unwrap())
+        };
+        let url = "postgresql://ops@db.example:5432/infra";
+        assert_eq!(password("postgresql://ops:inurl@db.example/infra", &[("PGPASSWORD", "env")]).unwrap(), "inurl");
+        assert_eq!(password(url, &[("PGPASSWORD", "env"), ("PGPASSFILE", passfile)]).unwrap(), "env");
+        assert_eq!(password(url, &[("PGPASSFILE", passfile)]).unwrap(), "from:file");
+        assert_eq!(password("postgresql://x@elsewhere/y", &[("PGPASSFILE", passfile)]).unwrap(), "fallback");
+        assert_eq!(password(url, &[]), None, "no HOME, no PGPASSFILE: no password");
+        // ~/.pgpass when PGPASSFILE is not set.
+        crate::fsio::write_atomic(&tmp.path().join(".pgpass"), b"*:*:*:*:home\n", crate::fsio::Perms::Private).unwrap();
+        let pg = connection(url, &env(&[], Some(tmp.path()))).unwrap();
+        assert_eq!(pg.get_password(), Some(&b"home"[..]));
+    }
+
+    #[test]
+    fn messages_show_the_connection_without_its_password() {
+        let pg = connection("postgresql://ops:s3cret@db.example:6543/infra", &env(&[], None)).unwrap();
+        assert_eq!(display(&pg), "postgresql://ops@db.example:6543/infra");
+        let pg = connection("host=db port=5433 user=u password=s3cret dbname=d", &env(&[], None)).unwrap();
+        assert!(!display(&pg).contains("s3cret"));
+        let pg = connection("postgresql:///infra", &env(&[("PGHOST", "h"), ("PGUSER", "u")], None)).unwrap();
+        assert_eq!(display(&pg), "postgresql://u@h/infra");
+    }
+
+    #[test]
+    fn a_store_needs_a_url_and_a_name() {
+        let file = Path::new("infrakit-tf.json");
+        let section = |url: Option<&str>, name: Option<&str>| {
+            Some(StoreSection { postgres: url.map(str::to_string), directory: name.map(str::to_string) })
+        };
+        assert!(StoreConfig::resolve(None, None, file).unwrap().is_none());
+        let err = |s, f| format!("{:#}", StoreConfig::resolve(s, f, file).err().unwrap());
+        assert!(err(None, Some("postgresql://h/d")).contains("`store.directory` is not set"));
+        assert!(err(section(None, Some("web")), None).contains("has no `postgres` URL"));
+        assert!(err(section(Some("postgresql://h/d"), Some("")), None).contains("1 to 200 printable"));
+        assert!(err(section(Some("nonsense=x=y"), Some("web")), None).contains("not a PostgreSQL connection"));
+        let cfg = StoreConfig::resolve(section(Some("postgresql://a/d"), Some("web")), Some("postgresql://b/d"), file)
+            .unwrap()
+            .unwrap();
+        assert_eq!((cfg.url.as_str(), cfg.name.as_str()), ("postgresql://b/d", "web"), "--store wins");
+    }
+}

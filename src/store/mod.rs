@@ -1,0 +1,339 @@
+//! The store: for several hosts, the managed files and the directory lock live in PostgreSQL,
+//! keyed by the logical directory's name (`store.directory` in `infrakit-tf.json`). The local
+//! directory keeps the user's own configuration and is terraform's working directory; its
+//! managed files are a mirror of the store (see `Workspace::lock`, which brings it up to date).
+//!
+//! - **The lock** is a session-level advisory lock (`pg_try_advisory_lock(CLASS, key)`, the
+//!   two-key form, which never meets terraform's one-key locks on its own state): held while
+//!   our connection lives, released by PostgreSQL when the process or its host dies or the
+//!   connection drops. Waiting polls it, as the local lock does, up to `--lock-timeout`.
+//! - **A change** ([`Store::commit`]) is one transaction: all files of one change, or none.
+//!   It runs on the connection that holds the lock, so a writer that lost its lock (its
+//!   connection) cannot commit.
+//! - **A reader** ([`Store::files`]) gets one statement's snapshot, without the lock.
+//!
+//! The schema (`infrakit_tf`) is created on first use, under a transaction-level advisory
+//! lock so that two hosts starting at once do not race; `schema_version` says which layout it
+//! has ([`SCHEMA_VERSION`]), for later migrations:
+//!
+//! ```sql
+//! infrakit_tf.schema_version (version integer)
+//! infrakit_tf.directories    (id bigserial primary key, name text unique, created timestamptz)
+//! infrakit_tf.files          (directory bigint references directories on delete cascade,
+//!                             name text, content bytea, mode integer, updated timestamptz,
+//!                             primary key (directory, name))
+//! ```
+
+mod config;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use postgres::{Client, NoTls};
+
+pub(crate) use self::config::StoreConfig;
+use crate::exit::{Code, Failure};
+use crate::journal::FileOp;
+use crate::output::Printer;
+
+/// The layout of the `infrakit_tf` schema this build reads and writes.
+const SCHEMA_VERSION: i32 = 1;
+
+/// First key of our advisory locks (`iktf`); the second is the directory name's hash.
+const CLASS: i32 = 0x696b_7466;
+
+/// How often a held lock is tried again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// A connection to the store, for one logical directory.
+pub(crate) struct Store {
+    client: Client,
+    name: String,
+    /// `user@host:port/db`, for messages.
+    display: String,
+    locked: bool,
+}
+
+/// One file as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredFile {
+    pub(crate) content: Vec<u8>,
+    pub(crate) mode: u32,
+}
+
+/// The logical directory's files, by name; `None` when the store has no directory of that
+/// name yet.
+pub(crate) type Files = Option<BTreeMap<String, StoredFile>>;
+
+impl Store {
+    /// Connects and makes sure the schema is there. A server that cannot be reached, refuses
+    /// us, or has a newer schema is an error; nothing is written.
+    pub(crate) fn connect(config: &StoreConfig) -> Result<Self> {
+        let display = config.display();
+        let client = config.pg.connect(NoTls).map_err(|e| unavailable(&display, &e))?;
+        let mut store = Store { client, name: config.name.clone(), display, locked: false };
+        store.schema()?;
+        Ok(store)
+    }
+
+    /// The logical directory's name, for messages.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn schema(&mut self) -> Result<()> {
+        let found = self.client.query_opt("SELECT max(version) FROM infrakit_tf.schema_version", &[]);
+        let version: Option<i32> = match found {
+            Ok(row) => row.and_then(|r| r.get(0)),
+            Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => None,
+            Err(e) => return Err(self.error(e)),
+        };
+        match version {
+            Some(SCHEMA_VERSION) => Ok(()),
+            Some(v) if v > SCHEMA_VERSION => Err(Failure::new(
+                Code::Invalid,
+                format!(
+                    "the store at {} has schema version {v}, newer than the {SCHEMA_VERSION} this infrakit-tf knows",
+                    self.display
+                ),
+            )
+            .hint("upgrade infrakit-tf on this host")
+            .into()),
+            _ => self.create_schema(),
+        }
+    }
+
+    fn create_schema(&mut self) -> Result<()> {
+        let mut tx = self.client.transaction().map_err(|e| unavailable(&self.display, &e))?;
+        let created = (|| {
+            tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS])?;
+            tx.batch_execute(
+                "CREATE SCHEMA IF NOT EXISTS infrakit_tf;
+                 CREATE TABLE IF NOT EXISTS infrakit_tf.schema_version (version integer NOT NULL);
+                 CREATE TABLE IF NOT EXISTS infrakit_tf.directories (
+                     id bigserial PRIMARY KEY,
+                     name text NOT NULL UNIQUE,
+                     created timestamptz NOT NULL DEFAULT now());
+                 CREATE TABLE IF NOT EXISTS infrakit_tf.files (
+                     directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
+                     name text NOT NULL,
+                     content bytea NOT NULL,
+                     mode integer NOT NULL,
+                     updated timestamptz NOT NULL DEFAULT now(),
+                     PRIMARY KEY (directory, name));",
+            )?;
+            let has: Option<i32> = tx.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[])?.get(0);
+            if has.is_none() {
+                tx.execute("INSERT INTO infrakit_tf.schema_version (version) VALUES ($1)", &[&SCHEMA_VERSION])?;
+            }
+            Ok::<_, postgres::Error>(())
+        })();
+        match created.and_then(|()| tx.commit()) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    /// Takes the directory's lock, waiting up to `timeout` and saying so once; `Locked` (exit
+    /// 5) when it is still held then, naming who holds it.
+    pub(crate) fn lock(&mut self, timeout: Duration, printer: &Printer) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut said = false;
+        loop {
+            let got: bool = match self.client.query_one("SELECT pg_try_advisory_lock($1, $2)", &[&CLASS, &self.key()]) {
+                Ok(row) => row.get(0),
+                Err(e) => return Err(self.error(e)),
+            };
+            if got {
+                self.locked = true;
+                return Ok(());
+            }
+            let now = Instant::now();
+            let holder = self.holder();
+            if now >= deadline {
+                return Err(Failure::new(
+                    Code::Locked,
+                    format!("store directory `{}` is locked by {holder}", self.name),
+                )
+                .hint(format!(
+                    "wait for it to finish, or give --lock-timeout more than {}",
+                    crate::lock::human(timeout)
+                ))
+                .into());
+            }
+            if !said {
+                printer.status(&format!(
+                    "waiting up to {} for {holder} to release store directory `{}` (--lock-timeout)",
+                    crate::lock::human(timeout),
+                    self.name
+                ));
+                said = true;
+            }
+            std::thread::sleep(POLL.min(deadline - now));
+        }
+    }
+
+    /// Who holds our lock: the `application_name` its connection gave (host and PID).
+    fn holder(&mut self) -> String {
+        let sql = "SELECT a.application_name, host(a.client_addr) FROM pg_locks l \
+                   JOIN pg_stat_activity a ON a.pid = l.pid \
+                   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 \
+                   AND l.classid::bigint = $1 AND l.objid::bigint = $2";
+        let key = i64::from(self.key());
+        match self.client.query_opt(sql, &[&i64::from(CLASS), &key]) {
+            Ok(Some(row)) => {
+                let app: Option<String> = row.get(0);
+                let addr: Option<String> = row.get(1);
+                match (app.filter(|a| !a.is_empty()), addr) {
+                    (Some(app), Some(addr)) => format!("another run ({app}, from {addr})"),
+                    (Some(app), None) => format!("another run ({app})"),
+                    (None, _) => "another run".into(),
+                }
+            }
+            _ => "another run".into(),
+        }
+    }
+
+    /// The second key of the directory's lock: FNV-1a of its name, made non-negative (two
+    /// names that meet only share a lock, never a directory).
+    fn key(&self) -> i32 {
+        let hash = self.name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+        (hash & 0x7fff_ffff) as i32
+    }
+
+    /// The directory's files, as of one snapshot.
+    pub(crate) fn files(&mut self) -> Result<Files> {
+        let sql = "SELECT f.name, f.content, f.mode FROM infrakit_tf.directories d \
+                   LEFT JOIN infrakit_tf.files f ON f.directory = d.id WHERE d.name = $1";
+        let rows = match self.client.query(sql, &[&self.name]) {
+            Ok(rows) => rows,
+            Err(e) => return Err(self.error(e)),
+        };
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut files = BTreeMap::new();
+        for row in rows {
+            let Some(name) = row.get::<_, Option<String>>(0) else { continue };
+            let mode: i32 = row.get(2);
+            files.insert(name, StoredFile { content: row.get(1), mode: mode as u32 & 0o7777 });
+        }
+        Ok(Some(files))
+    }
+
+    /// Writes and removes the files of `ops` in one transaction (the directory is created if
+    /// it is new): all or none. Only under the lock.
+    pub(crate) fn commit(&mut self, ops: &[FileOp]) -> Result<()> {
+        assert!(self.locked, "a store change needs the lock");
+        // The last operation on a name is what stands.
+        let last: BTreeMap<&str, &FileOp> = ops.iter().map(|op| (op.name.as_str(), op)).collect();
+        let (mut names, mut contents, mut modes, mut gone) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (name, op) in last {
+            match &op.after {
+                Some((bytes, perms)) => {
+                    names.push(name);
+                    contents.push(bytes.as_slice());
+                    modes.push(perms.bits() as i32);
+                }
+                None => gone.push(name),
+            }
+        }
+        let name = self.name.clone();
+        let done = (|| {
+            let mut tx = self.client.transaction()?;
+            let id: i64 = tx
+                .query_one(
+                    "INSERT INTO infrakit_tf.directories (name) VALUES ($1) \
+                     ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id",
+                    &[&name],
+                )?
+                .get(0);
+            if !gone.is_empty() {
+                tx.execute("DELETE FROM infrakit_tf.files WHERE directory = $1 AND name = ANY($2)", &[&id, &gone])?;
+            }
+            if !names.is_empty() {
+                tx.execute(
+                    "INSERT INTO infrakit_tf.files (directory, name, content, mode) \
+                     SELECT $1, * FROM unnest($2::text[], $3::bytea[], $4::int[]) \
+                     ON CONFLICT (directory, name) DO UPDATE \
+                     SET content = excluded.content, mode = excluded.mode, updated = now()",
+                    &[&id, &names, &contents, &modes],
+                )?;
+            }
+            tx.commit()
+        })();
+        done.map_err(|e| self.error(e))?;
+        crate::fault::point(|| format!("store commit {} file(s)", ops.len()));
+        Ok(())
+    }
+
+    /// An error of the store: lost connections are `StoreUnavailable`, others say what the
+    /// server said.
+    fn error(&self, e: postgres::Error) -> anyhow::Error {
+        if e.is_closed() || e.as_db_error().is_none() {
+            return unavailable(&self.display, &e);
+        }
+        anyhow::Error::new(e).context(format!("the store at {} failed", self.display))
+    }
+}
+
+/// The error for a store that cannot be reached or refused us.
+fn unavailable(display: &str, e: &postgres::Error) -> anyhow::Error {
+    let why = match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => {
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                why = format!("{why}: {s}");
+                source = s.source();
+            }
+            why
+        }
+    };
+    Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {why}"))
+        .hint("check that PostgreSQL runs there and the URL is right (`store.postgres` in infrakit-tf.json, --store or INFRAKIT_TF_STORE); nothing was changed")
+        .into()
+}
+
+/// Whether the store keeps a file of this name: the managed files (live and queued), the ID
+/// record and the import blocks. Anything else in the directory is the user's, or local.
+pub(crate) fn keeps(name: &str) -> bool {
+    if name.contains('/') || name.contains('\0') {
+        return false;
+    }
+    name == crate::directory::LAST_ID
+        || name == crate::names::IMPORT_FILE
+        || crate::names::split_file_name(name).and_then(|(base, _)| crate::names::classify(base)).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_keeps_managed_files_and_the_id_record_only() {
+        for kept in [
+            "instance-1.tf.json",
+            "instance-1.tf.json.new",
+            "web_dedicated_1.tf.json",
+            "web_global.tf.json.new",
+            ".infrakit-tf-last-id",
+            "infrakit-tf-import.tf.json",
+        ] {
+            assert!(keeps(kept), "{kept}");
+        }
+        for local in [
+            "main.tf",
+            "infrakit-tf.json",
+            "terraform.tfstate",
+            ".infrakit-tf-journal.json",
+            ".infrakit-tf-terraform.json",
+            "web_dedicated_../../etc.tf.json",
+            "a_dedicated_x/y.tf.json",
+        ] {
+            assert!(!keeps(local), "{local}");
+        }
+    }
+}
