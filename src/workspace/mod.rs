@@ -189,6 +189,15 @@ impl<'a> Workspace<'a> {
         let (dir, snapshot) = match ctx.store()? {
             Some(config) => {
                 let mut store = Store::connect(config)?;
+                if init::needed(&ctx.dir, &BTreeSet::new())? {
+                    // A host's first command may be this one: terraform's working directory
+                    // is set up (`.terraform`, under the local lock) so that the state can be
+                    // read from the backend. No managed file is written.
+                    let _lock = ctx.lock()?;
+                    let local = Directory::open(&ctx.dir)?;
+                    ctx.terraform(&local)?.init()?;
+                    init::record(&ctx.dir, &BTreeSet::new())?;
+                }
                 let snapshot = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
                 (Directory::open(snapshot.path())?, Some(snapshot))
             }

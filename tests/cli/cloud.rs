@@ -98,6 +98,18 @@ impl Cloud {
         Cloud { cloud: s.root.path().join("cloud"), rc: s.root.path().join("fakecloud.tfrc"), s }
     }
 
+    /// A second host of the same cloud: a directory of its own (another path) with copies of
+    /// this one's `main.tf` and `infrakit-tf.json`, as a user distributes them; the same cloud,
+    /// provider and spec. Nothing else is shared: no state, no `.terraform`.
+    pub fn another_host(&self) -> Cloud {
+        let s = Scratch::new();
+        for name in ["main.tf", "infrakit-tf.json"] {
+            std::fs::copy(self.s.dir.join(name), s.dir.join(name)).unwrap();
+        }
+        std::fs::copy(self.s.root.path().join("web.json"), s.root.path().join("web.json")).unwrap();
+        Cloud { s, cloud: self.cloud.clone(), rc: self.rc.clone() }
+    }
+
     /// Runs infrakit-tf ARGS in its own process group until a line of its stderr contains
     /// `needle`, then kills the whole group (infrakit-tf and its terraform) with SIGKILL: a
     /// crash, or a machine losing power. Returns the stderr read until then.

@@ -24,5 +24,6 @@ mod readme;
 mod reconcile;
 mod recovery;
 mod signals;
+mod store;
 mod support;
 mod terraform;

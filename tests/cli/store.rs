@@ -1,0 +1,363 @@
+//! Several hosts, one group: the managed files and the lock in PostgreSQL, the state in
+//! terraform's `backend "pg"`. Two directories (different paths, the same `main.tf` and
+//! `infrakit-tf.json`) stand for two hosts of one fakecloud; each test has a database of its
+//! own on the throwaway server `.ci/test` starts (`.ci/postgres`), whose URL is
+//! `INFRAKIT_TF_TEST_PG`. Without it these tests fail: they are never skipped.
+#![allow(clippy::disallowed_methods)] // the tests start and stop their own server too
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::{json, Value};
+
+use crate::cloud::Cloud;
+use crate::support::Run;
+
+const INVALID: i32 = 3;
+const LOCKED: i32 = 5;
+const STORE_UNAVAILABLE: i32 = 16;
+
+/// The test server's URL (`postgresql://user:password@127.0.0.1:PORT/postgres`).
+fn server() -> String {
+    std::env::var("INFRAKIT_TF_TEST_PG").expect(
+        "INFRAKIT_TF_TEST_PG is not set: the store tests need a PostgreSQL server (`.ci/test` starts one with `.ci/postgres start DIR`)",
+    )
+}
+
+/// One test's database on a server, dropped at the end.
+struct Db {
+    server: String,
+    name: String,
+}
+
+impl Db {
+    fn new() -> Self {
+        Self::on(server())
+    }
+
+    fn on(server: String) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("store_{}_{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
+        let mut admin = postgres::Client::connect(&server, postgres::NoTls).expect("the test server");
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        Db { server, name }
+    }
+
+    /// The database's URL, as a user writes it (`sslmode=disable`: the test server has no TLS).
+    fn url(&self) -> String {
+        let base = self.server.rsplit_once('/').unwrap().0;
+        format!("{base}/{}?sslmode=disable", self.name)
+    }
+
+    /// The same without the password (it then comes from `PGPASSWORD`).
+    fn url_without_password(&self) -> String {
+        let url = self.url();
+        let (scheme_user, rest) = url.split_once('@').unwrap();
+        let user = scheme_user.rsplit_once(':').unwrap().0;
+        format!("{user}@{rest}")
+    }
+
+    fn password(&self) -> String {
+        let creds = self.server.split_once("://").unwrap().1.split_once('@').unwrap().0;
+        creds.split_once(':').unwrap().1.to_string()
+    }
+
+    fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url(), postgres::NoTls).unwrap()
+    }
+
+    /// The store's files of directory `web`: name → document.
+    fn files(&self) -> BTreeMap<String, Value> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT f.name, f.content FROM infrakit_tf.files f JOIN infrakit_tf.directories d ON d.id = f.directory \
+                 WHERE d.name = 'web'",
+                &[],
+            )
+            .unwrap();
+        rows.iter()
+            .map(|r| {
+                let content: Vec<u8> = r.get(1);
+                (r.get(0), serde_json::from_slice(&content).unwrap_or(Value::Null))
+            })
+            .collect()
+    }
+
+    /// The resource addresses of terraform's state, as its pg backend keeps it.
+    fn state(&self) -> BTreeSet<String> {
+        let row = self.client().query_one("SELECT data FROM terraform_remote_state.states WHERE name = 'default'", &[]);
+        let data: String = row.unwrap().get(0);
+        let state: Value = serde_json::from_str(&data).unwrap();
+        let resources = state["resources"].as_array().cloned().unwrap_or_default();
+        resources.iter().map(|r| format!("{}.{}", r["type"].as_str().unwrap(), r["name"].as_str().unwrap())).collect()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = postgres::Client::connect(&self.server, postgres::NoTls) {
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+/// The resources the store's files declare.
+fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for doc in files.values() {
+        for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
+            out.extend(by_name.as_object().unwrap().keys().map(|n| format!("{rtype}.{n}")));
+        }
+    }
+    out
+}
+
+/// Makes `host` use the store at `url` under the name `web`, with terraform's state in
+/// `backend "pg"` (which connects where the store is).
+fn use_store(host: &Cloud, url: &str) {
+    let main = std::fs::read_to_string(host.s.dir.join("main.tf")).unwrap();
+    host.s.write("main.tf", &format!("{main}\nterraform {{\n  backend \"pg\" {{}}\n}}\n"));
+    let config = json!({"vm_types": {"fakecloud_instance": {}}, "store": {"postgres": url, "directory": "web"}});
+    host.s.write("infrakit-tf.json", &config.to_string());
+}
+
+/// Two hosts of one cloud, sharing the store `db`.
+fn hosts(db: &Db) -> (Cloud, Cloud) {
+    let a = Cloud::new();
+    use_store(&a, &db.url());
+    let b = a.another_host();
+    (a, b)
+}
+
+/// The cloud's objects by kind: (VMs, dedicated volumes of size 5, shared volumes of size 50).
+fn census(c: &Cloud) -> (usize, usize, usize) {
+    let objects = c.objects();
+    let count = |f: &dyn Fn(&Value) -> bool| objects.values().filter(|o| f(o)).count();
+    (
+        count(&|o| o["type"] == "fakecloud_instance"),
+        count(&|o| o["type"] == "fakecloud_volume" && o["size"] == 5),
+        count(&|o| o["type"] == "fakecloud_volume" && o["size"] == 50),
+    )
+}
+
+fn ids(rows: &[Value]) -> BTreeSet<String> {
+    rows.iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn provisions_from_two_hosts_at_once_share_one_directory() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    // Ten each, both hosts at once: every provision waits its turn for the store's lock.
+    let provision = |h: &Cloud| -> Vec<String> {
+        (0..10)
+            .map(|_| h.run(&["--lock-timeout", "10m", "provision", &h.spec()]).ok().stdout.trim().to_string())
+            .collect()
+    };
+    let (from_a, from_b) = std::thread::scope(|s| {
+        let on_a = s.spawn(|| provision(&a));
+        let on_b = s.spawn(|| provision(&b));
+        (on_a.join().unwrap(), on_b.join().unwrap())
+    });
+    let all: BTreeSet<String> = from_a.iter().chain(&from_b).cloned().collect();
+    assert_eq!(all.len(), 20, "unique IDs: {from_a:?} {from_b:?}");
+
+    // Both hosts describe all 20, created, each on a slot of its own.
+    for host in [&a, &b] {
+        let rows = host.describe();
+        assert_eq!(ids(&rows), all);
+        assert!(rows.iter().all(|r| r["status"] == "created"), "{rows:#?}");
+        let slots: BTreeSet<&str> = rows
+            .iter()
+            .flat_map(|r| r["attachments"].as_array().unwrap())
+            .filter_map(Value::as_str)
+            .filter(|a| a.contains("_dedicated_"))
+            .collect();
+        assert_eq!(slots.len(), 20, "one slot each: {rows:#?}");
+    }
+    assert_eq!(census(&a), (20, 20, 1), "all applied, nothing twice");
+    // The state in PostgreSQL is what the store's files declare.
+    let files = db.files();
+    assert_eq!(files.keys().filter(|n| n.starts_with("instance-")).count(), 20);
+    assert_eq!(db.state(), declared(&files));
+}
+
+#[test]
+fn a_host_that_dies_mid_apply_is_taken_over_by_the_other() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    a.delay_creates(2000);
+    // Host A dies (infrakit-tf and its terraform, SIGKILL) while its creates are under way.
+    a.kill_during(&["provision", &a.spec()], "creating");
+    // PostgreSQL released A's lock with its connection: B does not wait, and converges.
+    let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
+    assert!(!run.stderr.contains("waiting"), "{}", run.stderr);
+    assert_eq!(census(&b), (2, 2, 1), "both instances, nothing twice");
+    let rows = a.describe();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["status"] == "created"), "{rows:#?}");
+    a.delay_creates(0);
+    a.run(&["reconcile", "--check"]).ok();
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+#[test]
+fn a_killed_run_whose_terraform_goes_on_is_waited_for_by_the_other_host() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.delay_creates(1500);
+    // Only infrakit-tf is killed (cron's timeout, the OOM killer): its terraform goes on, and
+    // holds the state's lock until it has saved what it created.
+    a.kill_at(&["provision", &a.spec()], "creating", false);
+    let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
+    assert_eq!(census(&b), (1, 1, 1), "created once: {}", run.stderr);
+    a.delay_creates(0);
+    let rows = b.describe();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "created");
+    b.run(&["reconcile", "--check"]).ok();
+}
+
+#[test]
+fn reconcile_no_wait_on_both_hosts_at_once_runs_one() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", "--no-apply", &a.spec()]).ok();
+    a.delay_creates(1500);
+    let runs: Vec<Run> = std::thread::scope(|s| {
+        let on_a = s.spawn(|| a.run(&["reconcile", "--no-wait"]));
+        let on_b = s.spawn(|| b.run(&["reconcile", "--no-wait"]));
+        vec![on_a.join().unwrap(), on_b.join().unwrap()]
+    });
+    let mut codes: Vec<i32> = runs.iter().map(|r| r.code).collect();
+    codes.sort();
+    assert_eq!(codes, [0, LOCKED], "{runs:#?}");
+    let busy = runs.iter().find(|r| r.code == LOCKED).unwrap();
+    assert_eq!(busy.error_lines().len(), 1, "{busy:#?}");
+    assert!(busy.stderr.contains("error: store directory `web` is locked by another run"), "{}", busy.stderr);
+    assert!(busy.stderr.contains("the next cron run tries again"), "{}", busy.stderr);
+    assert_eq!(census(&a), (1, 1, 1));
+}
+
+#[test]
+fn a_store_that_cannot_be_reached_changes_nothing() {
+    // A server of its own, stopped halfway: the shared one serves the other tests.
+    let root = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres");
+    let start = std::process::Command::new(&script).arg("start").arg(root.path()).output().unwrap();
+    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
+    let server = String::from_utf8(start.stdout).unwrap().trim().to_string();
+    let db = Db::on(server);
+    let (a, _b) = hosts(&db);
+    let id = a.run(&["provision", &a.spec()]).ok().stdout.trim().to_string();
+    let stopped = std::process::Command::new(&script).arg("stop").arg(root.path()).output().unwrap();
+    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+
+    let before = a.s.snapshot();
+    for args in [
+        vec!["provision", &a.spec()],
+        vec!["destroy", "--yes", &id],
+        vec!["reconcile"],
+        vec!["describe"],
+        vec!["migrate"],
+    ] {
+        let run = a.run(&args).code(STORE_UNAVAILABLE);
+        assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+        let line = run.error_lines()[0];
+        assert!(line.starts_with("error: cannot use the store at postgresql://infrakit@127.0.0.1:"), "{line}");
+        assert!(!run.stderr.contains(&db.password()), "the password is never printed: {}", run.stderr);
+        assert_eq!(a.s.snapshot(), before, "{args:?} wrote nothing");
+    }
+    std::mem::forget(db); // its server is gone: nothing to drop
+}
+
+#[test]
+fn a_group_converged_from_alternating_hosts() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    // The group spec is the user's configuration: each host has its copy.
+    let write = |size: u64, user_data: &str| {
+        let spec = crate::groups::web(&format!("{{\"Size\": {size}}}"), user_data);
+        a.s.write("web-group.json", &spec);
+        b.s.write("web-group.json", &spec);
+    };
+    let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
+    let reconcile =
+        |h: &Cloud| h.run(&["reconcile", "--group", &spec(h), "--output", "json"]).ok().json()["groups"][0].clone();
+    write(2, "v1");
+    assert_eq!(reconcile(&a)["provisioned"].as_array().unwrap().len(), 2);
+    write(3, "v1");
+    assert_eq!(reconcile(&b)["provisioned"].as_array().unwrap().len(), 1);
+    write(3, "v2");
+    let rolled = reconcile(&a);
+    assert_eq!(rolled["replaced"].as_array().unwrap().len(), 3, "{rolled}");
+    assert_eq!(rolled["current"], 3, "{rolled}");
+    b.run(&["reconcile", "--group", &spec(&b), "--check"]).ok();
+    let rows = b.describe();
+    assert_eq!(rows.len(), 3, "{rows:#?}");
+    assert!(rows.iter().all(|r| r["status"] == "created"), "{rows:#?}");
+    assert_eq!(census(&a), (3, 3, 1), "three members, their volumes kept through the update");
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+#[test]
+fn migrate_moves_a_local_directory_into_the_store_once() {
+    let db = Db::new();
+    let a = Cloud::new();
+    a.run(&["provision", &a.spec()]).ok();
+    a.run(&["provision", &a.spec()]).ok();
+    let local = ids(&a.describe());
+
+    use_store(&a, &db.url());
+    // Until it is moved, a command that writes refuses to start from an empty store.
+    let before = a.s.snapshot();
+    let refused = a.run(&["provision", &a.spec()]).code(INVALID);
+    assert!(refused.stderr.contains("`infrakit-tf migrate`"), "{}", refused.stderr);
+    assert_eq!(a.s.snapshot(), before);
+
+    let moved = a.run(&["migrate"]).ok();
+    let files = db.files();
+    assert_eq!(moved.stdout.lines().collect::<BTreeSet<_>>(), files.keys().map(String::as_str).collect());
+    assert_eq!(files.keys().filter(|n| n.starts_with("instance-")).count(), 2);
+    assert_eq!(db.state(), declared(&files), "the state moved into the pg backend");
+
+    // Another host finds both, created, with nothing pending.
+    let b = a.another_host();
+    let rows = b.describe();
+    assert_eq!(ids(&rows), local);
+    assert!(rows.iter().all(|r| r["status"] == "created"), "{rows:#?}");
+    b.run(&["reconcile", "--check"]).ok();
+    assert_eq!(census(&a), (2, 2, 1));
+
+    // Again: nothing to move. Another directory under the same name: refused.
+    let again = a.run(&["migrate", "--output", "json"]).ok().json();
+    assert_eq!(again["moved"], false, "{again}");
+    let other = Cloud::new();
+    other.run(&["provision", &other.spec()]).ok();
+    use_store(&other, &db.url());
+    let before = other.s.snapshot();
+    let clash = other.run(&["migrate"]).code(INVALID);
+    assert!(clash.stderr.contains("store directory `web` already holds other files"), "{}", clash.stderr);
+    assert_eq!(other.s.snapshot(), before);
+    assert_eq!(db.files(), files);
+}
+
+#[test]
+fn the_password_may_come_from_pgpassword_and_is_never_printed() {
+    let db = Db::new();
+    let a = Cloud::new();
+    use_store(&a, &db.url_without_password());
+    let password = db.password();
+    let with = [("PGPASSWORD", password.as_str())];
+    let run = a.run_env(&["--verbose", "provision", &a.spec()], &with).ok();
+    let described = a.run_env(&["--verbose", "describe"], &with).ok();
+    let refused = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
+    assert!(refused.stderr.contains("password"), "{}", refused.stderr);
+    for r in [&run, &described, &refused] {
+        assert!(!r.stdout.contains(&password) && !r.stderr.contains(&password), "{r:#?}");
+    }
+    assert_eq!(census(&a), (1, 1, 1));
+}
