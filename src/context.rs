@@ -98,7 +98,7 @@ impl Ctx {
             // your own (in main.tf, the environment or --env) wins.
             let given = |k: &str| std::env::var_os(k).is_some() || env.iter().any(|(key, _)| key == k);
             if !given("PG_CONN_STR") {
-                env.push(("PG_CONN_STR".into(), store.url.clone()));
+                env.push(("PG_CONN_STR".into(), store.terraform_conn_str()));
             }
         }
         let tf = Terraform::open(program, dir.path(), env, self.terraform_timeout, self.printer.clone())?

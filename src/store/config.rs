@@ -69,6 +69,20 @@ impl StoreConfig {
     pub(crate) fn display(&self) -> String {
         display(&self.pg)
     }
+
+    /// The connection string terraform's `backend "pg"` gets (`PG_CONN_STR`): the URL, told
+    /// `sslmode=disable` when it says nothing of TLS, as our connection is made (terraform's
+    /// driver would otherwise insist on TLS).
+    pub(crate) fn terraform_conn_str(&self) -> String {
+        if self.url.contains("sslmode") {
+            self.url.clone()
+        } else if self.url.starts_with("postgres://") || self.url.starts_with("postgresql://") {
+            let sep = if self.url.contains('?') { '&' } else { '?' };
+            format!("{}{sep}sslmode=disable", self.url)
+        } else {
+            format!("{} sslmode=disable", self.url)
+        }
+    }
 }
 
 /// The environment variables libpq reads, as seen by [`connection`] (a test passes its own).
@@ -94,6 +108,11 @@ pub(super) fn connection(url: &str, env: &Env) -> Result<postgres::Config> {
         invalid(format!("the store URL is not a PostgreSQL connection string: {e}"))
             .hint("write it as postgresql://user@host:5432/database (libpq's URL form)")
     })?;
+    if pg.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(invalid("the store URL asks for TLS (sslmode=require), which this infrakit-tf cannot do yet")
+            .hint("use sslmode=disable and reach the server over a private network or a tunnel")
+            .into());
+    }
     if pg.get_hosts().is_empty() {
         pg.host(env.get("PGHOST").unwrap_or("localhost"));
     }
@@ -244,9 +263,15 @@ mod tests {
         assert!(err(section(None, Some("web")), None).contains("has no `postgres` URL"));
         assert!(err(section(Some("postgresql://h/d"), Some("")), None).contains("1 to 200 printable"));
         assert!(err(section(Some("nonsense=x=y"), Some("web")), None).contains("not a PostgreSQL connection"));
+        assert!(err(section(Some("postgresql://h/d?sslmode=require"), Some("web")), None).contains("cannot do yet"));
         let cfg = StoreConfig::resolve(section(Some("postgresql://a/d"), Some("web")), Some("postgresql://b/d"), file)
             .unwrap()
             .unwrap();
         assert_eq!((cfg.url.as_str(), cfg.name.as_str()), ("postgresql://b/d", "web"), "--store wins");
+        assert_eq!(cfg.terraform_conn_str(), "postgresql://b/d?sslmode=disable");
+        let conn = |url: &str| StoreConfig::resolve(section(Some(url), Some("w")), None, file).unwrap().unwrap();
+        assert_eq!(conn("postgresql://b/d?sslmode=disable").terraform_conn_str(), "postgresql://b/d?sslmode=disable");
+        assert_eq!(conn("postgres://b/d?user=u").terraform_conn_str(), "postgres://b/d?user=u&sslmode=disable");
+        assert_eq!(conn("host=b dbname=d").terraform_conn_str(), "host=b dbname=d sslmode=disable");
     }
 }
