@@ -94,11 +94,14 @@ impl Ctx {
         let mut env = self.tf_env.clone();
         let store = self.store()?;
         if let Some(store) = store {
-            // `backend "pg" {}` with no `conn_str` connects where the store is; a URL of
-            // your own (in main.tf, the environment or --env) wins.
-            let given = |k: &str| std::env::var_os(k).is_some() || env.iter().any(|(key, _)| key == k);
-            if !given("PG_CONN_STR") {
-                env.push(("PG_CONN_STR".into(), store.terraform_conn_str()));
+            // `backend "pg" {}` keeps the state in the store's database, in a schema of the
+            // directory's own; a setting of yours (in main.tf, the environment, --env) wins.
+            for (key, value) in store.terraform_env() {
+                let yours =
+                    env.iter().any(|(k, _)| *k == key) || key != "PGPASSWORD" && std::env::var_os(&key).is_some();
+                if !yours {
+                    env.push((key, value));
+                }
             }
         }
         let tf = Terraform::open(program, dir.path(), env, self.terraform_timeout, self.printer.clone())?

@@ -27,6 +27,9 @@ pub(crate) const LAST_ID: &str = ".infrakit-tf-last-id";
 
 pub(crate) struct Directory {
     path: PathBuf,
+    /// The directory messages name: `path`, or the user's directory a store's snapshot
+    /// stands for.
+    shown: PathBuf,
     names: BTreeSet<String>,
 }
 
@@ -104,7 +107,18 @@ impl Directory {
                 names.insert(name);
             }
         }
-        Ok(Directory { path: abs, names })
+        Ok(Directory { shown: abs.clone(), path: abs, names })
+    }
+
+    /// Opens `path`, a snapshot standing for `shown` (named in messages).
+    pub(crate) fn open_as(path: &Path, shown: &Path) -> Result<Self> {
+        let dir = Directory::open(path)?;
+        Ok(Directory { shown: std::path::absolute(shown).unwrap_or_else(|_| shown.to_path_buf()), ..dir })
+    }
+
+    /// The directory to name in messages.
+    pub(crate) fn shown(&self) -> &Path {
+        &self.shown
     }
 
     /// Removes the temporary files a killed write left (see `fsio::is_temp`), from the

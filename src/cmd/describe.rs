@@ -119,7 +119,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
         return ctx.printer.json(&rows);
     }
     if rows.is_empty() {
-        ctx.printer.status(&format!("no instances in `{}`", dir.path().display()));
+        ctx.printer.status(&format!("no instances in `{}`", dir.shown().display()));
         return Ok(());
     }
     ctx.printer.data(&table(&rows).to_string())

@@ -31,7 +31,7 @@ pub(crate) fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     let known = dir.instance_ids();
     let missing: Vec<String> = ids.iter().filter(|id| !known.contains(id)).map(ToString::to_string).collect();
     if !missing.is_empty() {
-        return Err(not_found(format!("no such instance in `{}`: {}", dir.path().display(), missing.join(", ")))
+        return Err(not_found(format!("no such instance in `{}`: {}", dir.shown().display(), missing.join(", ")))
             .hint("`infrakit-tf describe` lists the instances")
             .into());
     }
@@ -45,7 +45,7 @@ pub(crate) fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     if mode != CommitMode::DryRun {
         ctx.printer.confirm(
             ctx.assume_yes,
-            &format!("destroy {what} in `{}` ({} file(s))?", dir.path().display(), doomed.len()),
+            &format!("destroy {what} in `{}` ({} file(s))?", dir.shown().display(), doomed.len()),
         )?;
     }
     let Committed { outcome, failure } = ws.commit(ChangeSet::removing(doomed), mode)?;

@@ -32,7 +32,7 @@ pub(crate) fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
     let dir = ws.dir();
     let profiles = ctx.profiles(dir)?;
     let file = dir.current(&id).ok_or_else(|| {
-        not_found(format!("no such instance in `{}`: {id}", dir.path().display()))
+        not_found(format!("no such instance in `{}`: {id}", dir.shown().display()))
             .hint("`infrakit-tf describe` lists the instances")
     })?;
     let mut doc = dir.read_doc(&file)?;

@@ -84,7 +84,7 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     }
 
     if orphans.is_empty() {
-        ctx.printer.status(&format!("no orphans in `{}`", dir.path().display()));
+        ctx.printer.status(&format!("no orphans in `{}`", dir.shown().display()));
         if ctx.printer.json_output() {
             ctx.printer.json(&Report { orphans, destroys: vec![], outcome: None })?;
         }
@@ -107,7 +107,7 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         &format!(
             "remove {} orphaned file(s) in `{}` and destroy {} resource(s)?",
             orphans.len(),
-            ws.dir().path().display(),
+            ws.dir().shown().display(),
             destroys.len()
         ),
     )?;

@@ -17,14 +17,16 @@ use postgres::config::Host;
 /// A store to use: the connection and the logical directory's name.
 #[derive(Clone)]
 pub(crate) struct StoreConfig {
-    /// The URL as given (it may hold the password): terraform gets it as `PG_CONN_STR`.
-    pub(crate) url: String,
     pub(crate) name: String,
     pub(crate) pg: postgres::Config,
 }
 
-/// The longest a logical directory name may be.
-const MAX_NAME: usize = 200;
+/// The longest a logical directory name may be (its state schema's name, with
+/// [`STATE_SCHEMA_PREFIX`], stays within PostgreSQL's 63 bytes).
+const MAX_NAME: usize = 40;
+
+/// Terraform's state of store directory NAME is in schema `infrakit_tf_state_NAME`.
+const STATE_SCHEMA_PREFIX: &str = "infrakit_tf_state_";
 
 impl StoreConfig {
     /// The store `section` (from `config_file`) names, with `--store` (`flag`) overriding its
@@ -54,15 +56,16 @@ impl StoreConfig {
             .hint("add \"store\": {\"directory\": \"<name>\"} there, the same on every host")
             .into());
         };
-        if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
+        if name.is_empty() || name.len() > MAX_NAME || !name.chars().all(allowed) {
             return Err(invalid(format!(
-                "`store.directory` in `{}` must be 1 to {MAX_NAME} printable characters",
+                "`store.directory` in `{}` must be 1 to {MAX_NAME} letters, digits, `_`, `.` or `-`",
                 config_file.display()
             ))
             .into());
         }
         let pg = connection(&url, &Env::process())?;
-        Ok(Some(StoreConfig { url, name, pg }))
+        Ok(Some(StoreConfig { name, pg }))
     }
 
     /// `user@host:port/db`, without the password, for messages.
@@ -70,18 +73,39 @@ impl StoreConfig {
         display(&self.pg)
     }
 
-    /// The connection string terraform's `backend "pg"` gets (`PG_CONN_STR`): the URL, told
-    /// `sslmode=disable` when it says nothing of TLS, as our connection is made (terraform's
-    /// driver would otherwise insist on TLS).
-    pub(crate) fn terraform_conn_str(&self) -> String {
-        if self.url.contains("sslmode") {
-            self.url.clone()
-        } else if self.url.starts_with("postgres://") || self.url.starts_with("postgresql://") {
-            let sep = if self.url.contains('?') { '&' } else { '?' };
-            format!("{}{sep}sslmode=disable", self.url)
-        } else {
-            format!("{} sslmode=disable", self.url)
+    /// What terraform's `backend "pg" {}` gets, so that its state lives in the store's
+    /// database, in a schema of this directory's own (two directories never share a state):
+    /// `PG_CONN_STR` (our connection as `key=value`, `sslmode=disable` as ours is made, and
+    /// no password: terraform's errors may print it), `PGPASSWORD`, `PG_SCHEMA_NAME`.
+    pub(crate) fn terraform_env(&self) -> Vec<(String, String)> {
+        let mut conn = Vec::new();
+        match self.pg.get_hosts().first() {
+            Some(Host::Tcp(h)) => conn.push(("host", h.clone())),
+            Some(Host::Unix(p)) => conn.push(("host", p.display().to_string())),
+            None => {}
         }
+        if let Some(port) = self.pg.get_ports().first() {
+            conn.push(("port", port.to_string()));
+        }
+        if let Some(user) = self.pg.get_user() {
+            conn.push(("user", user.to_string()));
+        }
+        if let Some(db) = self.pg.get_dbname() {
+            conn.push(("dbname", db.to_string()));
+        }
+        conn.push(("sslmode", "disable".into()));
+        let conn: Vec<String> = conn.into_iter().map(|(k, v)| format!("{k}={}", quote(&v))).collect();
+        let mut env =
+            vec![("PG_CONN_STR".to_string(), conn.join(" ")), ("PG_SCHEMA_NAME".to_string(), self.state_schema())];
+        if let Some(password) = self.pg.get_password() {
+            env.push(("PGPASSWORD".into(), String::from_utf8_lossy(password).into_owned()));
+        }
+        env
+    }
+
+    /// The schema of this directory's terraform state.
+    pub(crate) fn state_schema(&self) -> String {
+        format!("{STATE_SCHEMA_PREFIX}{}", self.name)
     }
 }
 
@@ -187,8 +211,17 @@ fn os_user() -> String {
     std::env::var("USER").unwrap_or_else(|_| "postgres".into())
 }
 
-fn hostname() -> String {
+/// This host's name.
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+/// A `key=value` connection-string value, quoted when it must be.
+fn quote(value: &str) -> String {
+    if !value.is_empty() && !value.contains([' ', '\'', '\\']) {
+        return value.to_string();
+    }
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 /// `user@host:port/db`: the connection without its password.
@@ -261,17 +294,23 @@ mod tests {
         let err = |s, f| format!("{:#}", StoreConfig::resolve(s, f, file).err().unwrap());
         assert!(err(None, Some("postgresql://h/d")).contains("`store.directory` is not set"));
         assert!(err(section(None, Some("web")), None).contains("has no `postgres` URL"));
-        assert!(err(section(Some("postgresql://h/d"), Some("")), None).contains("1 to 200 printable"));
+        assert!(err(section(Some("postgresql://h/d"), Some("")), None).contains("1 to 40 letters"));
+        assert!(err(section(Some("postgresql://h/d"), Some("a b")), None).contains("1 to 40 letters"));
         assert!(err(section(Some("nonsense=x=y"), Some("web")), None).contains("not a PostgreSQL connection"));
         assert!(err(section(Some("postgresql://h/d?sslmode=require"), Some("web")), None).contains("cannot do yet"));
         let cfg = StoreConfig::resolve(section(Some("postgresql://a/d"), Some("web")), Some("postgresql://b/d"), file)
             .unwrap()
             .unwrap();
-        assert_eq!((cfg.url.as_str(), cfg.name.as_str()), ("postgresql://b/d", "web"), "--store wins");
-        assert_eq!(cfg.terraform_conn_str(), "postgresql://b/d?sslmode=disable");
-        let conn = |url: &str| StoreConfig::resolve(section(Some(url), Some("w")), None, file).unwrap().unwrap();
-        assert_eq!(conn("postgresql://b/d?sslmode=disable").terraform_conn_str(), "postgresql://b/d?sslmode=disable");
-        assert_eq!(conn("postgres://b/d?user=u").terraform_conn_str(), "postgres://b/d?user=u&sslmode=disable");
-        assert_eq!(conn("host=b dbname=d").terraform_conn_str(), "host=b dbname=d sslmode=disable");
+        assert!(cfg.display().starts_with("postgresql://b"), "--store wins: {}", cfg.display());
+        assert_eq!(cfg.name, "web");
+        let env = |url: &str| {
+            let cfg = StoreConfig::resolve(section(Some(url), Some("web")), None, file).unwrap().unwrap();
+            cfg.terraform_env().into_iter().collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let tf = env("postgresql://ops:s%20cr'et@db:6543/infra?sslmode=disable");
+        assert_eq!(tf["PG_CONN_STR"], "host=db port=6543 user=ops dbname=infra sslmode=disable", "no password");
+        assert_eq!(tf["PGPASSWORD"], "s cr'et");
+        assert_eq!(tf["PG_SCHEMA_NAME"], "infrakit_tf_state_web");
+        assert_eq!(env("host=/run/pg dbname='my db'")["PG_CONN_STR"], "host=/run/pg dbname='my db' sslmode=disable");
     }
 }

@@ -18,7 +18,8 @@
 //!
 //! ```sql
 //! infrakit_tf.schema_version (version integer)
-//! infrakit_tf.directories    (id bigserial primary key, name text unique, created timestamptz)
+//! infrakit_tf.directories    (id bigserial primary key, name text unique, created timestamptz,
+//!                             config_fingerprint text, config_host text)
 //! infrakit_tf.files          (directory bigint references directories on delete cascade,
 //!                             name text, content bytea, mode integer, updated timestamptz,
 //!                             primary key (directory, name))
@@ -32,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use postgres::{Client, NoTls};
 
-pub(crate) use self::config::StoreConfig;
+pub(crate) use self::config::{hostname, StoreConfig};
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
 use crate::output::Printer;
@@ -114,7 +115,9 @@ impl Store {
                  CREATE TABLE IF NOT EXISTS infrakit_tf.directories (
                      id bigserial PRIMARY KEY,
                      name text NOT NULL UNIQUE,
-                     created timestamptz NOT NULL DEFAULT now());
+                     created timestamptz NOT NULL DEFAULT now(),
+                     config_fingerprint text,
+                     config_host text);
                  CREATE TABLE IF NOT EXISTS infrakit_tf.files (
                      directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
                      name text NOT NULL,
@@ -217,9 +220,26 @@ impl Store {
         for row in rows {
             let Some(name) = row.get::<_, Option<String>>(0) else { continue };
             let mode: i32 = row.get(2);
-            files.insert(name, StoredFile { content: row.get(1), mode: mode as u32 & 0o7777 });
+            // Never more than rw-r--r--, whatever the row says: no setuid, exec or world write.
+            files.insert(name, StoredFile { content: row.get(1), mode: mode as u32 & 0o644 });
         }
         Ok(Some(files))
+    }
+
+    /// Notes the fingerprint of the configuration this host runs with (its `main.tf` and the
+    /// like), and returns the host that ran last with another one, if it differs: hosts that
+    /// apply different copies undo each other's changes. Nothing for a directory not created
+    /// yet. Only under the lock.
+    pub(crate) fn note_config(&mut self, fingerprint: &str, host: &str) -> Result<Option<String>> {
+        let sql = "UPDATE infrakit_tf.directories new SET config_fingerprint = $2, config_host = $3                    FROM infrakit_tf.directories old WHERE new.id = old.id AND new.name = $1                    RETURNING old.config_fingerprint, old.config_host";
+        let row = match self.client.query_opt(sql, &[&self.name, &fingerprint, &host]) {
+            Ok(row) => row,
+            Err(e) => return Err(self.error(e)),
+        };
+        Ok(row.and_then(|r| {
+            let (before, by): (Option<String>, Option<String>) = (r.get(0), r.get(1));
+            (before.is_some_and(|b| b != fingerprint)).then(|| by.unwrap_or_default())
+        }))
     }
 
     /// Writes and removes the files of `ops` in one transaction (the directory is created if
@@ -268,19 +288,26 @@ impl Store {
         Ok(())
     }
 
-    /// An error of the store: lost connections are `StoreUnavailable`, others say what the
-    /// server said.
+    /// An error of the store once connected. A lost connection (closed, or ended by the
+    /// server: a restart, `pg_terminate_backend`, classes 08 and 57) is `StoreUnavailable`:
+    /// the change under way was not committed, and what earlier steps committed stands.
     fn error(&self, e: postgres::Error) -> anyhow::Error {
-        if e.is_closed() || e.as_db_error().is_none() {
-            return unavailable(&self.display, &e);
+        let lost = match e.as_db_error() {
+            None => true,
+            Some(db) => db.severity() == "FATAL" || ["08", "57"].iter().any(|c| db.code().code().starts_with(c)),
+        };
+        if e.is_closed() || lost {
+            return Failure::new(Code::StoreUnavailable, format!("lost the store at {}: {}", self.display, reason(&e)))
+                .hint("the change under way was not made; what earlier steps committed stands, and the next run carries on from the store")
+                .into();
         }
         anyhow::Error::new(e).context(format!("the store at {} failed", self.display))
     }
 }
 
-/// The error for a store that cannot be reached or refused us.
-fn unavailable(display: &str, e: &postgres::Error) -> anyhow::Error {
-    let why = match e.as_db_error() {
+/// What went wrong, in one line: the server's message, or the I/O error and its causes.
+fn reason(e: &postgres::Error) -> String {
+    match e.as_db_error() {
         Some(db) => db.message().to_string(),
         None => {
             let mut why = e.to_string();
@@ -291,8 +318,12 @@ fn unavailable(display: &str, e: &postgres::Error) -> anyhow::Error {
             }
             why
         }
-    };
-    Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {why}"))
+    }
+}
+
+/// The error for a store that cannot be reached or refused us.
+fn unavailable(display: &str, e: &postgres::Error) -> anyhow::Error {
+    Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {}", reason(e)))
         .hint("check that PostgreSQL runs there and the URL is right (`store.postgres` in infrakit-tf.json, --store or INFRAKIT_TF_STORE); nothing was changed")
         .into()
 }

@@ -115,6 +115,7 @@ impl<'a> Workspace<'a> {
         let mut ws = Self::lock_unsynced(ctx, timeout)?;
         if let Some(store) = &mut ws.store {
             sync::pull(store, &mut ws.dir, &ctx.printer)?;
+            sync::check_config(store, &ws.dir, &ctx.printer)?;
         }
         Ok(ws)
     }
@@ -152,7 +153,7 @@ impl<'a> Workspace<'a> {
                 .hint("add \"store\": {\"postgres\": \"<URL>\", \"directory\": \"<name>\"} to infrakit-tf.json")
                 .into());
         };
-        let (name, url) = (config.name.clone(), config.display());
+        let (name, url, schema) = (config.name.clone(), config.display(), config.state_schema());
         let mut ws = Self::lock_unsynced(ctx, ctx.lock_timeout)?;
         let local = sync::local_files(&ws.dir)?;
         let stored = ws.store.as_mut().expect("a store").files()?;
@@ -165,6 +166,17 @@ impl<'a> Workspace<'a> {
             .into());
         }
         let moved = stored.as_ref().is_none_or(|s| s.is_empty());
+        if moved && !crate::state_guard::is_local(ws.dir.path()) {
+            // Its state is in a backend already, somewhere else than where the store keeps
+            // it: `init -migrate-state` would not move it (the backend is unchanged), and the
+            // store's schema would start empty: every machine made again.
+            return Err(crate::exit::invalid(format!(
+                "`{}` keeps terraform's state in a backend already; with a store it lives in schema `{schema}` of the store's database",
+                ctx.dir.display()
+            ))
+            .hint(format!("copy it there first (`terraform state pull > s.tfstate`, then `terraform state push s.tfstate` with PG_SCHEMA_NAME={schema}), then re-run"))
+            .into());
+        }
         if moved {
             // Only on the first move: on a store that has this directory, its state is there
             // already, and copying a local one over it would lose what other hosts did.
@@ -199,7 +211,7 @@ impl<'a> Workspace<'a> {
                     init::record(&ctx.dir, &BTreeSet::new())?;
                 }
                 let snapshot = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
-                (Directory::open(snapshot.path())?, Some(snapshot))
+                (Directory::open_as(snapshot.path(), &ctx.dir)?, Some(snapshot))
             }
             None => (ctx.directory()?, None),
         };

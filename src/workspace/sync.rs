@@ -48,8 +48,47 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
     for op in &ops {
         dir.note(&op.name, op.after.is_some());
     }
-    printer.detail(&format!("{} file(s) brought up to date from store directory `{}`", ops.len(), store.name()));
+    printer.status(&format!("{} file(s) brought up to date from store directory `{}`", ops.len(), store.name()));
     Ok(())
+}
+
+/// Warns when this host's configuration differs from the one the last command (on another
+/// host) ran with: each host applies its own copy of `main.tf`, so different copies undo each
+/// other's changes.
+pub(super) fn check_config(store: &mut Store, dir: &Directory, printer: &Printer) -> Result<()> {
+    let me = format!("{}:{}", store::hostname(), dir.shown().display());
+    if let Some(host) = store.note_config(&fingerprint(dir)?, &me)? {
+        let other = if host == me { "an earlier run here".to_string() } else { format!("`{host}`") };
+        printer.warn(&format!(
+            "this host's configuration (`*.tf`, `*.tf.json`, `.terraform.lock.hcl` in `{}`) differs from the one {other} ran with last: each host applies its own copy, and they undo each other's changes",
+            dir.shown().display()
+        ));
+    }
+    Ok(())
+}
+
+/// A fingerprint (FNV-1a, 64 bits) of the user's configuration files in `dir`: names and
+/// bytes of every `*.tf` and `*.tf.json` that is not ours, and `.terraform.lock.hcl`.
+fn fingerprint(dir: &Directory) -> Result<String> {
+    let mut hash = 0xcbf2_9ce4_8422_2325_u64;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            hash = (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for name in dir.names() {
+        let config = name.ends_with(".tf") || name.ends_with(".tf.json") || name == ".terraform.lock.hcl";
+        if !config || store::keeps(name) {
+            continue;
+        }
+        let path = dir.path().join(name);
+        let bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+        feed(name.as_bytes());
+        feed(&[0]);
+        feed(&bytes);
+        feed(&[0]);
+    }
+    Ok(format!("{hash:016x}"))
 }
 
 /// For a command that only reads: a temporary directory that looks like `dir` with the

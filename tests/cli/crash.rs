@@ -259,7 +259,7 @@ fn assert_whole(c: &Cloud, scenario: &Scenario, before: &BTreeSet<String>, conte
 
 /// Waits until no process works in `dir` (a killed run's terraform and its providers finish),
 /// polling `/proc/*/cwd`; bounded.
-fn wait_until_idle(dir: &Path) {
+pub fn wait_until_idle(dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(120);
     let busy = || {
         std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|e| {

@@ -37,10 +37,20 @@ impl Db {
     }
 
     fn on(server: String) -> Self {
+        Self::create(server, "")
+    }
+
+    /// A copy of this database (store and state), as it is now.
+    #[cfg(feature = "fault-injection")]
+    fn copy(&self) -> Self {
+        Self::create(self.server.clone(), &format!(" TEMPLATE {}", self.name))
+    }
+
+    fn create(server: String, template: &str) -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
         let name = format!("store_{}_{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
         let mut admin = postgres::Client::connect(&server, postgres::NoTls).expect("the test server");
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}{template}")).unwrap();
         Db { server, name }
     }
 
@@ -85,13 +95,26 @@ impl Db {
             .collect()
     }
 
-    /// The resource addresses of terraform's state, as its pg backend keeps it.
-    fn state(&self) -> BTreeSet<String> {
-        let row = self.client().query_one("SELECT data FROM terraform_remote_state.states WHERE name = 'default'", &[]);
+    /// Terraform's state as its pg backend keeps it (in the directory's own schema): its resources.
+    fn resources(&self) -> Vec<Value> {
+        let row = self.client().query_one("SELECT data FROM infrakit_tf_state_web.states WHERE name = 'default'", &[]);
         let data: String = row.unwrap().get(0);
         let state: Value = serde_json::from_str(&data).unwrap();
-        let resources = state["resources"].as_array().cloned().unwrap_or_default();
+        state["resources"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The resource addresses of terraform's state.
+    fn state(&self) -> BTreeSet<String> {
+        let resources = self.resources();
         resources.iter().map(|r| format!("{}.{}", r["type"].as_str().unwrap(), r["name"].as_str().unwrap())).collect()
+    }
+
+    /// The cloud IDs of the objects terraform's state manages.
+    #[cfg(feature = "fault-injection")]
+    fn managed(&self) -> BTreeSet<String> {
+        let resources = self.resources();
+        let instances = resources.iter().flat_map(|r| r["instances"].as_array().cloned().unwrap_or_default());
+        instances.filter_map(|i| i["attributes"]["id"].as_str().map(str::to_string)).collect()
     }
 }
 
@@ -101,6 +124,10 @@ impl Drop for Db {
             let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
         }
     }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string()
 }
 
 /// The resources the store's files declare.
@@ -119,7 +146,16 @@ fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
 fn use_store(host: &Cloud, url: &str) {
     let main = std::fs::read_to_string(host.s.dir.join("main.tf")).unwrap();
     host.s.write("main.tf", &format!("{main}\nterraform {{\n  backend \"pg\" {{}}\n}}\n"));
-    let config = json!({"vm_types": {"fakecloud_instance": {}}, "store": {"postgres": url, "directory": "web"}});
+    point_at(host, url);
+}
+
+/// Points `host`'s `infrakit-tf.json` at the store `url`, directory `web`.
+fn point_at(host: &Cloud, url: &str) {
+    name_in(host, url, "web");
+}
+
+fn name_in(host: &Cloud, url: &str, directory: &str) {
+    let config = json!({"vm_types": {"fakecloud_instance": {}}, "store": {"postgres": url, "directory": directory}});
     host.s.write("infrakit-tf.json", &config.to_string());
 }
 
@@ -304,6 +340,83 @@ fn a_group_converged_from_alternating_hosts() {
 }
 
 #[test]
+fn a_store_lost_mid_run_stops_it_and_the_next_run_carries_on() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
+    let write = |user_data: &str| {
+        let group = crate::groups::web(r#"{"Size": 2}"#, user_data);
+        a.s.write("web-group.json", &group);
+        b.s.write("web-group.json", &group);
+    };
+    write("v1");
+    a.run(&["reconcile", "--group", &spec(&a)]).ok();
+    write("v2");
+    // The health check of the first replacement ends our connection (a server restart, as
+    // the store sees it): the second batch cannot be committed.
+    let cut = format!(
+        "psql '{}' -qAtc \"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'infrakit-tf %'\" >/dev/null",
+        db.url()
+    );
+    let run = a.run(&["reconcile", "--group", &spec(&a), "--max-unavailable", "1", "--health-cmd", &cut]);
+    let run = run.code(STORE_UNAVAILABLE);
+    assert!(run.stderr.contains("error: lost the store at postgresql://infrakit@127.0.0.1:"), "{}", run.stderr);
+    assert!(run.stderr.contains("the change under way was not made"), "{}", run.stderr);
+    assert!(!run.stderr.contains(&db.password()), "{}", run.stderr);
+    // The other host finishes the update; everything is whole.
+    let done = b.run(&["reconcile", "--group", &spec(&b), "--output", "json"]).ok().json();
+    assert_eq!(done["groups"][0]["current"], 2, "{done}");
+    b.run(&["reconcile", "--group", &spec(&b), "--check"]).ok();
+    assert_eq!(census(&a), (2, 2, 1));
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+#[test]
+fn two_directories_in_one_database_have_states_of_their_own() {
+    let db = Db::new();
+    let (web, _) = hosts(&db);
+    web.run(&["provision", &web.spec()]).ok();
+    web.run(&["provision", &web.spec()]).ok();
+    let other = Cloud::new();
+    use_store(&other, &db.url());
+    name_in(&other, &db.url(), "db");
+    other.run(&["provision", &other.spec()]).ok();
+    let out = other.run(&["reconcile", "--output", "json"]).ok().json();
+    assert_eq!((out["added"].as_u64(), out["destroyed"].as_u64()), (Some(0), Some(0)), "{out}");
+    web.run(&["reconcile", "--check"]).ok();
+    let schemas: BTreeSet<String> = db
+        .client()
+        .query("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'infrakit_tf_state_%'", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(schemas, BTreeSet::from(["infrakit_tf_state_db".to_string(), "infrakit_tf_state_web".to_string()]));
+    assert_eq!(census(&web), (2, 2, 1));
+    assert_eq!(census(&other), (1, 1, 1));
+}
+
+#[test]
+fn hosts_with_different_configurations_are_told() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    let same = b.run(&["reconcile"]).ok();
+    assert!(!same.stderr.contains("differs"), "{}", same.stderr);
+    let main = std::fs::read_to_string(b.s.dir.join("main.tf")).unwrap();
+    b.s.write("main.tf", &format!("{main}\n# a change on host B only\n"));
+    let differs = b.run(&["reconcile"]).ok();
+    assert!(
+        differs.stderr.contains("warning: this host's configuration (`*.tf`, `*.tf.json`, `.terraform.lock.hcl` in"),
+        "{}",
+        differs.stderr
+    );
+    let back = a.run(&["reconcile"]).ok();
+    let host_b = format!("differs from the one `{}:{}` ran with last", hostname(), b.s.dir.display());
+    assert!(back.stderr.contains(&host_b), "{}", back.stderr);
+}
+
+#[test]
 fn migrate_moves_a_local_directory_into_the_store_once() {
     let db = Db::new();
     let a = Cloud::new();
@@ -360,4 +473,70 @@ fn the_password_may_come_from_pgpassword_and_is_never_printed() {
         assert!(!r.stdout.contains(&password) && !r.stderr.contains(&password), "{r:#?}");
     }
     assert_eq!(census(&a), (1, 1, 1));
+}
+
+/// Crash points with a store: a provision on host A is SIGKILLed at each of its points (its
+/// writes, the store's commit, terraform's spawns; see `crash.rs`), then host B's `reconcile`
+/// (cron on the other host) takes over at once, and host A's own next run catches up. Each
+/// point starts from a copy of the same prepared directory and database.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_provision_killed_at_every_point_is_finished_by_the_other_host() {
+    let db = Db::new();
+    let template = Cloud::new();
+    use_store(&template, &db.url());
+    template.run(&["provision", &template.spec()]).ok();
+    let fork = || {
+        let c = template.copy();
+        let copy = db.copy();
+        point_at(&c, &copy.url());
+        (c, copy)
+    };
+    let spec = template.spec();
+    let command = ["provision", spec.as_str()];
+
+    let (counting, _counting_db) = fork();
+    let log = counting.s.root.path().join("crash.log");
+    counting.run_env(&command, &[("INFRAKIT_TF_CRASH_LOG", log.to_str().unwrap())]).ok();
+    let points = std::fs::read_to_string(&log).unwrap();
+    assert!(points.contains("store commit"), "the store's commit is a crash point: {points}");
+
+    for (k, what) in points.lines().enumerate() {
+        let (a, db) = fork();
+        let before: BTreeSet<String> = ids(&a.describe());
+        let at = (k + 1).to_string();
+        let run = a.run_env(&command, &[("INFRAKIT_TF_CRASH_AT", &at)]);
+        let context = format!("provision killed at point {what}");
+        assert_eq!(run.code, -libc::SIGKILL, "{context}: not killed: {run:#?}");
+        let b = a.another_host();
+        let recovery = b.run(&["--lock-timeout", "5m", "reconcile"]);
+        assert_eq!(recovery.code, 0, "{context}: host B's recovery failed: {recovery:#?}");
+        crate::crash::wait_until_idle(&a.s.dir);
+        let caught_up = a.run(&["reconcile"]);
+        assert_eq!(caught_up.code, 0, "{context}: host A's next run failed: {caught_up:#?}");
+
+        // The change is whole or absent; everything in it created once.
+        let files = db.files();
+        assert!(files.iter().all(|(n, doc)| !doc.is_null() && !n.ends_with(".new")), "{context}: {files:?}");
+        let rows = b.describe();
+        let after = ids(&rows);
+        assert!(
+            after == before || (after.is_superset(&before) && after.len() == before.len() + 1),
+            "{context}: {before:?} -> {after:?}"
+        );
+        for row in &rows {
+            assert_eq!(row["status"], "created", "{context}: {row}");
+            for base in row["attachments"].as_array().unwrap() {
+                assert!(files.contains_key(&format!("{}.tf.json", base.as_str().unwrap())), "{context}: {row}");
+            }
+        }
+        let cloud: BTreeSet<String> = a.objects().into_keys().collect();
+        assert_eq!(cloud, db.managed(), "{context}: the cloud holds what the state manages, nothing twice");
+        assert_eq!(census(&a).0, after.len(), "{context}: one VM per instance");
+        // Host A's files are the store's again.
+        for (name, doc) in &files {
+            assert_eq!(&a.s.read(name), doc, "{context}: host A's `{name}`");
+        }
+        b.run(&["reconcile", "--check"]).ok();
+    }
 }
