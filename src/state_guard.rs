@@ -10,6 +10,9 @@
 //! before terraform overwrites a state) is a first apply that was cut short: nothing was ever
 //! saved, nothing is lost, and terraform may go on.
 //!
+//! A state terraform could not save (it writes it to `errored.tfstate`, whatever the backend)
+//! stops every plan and apply until it is pushed and the file removed.
+//!
 //! Only the local backend's state file is read here (directly: it is cheap, and no extra
 //! terraform run is paid for it). With a remote backend the check is skipped: the backend
 //! keeps its own versions.
@@ -23,6 +26,9 @@ use crate::directory::Directory;
 use crate::exit::{Code, Failure};
 use crate::fsio;
 use crate::names::Suffix;
+
+/// Where terraform writes a state it could not save.
+const ERRORED: &str = "errored.tfstate";
 
 /// Lineage and serial of the state after our last terraform run.
 pub(crate) const RECORD: &str = ".infrakit-tf-state.json";
@@ -56,6 +62,19 @@ pub(crate) fn record(dir: &Path) -> Result<()> {
 /// Refuses to let terraform plan or apply into a state that lost what the directory's live
 /// files say exists.
 pub(crate) fn check(dir: &Directory) -> Result<()> {
+    if dir.has(ERRORED) {
+        // Terraform could not save the state after a run (a full disk, a backend gone): what
+        // it did is only in this file. Applying again would do it again.
+        return Err(Failure::new(
+            Code::StateLost,
+            format!(
+                "refusing to run terraform: `{ERRORED}` in `{}` holds a state terraform could not save",
+                dir.shown().display()
+            ),
+        )
+        .hint(format!("push it where the state belongs (`terraform state push {ERRORED}`), then remove it and re-run"))
+        .into());
+    }
     let Some(path) = local_state(dir.path()) else { return Ok(()) };
     if !dir.managed().any(|f| f.suffix == Suffix::Live) {
         return Ok(());

@@ -78,6 +78,30 @@ hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous 
     s.run(&["reconcile"]).ok();
 }
 
+// A state terraform could not save (`errored.tfstate`: a full disk, a backend gone) stops
+// every apply until it is pushed: applying again would make what it made again.
+#[test]
+fn a_state_terraform_could_not_save_is_refused() {
+    let s = Scratch::new();
+    let vm = s.write_outside("vm.json", VM);
+    s.run(&["provision", &vm]).ok();
+    std::fs::write(s.dir.join("errored.tfstate"), b"{}").unwrap();
+    let before = s.snapshot();
+    let run = s.run(&["provision", &vm]).code(STATE_LOST);
+    s.assert_stderr(
+        &run,
+        snapbox::str![[r#"
+error: refusing to run terraform: `errored.tfstate` in `[ROOT]/dir` holds a state terraform could not save
+hint: push it where the state belongs (`terraform state push errored.tfstate`), then remove it and re-run
+
+"#]],
+    );
+    s.run(&["reconcile"]).code(STATE_LOST);
+    assert!(s.snapshot() == before, "a refused run changed something");
+    std::fs::remove_file(s.dir.join("errored.tfstate")).unwrap();
+    s.run(&["reconcile"]).ok();
+}
+
 // A terraform that hangs (and ignores the interrupt) is killed after the timeout's grace, with
 // its own exit code; the directory is free again at once.
 #[test]
