@@ -63,9 +63,13 @@ pub(crate) struct StoredFile {
     pub(crate) mode: u32,
 }
 
-/// The logical directory's files, by name; `None` when the store has no directory of that
-/// name yet.
-pub(crate) type Files = Option<BTreeMap<String, StoredFile>>;
+/// The logical directory as the store holds it.
+pub(crate) struct StoredDir {
+    /// Its row: which directory of this name a host mirrors (see `workspace::sync`).
+    pub(crate) id: i64,
+    /// Its files, by name.
+    pub(crate) files: BTreeMap<String, StoredFile>,
+}
 
 impl Store {
     /// Connects and makes sure the schema is there. A server that cannot be reached, refuses
@@ -205,25 +209,33 @@ impl Store {
         (hash & 0x7fff_ffff) as i32
     }
 
-    /// The directory's files, as of one snapshot.
-    pub(crate) fn files(&mut self) -> Result<Files> {
-        let sql = "SELECT f.name, f.content, f.mode FROM infrakit_tf.directories d \
+    /// The directory and its files, as of one snapshot; `None` when the store has no
+    /// directory of this name yet.
+    pub(crate) fn files(&mut self) -> Result<Option<StoredDir>> {
+        let sql = "SELECT d.id, f.name, f.content, f.mode FROM infrakit_tf.directories d \
                    LEFT JOIN infrakit_tf.files f ON f.directory = d.id WHERE d.name = $1";
         let rows = match self.client.query(sql, &[&self.name]) {
             Ok(rows) => rows,
             Err(e) => return Err(self.error(e)),
         };
-        if rows.is_empty() {
-            return Ok(None);
-        }
+        let Some(id) = rows.first().map(|r| r.get::<_, i64>(0)) else { return Ok(None) };
         let mut files = BTreeMap::new();
         for row in rows {
-            let Some(name) = row.get::<_, Option<String>>(0) else { continue };
-            let mode: i32 = row.get(2);
-            // Never more than rw-r--r--, whatever the row says: no setuid, exec or world write.
-            files.insert(name, StoredFile { content: row.get(1), mode: mode as u32 & 0o644 });
+            let Some(name) = row.get::<_, Option<String>>(1) else { continue };
+            let mode: i32 = row.get(3);
+            files.insert(name, StoredFile { content: row.get(2), mode: self::mode(mode as u32) });
         }
-        Ok(Some(files))
+        Ok(Some(StoredDir { id, files }))
+    }
+
+    /// Whether schema `schema` holds a terraform state (its pg backend's `default` one).
+    pub(crate) fn has_state(&mut self, schema: &str) -> Result<bool> {
+        let sql = format!("SELECT count(*) FROM \"{}\".states WHERE name = 'default'", schema.replace('"', "\"\""));
+        match self.client.query_one(sql.as_str(), &[]) {
+            Ok(row) => Ok(row.get::<_, i64>(0) > 0),
+            Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => Ok(false),
+            Err(e) => Err(self.error(e)),
+        }
     }
 
     /// Notes the fingerprint of the configuration this host runs with (its `main.tf` and the
@@ -254,7 +266,7 @@ impl Store {
                 Some((bytes, perms)) => {
                     names.push(name);
                     contents.push(bytes.as_slice());
-                    modes.push(perms.bits() as i32);
+                    modes.push(mode(perms.bits()) as i32);
                 }
                 None => gone.push(name),
             }
@@ -293,12 +305,12 @@ impl Store {
     /// the change under way was not committed, and what earlier steps committed stands.
     fn error(&self, e: postgres::Error) -> anyhow::Error {
         let lost = match e.as_db_error() {
-            None => true,
+            None => std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()),
             Some(db) => db.severity() == "FATAL" || ["08", "57"].iter().any(|c| db.code().code().starts_with(c)),
         };
         if e.is_closed() || lost {
             return Failure::new(Code::StoreUnavailable, format!("lost the store at {}: {}", self.display, reason(&e)))
-                .hint("the change under way was not made; what earlier steps committed stands, and the next run carries on from the store")
+                .hint("the change under way was not made (unless the connection went as it committed: the next run sees); what earlier steps committed stands, and the next run carries on from the store")
                 .into();
         }
         anyhow::Error::new(e).context(format!("the store at {} failed", self.display))
@@ -326,6 +338,13 @@ fn unavailable(display: &str, e: &postgres::Error) -> anyhow::Error {
     Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {}", reason(e)))
         .hint("check that PostgreSQL runs there and the URL is right (`store.postgres` in infrakit-tf.json, --store or INFRAKIT_TF_STORE); nothing was changed")
         .into()
+}
+
+/// The permission bits a file has in the store and, through it, on every host: never more
+/// than rw-r--r-- (no setuid, exec or write but the owner's), whatever a row or a local file
+/// says. One rule on both sides, so that a file compares equal to its copy.
+pub(crate) fn mode(bits: u32) -> u32 {
+    bits & 0o644
 }
 
 /// Whether the store keeps a file of this name: the managed files (live and queued), the ID

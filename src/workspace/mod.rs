@@ -122,6 +122,7 @@ impl<'a> Workspace<'a> {
 
     /// [`Workspace::lock`] without bringing the local files up to the store's (`migrate`).
     fn lock_unsynced(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
+        let started = Instant::now();
         let store = match ctx.store()? {
             Some(config) => {
                 let mut store = Store::connect(config)?;
@@ -130,7 +131,8 @@ impl<'a> Workspace<'a> {
             }
             None => None,
         };
-        let lock = ctx.lock_within(timeout)?;
+        // One `--lock-timeout` for both locks.
+        let lock = ctx.lock_within(timeout.saturating_sub(started.elapsed()))?;
         Ok(Workspace {
             ctx,
             dir: ctx.directory()?,
@@ -165,24 +167,37 @@ impl<'a> Workspace<'a> {
             .hint("give this directory another `store.directory` name; a host that needs the store's files as they are just runs its commands (they bring them here)")
             .into());
         }
-        let moved = stored.as_ref().is_none_or(|s| s.is_empty());
-        if moved && !crate::state_guard::is_local(ws.dir.path()) {
-            // Its state is in a backend already, somewhere else than where the store keeps
-            // it: `init -migrate-state` would not move it (the backend is unchanged), and the
-            // store's schema would start empty: every machine made again.
-            return Err(crate::exit::invalid(format!(
-                "`{}` keeps terraform's state in a backend already; with a store it lives in schema `{schema}` of the store's database",
-                ctx.dir.display()
-            ))
-            .hint(format!("copy it there first (`terraform state pull > s.tfstate`, then `terraform state push s.tfstate` with PG_SCHEMA_NAME={schema}), then re-run"))
-            .into());
-        }
+        let moved = stored.as_ref().is_none_or(|s| s.files.is_empty());
         if moved {
-            // Only on the first move: on a store that has this directory, its state is there
-            // already, and copying a local one over it would lose what other hosts did.
-            ctx.printer.status("running terraform init -migrate-state (the state goes where main.tf's backend says)");
-            ws.terraform()?.init_migrating_state()?;
-            init::record(ws.dir.path(), &BTreeSet::new())?;
+            // The state goes first, the files after. Whether the directory's schema holds a
+            // state already decides: a local state is moved only into an empty schema (one
+            // that holds a state belongs to another directory of this name, or to what other
+            // hosts did: copying over it would lose it); a state in a backend is taken as
+            // moved only when it is in that schema (an earlier `migrate` that stopped before
+            // the files), since `init -migrate-state` cannot move it from elsewhere.
+            let has_state = ws.store.as_mut().expect("a store").has_state(&schema)?;
+            let local_state = crate::state_guard::is_local(ws.dir.path());
+            if local_state && has_state {
+                return Err(crate::exit::invalid(format!(
+                    "schema `{schema}` of the store's database already holds a terraform state: another directory was named `{name}`"
+                ))
+                .hint("give this directory another `store.directory` name; nothing was changed")
+                .into());
+            }
+            if !local_state && !has_state {
+                return Err(crate::exit::invalid(format!(
+                    "`{}` keeps terraform's state in a backend already; with a store it lives in schema `{schema}` of the store's database",
+                    ctx.dir.display()
+                ))
+                .hint(format!("copy it there first (`terraform state pull > s.tfstate`, then `terraform state push s.tfstate` with PG_SCHEMA_NAME={schema}), then re-run"))
+                .into());
+            }
+            if local_state {
+                ctx.printer
+                    .status("running terraform init -migrate-state (the state goes where main.tf's backend says)");
+                ws.terraform()?.init_migrating_state()?;
+                init::record(ws.dir.path(), &BTreeSet::new())?;
+            }
         }
         ws.init_if_needed(&BTreeSet::new())?; // and the state must be shared now
         if moved && !local.is_empty() {
@@ -192,6 +207,7 @@ impl<'a> Workspace<'a> {
                 .collect();
             ws.store.as_mut().expect("a store").commit(&ops)?;
         }
+        sync::mirror_of(ws.store.as_mut().expect("a store"), &ws.dir)?;
         Ok(Migrated { store: name, url, files: local.into_keys().collect(), moved })
     }
 
@@ -203,9 +219,10 @@ impl<'a> Workspace<'a> {
                 let mut store = Store::connect(config)?;
                 if init::needed(&ctx.dir, &BTreeSet::new())? {
                     // A host's first command may be this one: terraform's working directory
-                    // is set up (`.terraform`, under the local lock) so that the state can be
-                    // read from the backend. No managed file is written.
-                    let _lock = ctx.lock()?;
+                    // is set up (`.terraform`, under the local lock, which a reader otherwise
+                    // never takes) so that the state can be read from the backend. No managed
+                    // file is written.
+                    let _lock = lock::lock(&ctx.dir, ctx.lock_timeout, &ctx.printer)?;
                     let local = Directory::open(&ctx.dir)?;
                     ctx.terraform(&local)?.init()?;
                     init::record(&ctx.dir, &BTreeSet::new())?;
@@ -337,6 +354,11 @@ impl<'a> Workspace<'a> {
     /// promote (those `changes` does not replace) is a readable document, and the state is not
     /// lost (`state_guard`). Returns those queued documents (for `init`'s provider check).
     pub(crate) fn preflight(&self, changes: &ChangeSet) -> Result<Vec<Value>> {
+        if self.store.is_some() {
+            // Before the change is in the store: a host whose state is not shared refuses
+            // here, not after every host has the change.
+            self.init_if_needed(&BTreeSet::new())?;
+        }
         let mut queued = Vec::new();
         for name in self.dir.queued().filter(|n| !changes.touches(n)) {
             let readable = self.dir.read_doc(name).and_then(|doc| {
@@ -423,10 +445,17 @@ impl<'a> Workspace<'a> {
     /// point when there is a store), then in the directory (`journal`). A run killed between
     /// the two leaves the directory behind the store, and the next run brings it up to date.
     fn change(&mut self, ops: &[FileOp]) -> Result<()> {
-        if let Some(store) = &mut self.store {
-            store.commit(ops)?;
-        }
-        journal::commit(self.dir.path(), ops)?;
+        let in_store = match &mut self.store {
+            Some(store) => store.commit(ops).map(|()| true)?,
+            None => false,
+        };
+        journal::commit(self.dir.path(), ops).map_err(|e| {
+            if in_store {
+                e.context("the change is in the store (every host's next run has it); this host's copy is behind, and terraform did not run here")
+            } else {
+                e
+            }
+        })?;
         for op in ops {
             self.dir.note(&op.name, op.after.is_some());
         }
@@ -477,13 +506,9 @@ impl<'a> Workspace<'a> {
             // is brought up to the store's content by the next).
             let mut ops = Vec::new();
             for name in &queued {
-                let path = self.dir.path().join(name);
-                let bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
-                let mode = {
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::metadata(&path)?.permissions().mode() & 0o7777
-                };
-                ops.push(FileOp { name: live_name(name), after: Some((bytes, Perms::Exact(mode))) });
+                let file = sync::local_file(self.dir.path(), name)?
+                    .with_context(|| format!("`{name}` vanished from `{}`", self.dir.shown().display()))?;
+                ops.push(FileOp { name: live_name(name), after: Some((file.content, Perms::Exact(file.mode))) });
                 ops.push(FileOp { name: name.clone(), after: None });
             }
             if !ops.is_empty() {

@@ -13,12 +13,18 @@ use crate::exit::invalid;
 use crate::fsio::{self, Perms};
 use crate::journal::{self, FileOp};
 use crate::output::Printer;
-use crate::store::{self, Files, Store, StoredFile};
+use crate::store::{self, Store, StoredDir, StoredFile};
+
+/// Which store directory this directory mirrors (`<name>:<id>`): a local file, never kept in
+/// the store.
+const MIRRORS: &str = ".infrakit-tf-store";
 
 /// Makes the managed files of `dir` what the store holds, all or nothing (`journal`): those
-/// that differ are written, those the store no longer has removed. A store with no directory
-/// of this name yet takes one whose managed files `migrate` moves in first: a command never
-/// removes files the store has never seen.
+/// that differ are written, those the store no longer has removed. A command never removes
+/// or replaces files the store has never seen: a store with no directory of this name yet
+/// takes one whose managed files `migrate` moves in first, and a directory that has never
+/// mirrored this store directory ([`MIRRORS`]) is refused when its files differ (it is
+/// another group's, or a stale copy).
 pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) -> Result<()> {
     let local: Vec<String> = dir.names().filter(|n| store::keeps(n)).map(str::to_string).collect();
     let Some(stored) = store.files()? else {
@@ -26,21 +32,45 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
             return Err(invalid(format!(
                 "store directory `{}` does not exist yet, and `{}` has managed files ({first}, ...)",
                 store.name(),
-                dir.path().display()
+                dir.shown().display()
             ))
             .hint("move them into the store once with `infrakit-tf migrate`, on this host")
             .into());
         }
         return Ok(());
     };
-    check_names(store, &stored)?;
+    check_names(store, &stored.files)?;
     let mut ops = Vec::new();
-    for (name, file) in &stored {
-        if local_file(dir.path(), name)?.as_ref() != Some(file) {
+    let mut replaced = Vec::new();
+    for (name, file) in &stored.files {
+        let here = local_file(dir.path(), name)?;
+        if here.as_ref() != Some(file) {
+            if here.is_some() {
+                replaced.push(name.clone());
+            }
             ops.push(FileOp { name: name.clone(), after: Some((file.content.clone(), Perms::Exact(file.mode))) });
         }
     }
-    ops.extend(local.into_iter().filter(|n| !stored.contains_key(n)).map(|name| FileOp { name, after: None }));
+    for name in local.into_iter().filter(|n| !stored.files.contains_key(n)) {
+        replaced.push(name.clone());
+        ops.push(FileOp { name, after: None });
+    }
+    let mirrors = format!("{}:{}\n", store.name(), stored.id);
+    let marker = dir.path().join(MIRRORS);
+    let follows = std::fs::read(&marker).is_ok_and(|m| m == mirrors.as_bytes());
+    if !follows {
+        if let Some(first) = replaced.first() {
+            return Err(invalid(format!(
+                "`{}` has managed files that store directory `{}` does not hold as they are ({first}, ...), and it has never mirrored it",
+                dir.shown().display(),
+                store.name()
+            ))
+            .hint("another group's directory: give it its own `store.directory` and `infrakit-tf migrate` it; a stale copy of this one: remove its managed files; nothing was changed")
+            .into());
+        }
+        fsio::write_atomic(&marker, mirrors.as_bytes(), Perms::Public)?;
+        dir.note(MIRRORS, true);
+    }
     if ops.is_empty() {
         return Ok(());
     }
@@ -52,6 +82,13 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
     Ok(())
 }
 
+/// Records that `dir` mirrors store directory `store` from now on (after `migrate`).
+pub(super) fn mirror_of(store: &mut Store, dir: &Directory) -> Result<()> {
+    let Some(stored) = store.files()? else { return Ok(()) };
+    let mirrors = format!("{}:{}\n", store.name(), stored.id);
+    fsio::write_atomic(&dir.path().join(MIRRORS), mirrors.as_bytes(), Perms::Public).map(drop)
+}
+
 /// Warns when this host's configuration differs from the one the last command (on another
 /// host) ran with: each host applies its own copy of `main.tf`, so different copies undo each
 /// other's changes.
@@ -60,7 +97,7 @@ pub(super) fn check_config(store: &mut Store, dir: &Directory, printer: &Printer
     if let Some(host) = store.note_config(&fingerprint(dir)?, &me)? {
         let other = if host == me { "an earlier run here".to_string() } else { format!("`{host}`") };
         printer.warn(&format!(
-            "this host's configuration (`*.tf`, `*.tf.json`, `.terraform.lock.hcl` in `{}`) differs from the one {other} ran with last: each host applies its own copy, and they undo each other's changes",
+            "this host's configuration (`*.tf`, `*.tf.json` in `{}`) differs from the one {other} ran with last: each host applies its own copy, and they undo each other's changes",
             dir.shown().display()
         ));
     }
@@ -68,7 +105,7 @@ pub(super) fn check_config(store: &mut Store, dir: &Directory, printer: &Printer
 }
 
 /// A fingerprint (FNV-1a, 64 bits) of the user's configuration files in `dir`: names and
-/// bytes of every `*.tf` and `*.tf.json` that is not ours, and `.terraform.lock.hcl`.
+/// bytes of every `*.tf` and `*.tf.json` that is not ours.
 fn fingerprint(dir: &Directory) -> Result<String> {
     let mut hash = 0xcbf2_9ce4_8422_2325_u64;
     let mut feed = |bytes: &[u8]| {
@@ -77,7 +114,8 @@ fn fingerprint(dir: &Directory) -> Result<String> {
         }
     };
     for name in dir.names() {
-        let config = name.ends_with(".tf") || name.ends_with(".tf.json") || name == ".terraform.lock.hcl";
+        // Not `.terraform.lock.hcl`: `init` writes it after this check, on a host's first run.
+        let config = name.ends_with(".tf") || name.ends_with(".tf.json");
         if !config || store::keeps(name) {
             continue;
         }
@@ -97,7 +135,7 @@ fn fingerprint(dir: &Directory) -> Result<String> {
 pub(super) fn snapshot(store: &mut Store, dir: &Path, printer: &Printer) -> Result<tempfile::TempDir> {
     let local = Directory::open(dir)?;
     let stored = match store.files()? {
-        Some(files) => files,
+        Some(stored) => stored.files,
         None => {
             if local.names().any(store::keeps) {
                 printer.warn(&format!(
@@ -134,8 +172,8 @@ pub(super) fn local_files(dir: &Directory) -> Result<BTreeMap<String, StoredFile
     Ok(files)
 }
 
-/// A local file's bytes and mode; `None` when it is absent.
-fn local_file(dir: &Path, name: &str) -> Result<Option<StoredFile>> {
+/// A local file's bytes and mode (as the store keeps it); `None` when it is absent.
+pub(super) fn local_file(dir: &Path, name: &str) -> Result<Option<StoredFile>> {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(name);
     match std::fs::symlink_metadata(&path) {
@@ -145,7 +183,7 @@ fn local_file(dir: &Path, name: &str) -> Result<Option<StoredFile>> {
         Ok(meta) if !meta.is_file() => Ok(Some(StoredFile { content: Vec::new(), mode: u32::MAX })),
         Ok(meta) => {
             let content = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
-            Ok(Some(StoredFile { content, mode: meta.permissions().mode() & 0o7777 }))
+            Ok(Some(StoredFile { content, mode: store::mode(meta.permissions().mode()) }))
         }
     }
 }
@@ -165,9 +203,9 @@ fn check_names(store: &Store, files: &BTreeMap<String, StoredFile>) -> Result<()
     }
 }
 
-/// Whether `files` (what the store holds) differ from `local`: `migrate` is refused then.
-pub(super) fn differs(files: &Files, local: &BTreeMap<String, StoredFile>) -> Option<usize> {
-    let stored = files.as_ref().filter(|f| !f.is_empty())?;
+/// Whether what the store holds differs from `local`: `migrate` is refused then.
+pub(super) fn differs(stored: &Option<StoredDir>, local: &BTreeMap<String, StoredFile>) -> Option<usize> {
+    let stored = stored.as_ref().map(|s| &s.files).filter(|f| !f.is_empty())?;
     let differ = stored.keys().chain(local.keys()).collect::<std::collections::BTreeSet<_>>();
     let n = differ.into_iter().filter(|name| stored.get(*name) != local.get(*name)).count();
     (n > 0).then_some(n)

@@ -263,11 +263,20 @@ fn reconcile_no_wait_on_both_hosts_at_once_runs_one() {
     let (a, b) = hosts(&db);
     a.run(&["provision", "--no-apply", &a.spec()]).ok();
     a.delay_creates(1500);
-    let runs: Vec<Run> = std::thread::scope(|s| {
-        let on_a = s.spawn(|| a.run(&["reconcile", "--no-wait"]));
-        let on_b = s.spawn(|| b.run(&["reconcile", "--no-wait"]));
-        vec![on_a.join().unwrap(), on_b.join().unwrap()]
+    // The one that is refused reads at once, while the other holds the lock: readers take none.
+    let run_and_read = |h: &Cloud| {
+        let run = h.run(&["reconcile", "--no-wait"]);
+        let read = (run.code == LOCKED).then(|| h.run(&["describe", "--output", "json"]));
+        (run, read)
+    };
+    let (runs, reads): (Vec<Run>, Vec<Option<Run>>) = std::thread::scope(|s| {
+        let on_a = s.spawn(|| run_and_read(&a));
+        let on_b = s.spawn(|| run_and_read(&b));
+        [on_a.join().unwrap(), on_b.join().unwrap()].into_iter().unzip()
     });
+    let read = reads.into_iter().flatten().next().expect("one was refused").ok();
+    assert!(!read.stderr.contains("waiting"), "{}", read.stderr);
+    assert_eq!(read.json().as_array().unwrap().len(), 1, "the queued instance: {}", read.stdout);
     let mut codes: Vec<i32> = runs.iter().map(|r| r.code).collect();
     codes.sort();
     assert_eq!(codes, [0, LOCKED], "{runs:#?}");
@@ -355,7 +364,7 @@ fn a_store_lost_mid_run_stops_it_and_the_next_run_carries_on() {
     // The health check of the first replacement ends our connection (a server restart, as
     // the store sees it): the second batch cannot be committed.
     let cut = format!(
-        "psql '{}' -qAtc \"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'infrakit-tf %'\" >/dev/null",
+        "psql '{}' -qAtc \"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'infrakit-tf %' AND datname = current_database()\" >/dev/null",
         db.url()
     );
     let run = a.run(&["reconcile", "--group", &spec(&a), "--max-unavailable", "1", "--health-cmd", &cut]);
@@ -407,7 +416,7 @@ fn hosts_with_different_configurations_are_told() {
     b.s.write("main.tf", &format!("{main}\n# a change on host B only\n"));
     let differs = b.run(&["reconcile"]).ok();
     assert!(
-        differs.stderr.contains("warning: this host's configuration (`*.tf`, `*.tf.json`, `.terraform.lock.hcl` in"),
+        differs.stderr.contains("warning: this host's configuration (`*.tf`, `*.tf.json` in"),
         "{}",
         differs.stderr
     );
@@ -454,8 +463,51 @@ fn migrate_moves_a_local_directory_into_the_store_once() {
     let before = other.s.snapshot();
     let clash = other.run(&["migrate"]).code(INVALID);
     assert!(clash.stderr.contains("store directory `web` already holds other files"), "{}", clash.stderr);
+    // Nor does any other command take that directory over: its files are not the store's.
+    let taken = other.run(&["reconcile"]).code(INVALID);
+    assert!(taken.stderr.contains("and it has never mirrored it"), "{}", taken.stderr);
     assert_eq!(other.s.snapshot(), before);
     assert_eq!(db.files(), files);
+
+    // A store emptied by hand, its terraform state left: a new directory of that name is
+    // refused too, rather than copy its state over the one there.
+    db.client().batch_execute("DELETE FROM infrakit_tf.directories").unwrap();
+    let over = other.run(&["migrate"]).code(INVALID);
+    assert!(
+        over.stderr.contains("schema `infrakit_tf_state_web` of the store's database already holds a terraform state"),
+        "{}",
+        over.stderr
+    );
+    assert_eq!(other.s.snapshot(), before);
+    assert_eq!(db.state(), declared(&files), "the state is as it was");
+}
+
+/// `migrate` killed after moving the state, before the files: run again, it finishes.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn an_interrupted_migrate_finishes_when_run_again() {
+    let db = Db::new();
+    let a = Cloud::new();
+    a.run(&["provision", &a.spec()]).ok();
+    let local = ids(&a.describe());
+    use_store(&a, &db.url());
+    let log = a.s.root.path().join("crash.log");
+    let probe = a.copy();
+    probe.run_env(&["migrate"], &[("INFRAKIT_TF_CRASH_LOG", log.to_str().unwrap())]);
+    let points = std::fs::read_to_string(&log).unwrap();
+    // The point after terraform moved the state: init's marker.
+    let k = points.lines().position(|l| l.contains("infrakit-tf-init.json")).expect(&points) + 1;
+    drop(probe);
+    db.client()
+        .batch_execute("DROP SCHEMA IF EXISTS infrakit_tf_state_web CASCADE; DROP SCHEMA IF EXISTS infrakit_tf CASCADE")
+        .unwrap();
+    let run = a.run_env(&["migrate"], &[("INFRAKIT_TF_CRASH_AT", &k.to_string())]);
+    assert_eq!(run.code, -libc::SIGKILL, "{run:#?}");
+    assert!(db.files().is_empty(), "killed before the files");
+    a.run(&["migrate"]).ok();
+    assert_eq!(ids(&a.another_host().describe()), local);
+    assert_eq!(db.state(), declared(&db.files()));
+    a.run(&["reconcile", "--check"]).ok();
 }
 
 #[test]
@@ -469,10 +521,16 @@ fn the_password_may_come_from_pgpassword_and_is_never_printed() {
     let described = a.run_env(&["--verbose", "describe"], &with).ok();
     let refused = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
     assert!(refused.stderr.contains("password"), "{}", refused.stderr);
-    for r in [&run, &described, &refused] {
+    // From a password file, and the URL from INFRAKIT_TF_STORE over a wrong one in the file.
+    let passfile = a.s.write_outside("pgpass", &format!("*:*:*:*:{password}\n"));
+    point_at(&a, "postgresql://nobody@127.0.0.1:1/nothing");
+    let url = db.url_without_password();
+    let from_file =
+        a.run_env(&["provision", &a.spec()], &[("PGPASSFILE", &passfile), ("INFRAKIT_TF_STORE", &url)]).ok();
+    for r in [&run, &described, &refused, &from_file] {
         assert!(!r.stdout.contains(&password) && !r.stderr.contains(&password), "{r:#?}");
     }
-    assert_eq!(census(&a), (1, 1, 1));
+    assert_eq!(census(&a), (2, 2, 1));
 }
 
 /// Crash points with a store: a provision on host A is SIGKILLed at each of its points (its
