@@ -125,6 +125,18 @@ pub(crate) fn symlink(target: &Path, link: &Path) -> Result<()> {
     std::os::unix::fs::symlink(target, link).map_err(|e| error(e, "link", link))
 }
 
+/// Writes a new file in a temporary directory of our own (a reader's snapshot of the store):
+/// plainly, without the atomic dance or fsync, since it does not outlive the command.
+pub(crate) fn write_scratch(path: &Path, bytes: &[u8], bits: u32) -> Result<()> {
+    fault::point(|| format!("write {}", path.display()));
+    let write = || -> io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(bits).open(path)?;
+        file.write_all(bytes)
+    };
+    write().map_err(|e| error(e, "write", path))
+}
+
 /// Copies a file's bytes (the dry-run mirror).
 pub(crate) fn copy(from: &Path, to: &Path) -> Result<()> {
     fault::point(|| format!("copy {}", to.display()));

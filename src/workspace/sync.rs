@@ -156,7 +156,7 @@ pub(super) fn snapshot(store: &mut Store, dir: &Path, printer: &Printer) -> Resu
         fsio::symlink(&local.path().join(name), &tmp.path().join(name))?;
     }
     for (name, file) in &stored {
-        fsio::write_atomic(&tmp.path().join(name), &file.content, Perms::Exact(file.mode))?;
+        fsio::write_scratch(&tmp.path().join(name), &file.content, file.mode)?;
     }
     Ok(tmp)
 }
