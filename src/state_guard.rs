@@ -61,8 +61,15 @@ pub(crate) fn record(dir: &Path) -> Result<()> {
 
 /// Refuses to let terraform plan or apply into a state that lost what the directory's live
 /// files say exists.
-pub(crate) fn check(dir: &Directory) -> Result<()> {
+///
+/// `env` is what terraform runs with, as a shell prefix, for the command a hint gives (with a
+/// store: where its state is).
+pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
     if dir.has(ERRORED) {
+        let push = match env {
+            Some(env) => format!("cd {} && {env} terraform state push {ERRORED}", dir.shown().display()),
+            None => format!("terraform state push {ERRORED}"),
+        };
         // Terraform could not save the state after a run (a full disk, a backend gone): what
         // it did is only in this file. Applying again would do it again.
         return Err(Failure::new(
@@ -72,7 +79,7 @@ pub(crate) fn check(dir: &Directory) -> Result<()> {
                 dir.shown().display()
             ),
         )
-        .hint(format!("push it where the state belongs (`terraform state push {ERRORED}`), then remove it and re-run"))
+        .hint(format!("push it where the state belongs (`{push}`), then remove it and re-run"))
         .into());
     }
     let Some(path) = local_state(dir.path()) else { return Ok(()) };

@@ -103,6 +103,17 @@ impl StoreConfig {
         env
     }
 
+    /// The environment `terraform_env` gives terraform, as a shell prefix for a command you
+    /// run yourself (`terraform state push ...`), the password left out.
+    pub(crate) fn shell_env(&self) -> String {
+        let quote = |v: &str| format!("'{}'", v.replace('\'', "'\\''"));
+        self.terraform_env()
+            .into_iter()
+            .map(|(k, v)| if k == "PGPASSWORD" { format!("{k}=<password>") } else { format!("{k}={}", quote(&v)) })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// The schema of this directory's terraform state.
     pub(crate) fn state_schema(&self) -> String {
         format!("{STATE_SCHEMA_PREFIX}{}", self.name)
@@ -312,5 +323,10 @@ mod tests {
         assert_eq!(tf["PGPASSWORD"], "s cr'et");
         assert_eq!(tf["PG_SCHEMA_NAME"], "infrakit_tf_state_web");
         assert_eq!(env("host=/run/pg dbname='my db'")["PG_CONN_STR"], "host=/run/pg dbname='my db' sslmode=disable");
+        let cfg = StoreConfig::resolve(section(Some("postgresql://ops:pw@db:6543/infra"), Some("web")), None, file);
+        assert_eq!(
+            cfg.unwrap().unwrap().shell_env(),
+            "PG_CONN_STR='host=db port=6543 user=ops dbname=infra sslmode=disable' PG_SCHEMA_NAME='infrakit_tf_state_web' PGPASSWORD=<password>"
+        );
     }
 }

@@ -255,8 +255,8 @@ impl Store {
     }
 
     /// Writes and removes the files of `ops` in one transaction (the directory is created if
-    /// it is new): all or none. Only under the lock.
-    pub(crate) fn commit(&mut self, ops: &[FileOp]) -> Result<()> {
+    /// it is new): all or none. Only under the lock. Returns the directory's ID.
+    pub(crate) fn commit(&mut self, ops: &[FileOp]) -> Result<i64> {
         assert!(self.locked, "a store change needs the lock");
         // The last operation on a name is what stands.
         let last: BTreeMap<&str, &FileOp> = ops.iter().map(|op| (op.name.as_str(), op)).collect();
@@ -293,11 +293,11 @@ impl Store {
                     &[&id, &names, &contents, &modes],
                 )?;
             }
-            tx.commit()
+            tx.commit().map(|()| id)
         })();
-        done.map_err(|e| self.error(e))?;
+        let id = done.map_err(|e| self.error(e))?;
         crate::fault::point(|| format!("store commit {} file(s)", ops.len()));
-        Ok(())
+        Ok(id)
     }
 
     /// An error of the store once connected. A lost connection (closed, or ended by the

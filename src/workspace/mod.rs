@@ -68,6 +68,9 @@ pub(crate) struct Workspace<'a> {
     _lock: Option<DirLock>,
     /// With a store, for a command that only reads: the directory it reads (`sync::snapshot`).
     _snapshot: Option<tempfile::TempDir>,
+    /// With a store: whether the directory is marked as its mirror (`sync::mark`); the first
+    /// change into a store directory that did not exist yet marks it.
+    marked: bool,
 }
 
 /// What [`Workspace::migrate`] did (`migrate --output json`).
@@ -114,7 +117,7 @@ impl<'a> Workspace<'a> {
     pub(crate) fn lock(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
         let mut ws = Self::lock_unsynced(ctx, timeout)?;
         if let Some(store) = &mut ws.store {
-            sync::pull(store, &mut ws.dir, &ctx.printer)?;
+            ws.marked = sync::pull(store, &mut ws.dir, &ctx.printer)?;
             sync::check_config(store, &ws.dir, &ctx.printer)?;
         }
         Ok(ws)
@@ -132,7 +135,8 @@ impl<'a> Workspace<'a> {
             None => None,
         };
         // One `--lock-timeout` for both locks.
-        let lock = ctx.lock_within(timeout.saturating_sub(started.elapsed()))?;
+        let local_timeout = if store.is_some() { timeout.saturating_sub(started.elapsed()) } else { timeout };
+        let lock = ctx.lock_within(local_timeout)?;
         Ok(Workspace {
             ctx,
             dir: ctx.directory()?,
@@ -141,6 +145,7 @@ impl<'a> Workspace<'a> {
             store,
             _lock: Some(lock),
             _snapshot: None,
+            marked: false,
         })
     }
 
@@ -155,7 +160,8 @@ impl<'a> Workspace<'a> {
                 .hint("add \"store\": {\"postgres\": \"<URL>\", \"directory\": \"<name>\"} to infrakit-tf.json")
                 .into());
         };
-        let (name, url, schema) = (config.name.clone(), config.display(), config.state_schema());
+        let (name, url, schema, env) =
+            (config.name.clone(), config.display(), config.state_schema(), config.shell_env());
         let mut ws = Self::lock_unsynced(ctx, ctx.lock_timeout)?;
         let local = sync::local_files(&ws.dir)?;
         let stored = ws.store.as_mut().expect("a store").files()?;
@@ -189,7 +195,7 @@ impl<'a> Workspace<'a> {
                     "`{}` keeps terraform's state in a backend already; with a store it lives in schema `{schema}` of the store's database",
                     ctx.dir.display()
                 ))
-                .hint(format!("copy it there first (`terraform state pull > s.tfstate`, then `terraform state push s.tfstate` with PG_SCHEMA_NAME={schema}), then re-run"))
+                .hint(format!("copy it there first (`terraform state pull > s.tfstate`, then `{env} terraform state push s.tfstate`), then re-run"))
                 .into());
             }
             if local_state {
@@ -205,9 +211,9 @@ impl<'a> Workspace<'a> {
                 .iter()
                 .map(|(name, f)| FileOp { name: name.clone(), after: Some((f.content.clone(), Perms::Exact(f.mode))) })
                 .collect();
-            ws.store.as_mut().expect("a store").commit(&ops)?;
+            ws.store_commit(&ops)?;
         }
-        sync::mirror_of(ws.store.as_mut().expect("a store"), &ws.dir)?;
+        sync::mirror_of(ws.store.as_mut().expect("a store"), &mut ws.dir)?;
         Ok(Migrated { store: name, url, files: local.into_keys().collect(), moved })
     }
 
@@ -240,6 +246,7 @@ impl<'a> Workspace<'a> {
             store: None,
             _lock: None,
             _snapshot: snapshot,
+            marked: false,
         })
     }
 
@@ -379,7 +386,7 @@ impl<'a> Workspace<'a> {
                 }
             }
         }
-        crate::state_guard::check(&self.dir)?;
+        crate::state_guard::check(&self.dir, self.ctx.store()?.map(|s| s.shell_env()).as_deref())?;
         Ok(queued)
     }
 
@@ -445,10 +452,7 @@ impl<'a> Workspace<'a> {
     /// point when there is a store), then in the directory (`journal`). A run killed between
     /// the two leaves the directory behind the store, and the next run brings it up to date.
     fn change(&mut self, ops: &[FileOp]) -> Result<()> {
-        let in_store = match &mut self.store {
-            Some(store) => store.commit(ops).map(|()| true)?,
-            None => false,
-        };
+        let in_store = self.store_commit(ops)?;
         journal::commit(self.dir.path(), ops).map_err(|e| {
             if in_store {
                 e.context("the change is in the store (every host's next run has it); this host's copy is behind, and terraform did not run here")
@@ -460,6 +464,18 @@ impl<'a> Workspace<'a> {
             self.dir.note(&op.name, op.after.is_some());
         }
         Ok(())
+    }
+
+    /// Commits `ops` to the store, if there is one (and marks the directory as its mirror
+    /// after the change that created the store directory). Whether there is one.
+    fn store_commit(&mut self, ops: &[FileOp]) -> Result<bool> {
+        let Some(store) = &mut self.store else { return Ok(false) };
+        let id = store.commit(ops)?;
+        if !self.marked {
+            sync::mark(&mut self.dir, store.name(), id)?;
+            self.marked = true;
+        }
+        Ok(true)
     }
 
     /// The file operations of `changes` (unchanged documents left out) and what each does. A
@@ -501,7 +517,7 @@ impl<'a> Workspace<'a> {
     /// Returns the names promoted.
     pub(crate) fn promote(&mut self) -> Result<Vec<String>> {
         let queued: Vec<String> = self.dir.queued().map(str::to_string).collect();
-        if let Some(store) = &mut self.store {
+        if self.store.is_some() {
             // In the store, one transaction; here, one rename each (a run killed in between
             // is brought up to the store's content by the next).
             let mut ops = Vec::new();
@@ -512,7 +528,7 @@ impl<'a> Workspace<'a> {
                 ops.push(FileOp { name: name.clone(), after: None });
             }
             if !ops.is_empty() {
-                store.commit(&ops)?;
+                self.store_commit(&ops)?;
             }
         }
         for name in &queued {

@@ -25,7 +25,9 @@ const MIRRORS: &str = ".infrakit-tf-store";
 /// takes one whose managed files `migrate` moves in first, and a directory that has never
 /// mirrored this store directory ([`MIRRORS`]) is refused when its files differ (it is
 /// another group's, or a stale copy).
-pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) -> Result<()> {
+/// Returns whether `dir` is marked as the store directory's mirror (`false`: the store has no
+/// directory of this name yet; the change that creates it marks it, see [`mark`]).
+pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) -> Result<bool> {
     let local: Vec<String> = dir.names().filter(|n| store::keeps(n)).map(str::to_string).collect();
     let Some(stored) = store.files()? else {
         if let Some(first) = local.first() {
@@ -37,7 +39,7 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
             .hint("move them into the store once with `infrakit-tf migrate`, on this host")
             .into());
         }
-        return Ok(());
+        return Ok(false);
     };
     check_names(store, &stored.files)?;
     let mut ops = Vec::new();
@@ -68,25 +70,33 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
             .hint("another group's directory: give it its own `store.directory` and `infrakit-tf migrate` it; a stale copy of this one: remove its managed files; nothing was changed")
             .into());
         }
-        fsio::write_atomic(&marker, mirrors.as_bytes(), Perms::Public)?;
-        dir.note(MIRRORS, true);
+        mark(dir, store.name(), stored.id)?;
     }
     if ops.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
     journal::commit(dir.path(), &ops)?;
     for op in &ops {
         dir.note(&op.name, op.after.is_some());
     }
     printer.status(&format!("{} file(s) brought up to date from store directory `{}`", ops.len(), store.name()));
+    Ok(true)
+}
+
+/// Records that `dir` mirrors store directory `name` (row `id`) from now on.
+pub(super) fn mark(dir: &mut Directory, name: &str, id: i64) -> Result<()> {
+    fsio::write_atomic(&dir.path().join(MIRRORS), format!("{name}:{id}\n").as_bytes(), Perms::Public)?;
+    dir.note(MIRRORS, true);
     Ok(())
 }
 
-/// Records that `dir` mirrors store directory `store` from now on (after `migrate`).
-pub(super) fn mirror_of(store: &mut Store, dir: &Directory) -> Result<()> {
-    let Some(stored) = store.files()? else { return Ok(()) };
-    let mirrors = format!("{}:{}\n", store.name(), stored.id);
-    fsio::write_atomic(&dir.path().join(MIRRORS), mirrors.as_bytes(), Perms::Public).map(drop)
+/// Marks `dir` as the mirror of what the store holds under its name, if anything (after
+/// `migrate`).
+pub(super) fn mirror_of(store: &mut Store, dir: &mut Directory) -> Result<()> {
+    match store.files()? {
+        Some(stored) => mark(dir, store.name(), stored.id),
+        None => Ok(()),
+    }
 }
 
 /// Warns when this host's configuration differs from the one the last command (on another

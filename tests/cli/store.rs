@@ -405,6 +405,36 @@ fn two_directories_in_one_database_have_states_of_their_own() {
     assert_eq!(census(&other), (1, 1, 1));
 }
 
+// The first host into a new store directory follows what the others change afterwards (it
+// is the store's mirror from its first change on), and a state it could not save names the
+// command that puts it where the store keeps it.
+#[test]
+fn the_first_host_follows_what_the_others_change() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    let id = a.run(&["provision", &a.spec()]).ok().stdout.trim().to_string();
+    b.run(&["label", &id, "team=ops"]).ok();
+    b.run(&["provision", &b.spec()]).ok();
+    let run = a.run(&["provision", &a.spec()]).ok();
+    assert!(run.stderr.contains("file(s) brought up to date from store directory `web`"), "{}", run.stderr);
+    let rows = a.describe();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.iter().find(|r| r["ID"] == id.as_str()).unwrap()["Tags"]["team"], "ops");
+    b.run(&["destroy", "--yes", &id]).ok();
+    a.run(&["reconcile", "--check"]).ok();
+
+    std::fs::write(a.s.dir.join("errored.tfstate"), b"{}").unwrap();
+    let refused = a.run(&["reconcile"]).code(13);
+    let hint = format!(
+        "cd {} && PG_CONN_STR='host=127.0.0.1 port={} user=infrakit dbname={} sslmode=disable' PG_SCHEMA_NAME='infrakit_tf_state_web' PGPASSWORD=<password> terraform state push errored.tfstate",
+        a.s.dir.display(),
+        db.server.rsplit_once(':').unwrap().1.split('/').next().unwrap(),
+        db.name
+    );
+    assert!(refused.stderr.contains(&hint), "{}", refused.stderr);
+    assert!(!refused.stderr.contains(&db.password()));
+}
+
 #[test]
 fn hosts_with_different_configurations_are_told() {
     let db = Db::new();
