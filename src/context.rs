@@ -10,7 +10,7 @@ use crate::cli::GlobalArgs;
 use crate::directory::Directory;
 use crate::fsio;
 use crate::journal;
-use crate::lock::{self, DirLock};
+use crate::lock::{self, DirLock, Wait};
 use crate::output::Printer;
 use crate::profile::{self, Profiles};
 use crate::store::StoreConfig;
@@ -116,15 +116,15 @@ impl Ctx {
     /// Takes the directory lock (for commands that write), waiting up to `--lock-timeout`.
     /// List the directory *after* this.
     pub(crate) fn lock(&self) -> Result<DirLock> {
-        self.lock_within(self.lock_timeout)
+        self.lock_within(Wait::new(self.lock_timeout))
     }
 
-    /// Takes the directory lock, waiting up to `timeout`, then undoes a change a killed run
+    /// Takes the directory lock, waiting until `wait`'s deadline, then undoes a change a killed run
     /// left half done (`journal::recover`); its stray temporary files go when the directory is
     /// listed ([`Ctx::directory`]). A directory that cannot be written fails here, before
     /// anything is changed.
-    pub(crate) fn lock_within(&self, timeout: Duration) -> Result<DirLock> {
-        let lock = lock::lock(&self.dir, timeout, &self.printer)?;
+    pub(crate) fn lock_within(&self, wait: Wait) -> Result<DirLock> {
+        let lock = lock::lock(&self.dir, wait, &self.printer)?;
         fsio::check_writable(&self.dir)?;
         let undone = journal::recover(&self.dir)?;
         if !undone.is_empty() {

@@ -56,15 +56,30 @@ impl Drop for DirLock {
     }
 }
 
-/// Takes the lock, waiting up to `timeout` and saying so once when it has to wait: for
-/// another infrakit-tf run, or for a terraform that an earlier, killed run left running.
-pub(crate) fn lock(dir: &Path, timeout: Duration, printer: &Printer) -> Result<DirLock> {
+/// How long a command waits for its locks: `--lock-timeout`, counted once from when it began
+/// to wait, for every lock it takes (with a store: the store's, then the directory's).
+/// Messages name the timeout as given.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wait {
+    pub(crate) timeout: Duration,
+    pub(crate) deadline: Instant,
+}
+
+impl Wait {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Wait { timeout, deadline: Instant::now() + timeout }
+    }
+}
+
+/// Takes the lock, waiting until `wait`'s deadline and saying so once when it has to wait:
+/// for another infrakit-tf run, or for a terraform that an earlier, killed run left running.
+pub(crate) fn lock(dir: &Path, wait: Wait, printer: &Printer) -> Result<DirLock> {
     let file = match File::open(dir) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(crate::directory::missing(dir).into()),
         Err(e) => return Err(e).with_context(|| format!("failed to open `{}` to lock it", dir.display())),
     };
-    let deadline = Instant::now() + timeout;
+    let Wait { timeout, deadline } = wait;
     let mut said = false;
     let mut wait = |what: &str| -> Result<()> {
         let now = Instant::now();

@@ -36,6 +36,7 @@ use postgres::{Client, NoTls};
 pub(crate) use self::config::{hostname, StoreConfig};
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
+use crate::lock::Wait;
 use crate::output::Printer;
 
 /// The layout of the `infrakit_tf` schema this build reads and writes.
@@ -142,10 +143,10 @@ impl Store {
         }
     }
 
-    /// Takes the directory's lock, waiting up to `timeout` and saying so once; `Locked` (exit
-    /// 5) when it is still held then, naming who holds it.
-    pub(crate) fn lock(&mut self, timeout: Duration, printer: &Printer) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+    /// Takes the directory's lock, waiting until `wait`'s deadline and saying so once;
+    /// `Locked` (exit 5) when it is still held then, naming who holds it.
+    pub(crate) fn lock(&mut self, wait: Wait, printer: &Printer) -> Result<()> {
+        let Wait { timeout, deadline } = wait;
         let mut said = false;
         loop {
             let got: bool = match self.client.query_one("SELECT pg_try_advisory_lock($1, $2)", &[&CLASS, &self.key()]) {

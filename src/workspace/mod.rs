@@ -47,7 +47,7 @@ use crate::context::Ctx;
 use crate::directory::{Directory, Instance, LAST_ID};
 use crate::fsio::Perms;
 use crate::journal::{self, FileOp};
-use crate::lock::{self, DirLock};
+use crate::lock::{self, DirLock, Wait};
 use crate::names::{self, Kind};
 use crate::store::Store;
 use crate::terraform::{Apply, Plan, PlanOptions, State, Terraform};
@@ -125,18 +125,16 @@ impl<'a> Workspace<'a> {
 
     /// [`Workspace::lock`] without bringing the local files up to the store's (`migrate`).
     fn lock_unsynced(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
-        let started = Instant::now();
+        let wait = Wait::new(timeout); // one `--lock-timeout` for both locks
         let store = match ctx.store()? {
             Some(config) => {
                 let mut store = Store::connect(config)?;
-                store.lock(timeout, &ctx.printer)?;
+                store.lock(wait, &ctx.printer)?;
                 Some(store)
             }
             None => None,
         };
-        // One `--lock-timeout` for both locks.
-        let local_timeout = if store.is_some() { timeout.saturating_sub(started.elapsed()) } else { timeout };
-        let lock = ctx.lock_within(local_timeout)?;
+        let lock = ctx.lock_within(wait)?;
         Ok(Workspace {
             ctx,
             dir: ctx.directory()?,
@@ -228,7 +226,7 @@ impl<'a> Workspace<'a> {
                     // is set up (`.terraform`, under the local lock, which a reader otherwise
                     // never takes) so that the state can be read from the backend. No managed
                     // file is written.
-                    let _lock = lock::lock(&ctx.dir, ctx.lock_timeout, &ctx.printer)?;
+                    let _lock = lock::lock(&ctx.dir, Wait::new(ctx.lock_timeout), &ctx.printer)?;
                     let local = Directory::open(&ctx.dir)?;
                     ctx.terraform(&local)?.init()?;
                     init::record(&ctx.dir, &BTreeSet::new())?;
