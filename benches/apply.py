@@ -12,27 +12,20 @@ and their ratio are reported. Target: ours <= 1.15 x bare. Usage:
 
   python3 benches/apply.py [--instances N] [--repeat R] [--terraform PATH] [--bin PATH]
 """
-import argparse
 import glob
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-from common import alternate, release_binary, scratch
+from common import alternate, parse, parser, scratch
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--instances", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--terraform", default=shutil.which("terraform"))
-    ap.add_argument("--bin")
-    args = ap.parse_args()
-    if not args.terraform:
-        sys.exit("no terraform: give --terraform PATH")
-    args.bin = release_binary(args.bin)
+    args = parse(ap)
     with tempfile.TemporaryDirectory() as tmp:
         d, env, spec = scratch(tmp, args.terraform)
         quiet = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)

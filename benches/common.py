@@ -1,10 +1,13 @@
 """What the terraform benchmarks share: the release binary, a scratch directory with an empty
 terraform CLI config, a clean environment, a VM-only spec, and alternating median timing."""
+import argparse
 import glob
 import json
 import os
+import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -17,6 +20,24 @@ def release_binary(given=None):
         return given
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     return os.path.join(ROOT, "target", "release", "infrakit-tf")
+
+
+def parser(doc):
+    """The options every terraform benchmark takes, `--terraform` (default: the one on PATH) and
+    `--bin` (default: a fresh release build); add yours, then `parse`."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--terraform", default=shutil.which("terraform"))
+    ap.add_argument("--bin", help="infrakit-tf binary (default: build the release binary)")
+    return ap
+
+
+def parse(ap):
+    """The arguments, with a terraform (or an exit saying how to give one) and the binary built."""
+    args = ap.parse_args()
+    if not args.terraform:
+        sys.exit("no terraform: give --terraform PATH")
+    args.bin = release_binary(args.bin)
+    return args
 
 
 def scratch(tmp, terraform):

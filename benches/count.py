@@ -13,12 +13,10 @@ sides: with terraform's default of 10, 20 creates are two waves of 1 s whatever 
 
   python3 benches/count.py [--instances N] [--repeat R] [--parallelism P] [--terraform PATH] [--bin PATH]
 """
-import argparse
 import json
-import shutil
 import sys
 
-from common import many_at_once, release_binary
+from common import many_at_once, parse, parser
 
 
 def slow_spec(path):
@@ -28,16 +26,11 @@ def slow_spec(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--instances", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--parallelism", type=int)
-    ap.add_argument("--terraform", default=shutil.which("terraform"))
-    ap.add_argument("--bin")
-    args = ap.parse_args()
-    if not args.terraform:
-        sys.exit("no terraform: give --terraform PATH")
-    args.bin = release_binary(args.bin)
+    args = parse(ap)
     n = args.instances
     mo, mb, provisions = many_at_once(
         args,

@@ -24,15 +24,13 @@ default of 10 makes 20 creates two waves of 1 s, whatever runs them.
 
 Exit status 1 when a target is missed.
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-from common import alternate, fresh, many_at_once, release_binary
+from common import alternate, fresh, many_at_once, parse, parser
 
 
 def group_spec(path, size, delay):
@@ -78,18 +76,13 @@ def converged(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--members", type=int, default=20)
     ap.add_argument("--converged", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--terraform", default=shutil.which("terraform"))
-    ap.add_argument("--bin")
     ap.add_argument("--only", choices=["scale", "converged"], help="run one part only")
     ap.add_argument("--parallelism", type=int)
-    args = ap.parse_args()
-    if not args.terraform:
-        sys.exit("no terraform: give --terraform PATH")
-    args.bin = release_binary(args.bin)
+    args = parse(ap)
     ok = True
 
     if args.only != "converged":

@@ -6,9 +6,8 @@ provision is destroyed again, untimed, so that the directory keeps its size.
 Needs a PostgreSQL server: --pg URL (a database on it is created and dropped), else one is
 started for the run with .ci/postgres (Debian's postgresql).
 
-    python3 benches/store.py [--instances 100] [--repeat 7] [--terraform PATH] [--pg URL]
+    python3 benches/store.py [--instances 100] [--repeat 7] [--terraform PATH] [--bin PATH] [--pg URL]
 """
-import argparse
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from common import ROOT, release_binary, scratch
+from common import ROOT, parse, parser, scratch
 
 BACKEND = '\nterraform {\n  backend "pg" {}\n}\n'
 
@@ -56,14 +55,12 @@ def measure(binary, d, kw, spec, repeat):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = parser(__doc__)
     p.add_argument("--instances", type=int, default=100)
     p.add_argument("--repeat", type=int, default=7)
-    p.add_argument("--terraform", default=shutil.which("terraform"))
-    p.add_argument("--binary")
     p.add_argument("--pg")
-    a = p.parse_args()
-    binary = release_binary(a.binary)
+    a = parse(p)
+    binary = a.bin
     with tempfile.TemporaryDirectory() as tmp:
         server, pgdir = a.pg, None
         if not server:
