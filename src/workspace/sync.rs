@@ -45,13 +45,16 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
     let mut ops = Vec::new();
     let mut replaced = Vec::new();
     for (name, file) in &stored.files {
-        let here = local_file(dir.path(), name)?;
-        if here.as_ref() != Some(file) {
-            if here.is_some() {
-                replaced.push(name.clone());
-            }
-            ops.push(FileOp { name: name.clone(), after: Some((file.content.clone(), Perms::Exact(file.mode))) });
+        let differs = match local_entry(dir.path(), name)? {
+            Local::Absent => false,
+            Local::File(here) if here == *file => continue,
+            // A link or a directory is not what the store holds: replaced by its file.
+            Local::File(_) | Local::NotAFile => true,
+        };
+        if differs {
+            replaced.push(name.clone());
         }
+        ops.push(FileOp { name: name.clone(), after: Some((file.content.clone(), Perms::Exact(file.mode))) });
     }
     for name in local.into_iter().filter(|n| !stored.files.contains_key(n)) {
         replaced.push(name.clone());
@@ -182,19 +185,39 @@ pub(super) fn local_files(dir: &Directory) -> Result<BTreeMap<String, StoredFile
     Ok(files)
 }
 
-/// A local file's bytes and mode (as the store keeps it); `None` when it is absent.
-pub(super) fn local_file(dir: &Path, name: &str) -> Result<Option<StoredFile>> {
+/// A managed name as it is in the local directory.
+enum Local {
+    Absent,
+    /// A regular file: its bytes and mode, as the store keeps them.
+    File(StoredFile),
+    /// A symbolic link, a directory: never followed, never put in the store.
+    NotAFile,
+}
+
+fn local_entry(dir: &Path, name: &str) -> Result<Local> {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(name);
     match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Local::Absent),
         Err(e) => Err(e).with_context(|| format!("failed to read `{}`", path.display())),
-        // A link or a directory is not what the store holds: replaced by the store's file.
-        Ok(meta) if !meta.is_file() => Ok(Some(StoredFile { content: Vec::new(), mode: u32::MAX })),
+        Ok(meta) if !meta.is_file() => Ok(Local::NotAFile),
         Ok(meta) => {
             let content = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
-            Ok(Some(StoredFile { content, mode: store::mode(meta.permissions().mode()) }))
+            Ok(Local::File(StoredFile { content, mode: store::mode(meta.permissions().mode()) }))
         }
+    }
+}
+
+/// A local file's bytes and mode (as the store keeps them), to put in the store; `None`
+/// when it is absent. A link or a directory is refused: it is never followed, and the store
+/// holds regular files only.
+pub(super) fn local_file(dir: &Path, name: &str) -> Result<Option<StoredFile>> {
+    match local_entry(dir, name)? {
+        Local::Absent => Ok(None),
+        Local::File(file) => Ok(Some(file)),
+        Local::NotAFile => Err(invalid(format!("`{}` is not a regular file", dir.join(name).display()))
+            .hint("restore it as a regular file of JSON, or remove it, then re-run; nothing was changed")
+            .into()),
     }
 }
 

@@ -512,6 +512,25 @@ fn migrate_moves_a_local_directory_into_the_store_once() {
     assert_eq!(db.state(), declared(&files), "the state is as it was");
 }
 
+// A managed file that is a symbolic link is not moved into the store: it would be read
+// through the link, or stored empty; the command says which and changes nothing.
+#[test]
+fn migrate_refuses_a_managed_file_that_is_a_link() {
+    let db = Db::new();
+    let a = Cloud::new();
+    a.run(&["provision", &a.spec()]).ok();
+    let global = a.s.dir.join("shared_global.tf.json");
+    let outside = a.s.root.path().join("shared_global.tf.json");
+    std::fs::rename(&global, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &global).unwrap();
+    use_store(&a, &db.url());
+    let before = a.s.snapshot();
+    let run = a.run(&["migrate"]).code(INVALID);
+    assert_eq!(run.error_lines(), [format!("error: `{}` is not a regular file", global.display()).as_str()]);
+    assert_eq!(a.s.snapshot(), before);
+    assert!(db.files().is_empty());
+}
+
 /// `migrate` killed after moving the state, before the files: run again, it finishes.
 #[cfg(feature = "fault-injection")]
 #[test]
