@@ -83,7 +83,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import migrate help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import migrate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -133,7 +133,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__describe)
-            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -191,7 +191,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__destroy)
-            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -399,7 +399,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__import)
-            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -461,7 +461,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__label)
-            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -511,7 +511,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__migrate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -561,7 +561,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__provision)
-            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -623,7 +623,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -693,7 +693,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__sweep__subcmd__orphans)
-            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -743,7 +743,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__validate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_infrakit_tf_global_optspecs
-    string join \n dir= output= yes vm-type= lock-timeout= terraform-timeout= parallelism= store= terraform= env= q/quiet v/verbose h/help V/version
+    string join \n dir= output= yes vm-type= lock-timeout= terraform-timeout= parallelism= store= accept-config terraform= env= q/quiet v/verbose h/help V/version
 end
 
 function __fish_infrakit_tf_needs_command
@@ -35,6 +35,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l store -d 'The s
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -60,6 +61,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l sto
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand validate" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -80,6 +82,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l en
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l no-apply -d 'Only write the files (queued as `.tf.json.new`); do not run terraform'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l dry-run -d 'Show the files that would change and terraform\'s plan; write and apply nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -99,6 +102,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l env 
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l no-apply -d 'Only change the files; do not run terraform'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l dry-run -d 'Show the files that would change and terraform\'s plan; write and apply nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -116,6 +120,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l env -d
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l no-apply -d 'Only change the files; do not run terraform'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l dry-run -d 'Show the files that would change and terraform\'s plan; write and apply nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand label" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -134,6 +139,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l ter
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l properties -d 'Include each VM\'s properties (in `--output json`)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand describe" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -156,6 +162,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l en
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l no-wait -d 'Exit at once (code 5) when another infrakit-tf run holds the directory'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l check -d 'Refresh and plan without saving anything; exit 10 when something is pending'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -173,6 +180,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l dry-run -d 'List the orphans and terraform\'s plan; change nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l no-apply -d 'Remove the files but do not run terraform'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand sweep-orphans" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -192,6 +200,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l terra
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l dry-run -d 'Show what would be imported and created, and terraform\'s plan; change nothing'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand import" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -207,6 +216,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l stor
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l terraform -d 'The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l yes -d 'Answer yes to confirmations (required without a terminal)'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -s q -l quiet -d 'Print only data and errors'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -s v -l verbose -d 'Print more about what is done'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand migrate" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -73,6 +73,15 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "INFRAKIT_TF_STORE", value_name = "URL", hide_env_values = true)]
     pub store: Option<String>,
 
+    /// With a store: make this host's configuration the one every host must run with
+    ///
+    /// A host whose `*.tf`, `infrakit-tf.json` (but the URL) or group specs differ from those
+    /// the store last ran with refuses to write (exit 3): two copies would undo each other's
+    /// changes on every run. This makes this host's copy the one; every other host then
+    /// refuses until its copy matches. Give it once, by hand, never from cron.
+    #[arg(long, global = true)]
+    pub accept_config: bool,
+
     /// The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`
     #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM", value_name = "PATH")]
     pub terraform: Option<PathBuf>,

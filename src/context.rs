@@ -30,6 +30,9 @@ pub(crate) struct Ctx {
     pub(crate) terraform_timeout: Duration,
     /// `--parallelism`: terraform's `-parallelism` for plans and applies.
     pub(crate) parallelism: Option<u32>,
+    /// `--accept-config`: with a store, this host's configuration becomes the one every host
+    /// must run with.
+    pub(crate) accept_config: bool,
     /// `--store` / `INFRAKIT_TF_STORE`: the store URL, over infrakit-tf.json's.
     store_url: Option<String>,
     /// The store, resolved on first use (`None`: the local directory is the store).
@@ -48,6 +51,7 @@ impl Ctx {
             lock_timeout: args.lock_timeout,
             terraform_timeout: args.terraform_timeout,
             parallelism: args.parallelism,
+            accept_config: args.accept_config,
             store_url: args.store,
             store: OnceCell::new(),
         }
@@ -108,7 +112,8 @@ impl Ctx {
             .with_parallelism(self.parallelism)
             // Several hosts: a terraform that a killed run on another host left running holds
             // the state's lock; ours waits for it as for our own lock.
-            .with_state_lock_timeout(store.map(|_| self.lock_timeout));
+            .with_state_lock_timeout(store.map(|_| self.lock_timeout))
+            .under_lease(store.is_some());
         self.printer.detail(&format!("using {}", tf.describe()));
         Ok(tf)
     }

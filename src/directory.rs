@@ -172,6 +172,12 @@ impl Directory {
         })
     }
 
+    /// How many live instance files (`instance-<digits>.tf.json`) there are: instances whose
+    /// machines terraform's state must know.
+    pub(crate) fn live_instances(&self) -> usize {
+        self.managed().filter(|f| f.suffix == Suffix::Live && matches!(f.kind, Kind::Instance(_))).count()
+    }
+
     /// The names of the queued files (`.tf.json.new`), in name order.
     pub(crate) fn queued(&self) -> impl Iterator<Item = &str> + '_ {
         self.managed().filter(|f| f.suffix == Suffix::Queued).map(|f| f.name)

@@ -80,6 +80,22 @@ impl GroupSpec {
         spec
     }
 
+    /// What decides how the group is converged, as one canonical text (for the store's
+    /// configuration check): its ID, allocation, update budget and members' spec.
+    pub fn fingerprint_input(&self) -> String {
+        let allocation = match &self.allocation {
+            Allocation::Size(n) => serde_json::json!({ "Size": n }),
+            Allocation::LogicalIds(ids) => serde_json::json!({ "LogicalIDs": ids }),
+        };
+        serde_json::json!({
+            "ID": self.id,
+            "Allocation": allocation,
+            "MaxUnavailable": self.max_unavailable,
+            "Instance": self.instance_spec,
+        })
+        .to_string()
+    }
+
     /// The desired member count.
     pub fn desired(&self) -> usize {
         match &self.allocation {

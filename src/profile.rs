@@ -141,6 +141,9 @@ pub struct StoreSection {
     pub postgres: Option<String>,
     /// The logical directory's name in the store: the same on every host.
     pub directory: Option<String>,
+    /// How long a host's lease on the directory lasts unless renewed (`"30s"`): how long a
+    /// host that dies holds the others up.
+    pub lease: Option<String>,
 }
 
 /// The configuration file's `store` section, if it has one.

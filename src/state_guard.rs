@@ -13,9 +13,10 @@
 //! A state terraform could not save (it writes it to `errored.tfstate`, whatever the backend)
 //! stops every plan and apply until it is pushed and the file removed.
 //!
-//! Only the local backend's state file is read here (directly: it is cheap, and no extra
-//! terraform run is paid for it). With a remote backend the check is skipped: the backend
-//! keeps its own versions.
+//! The local backend's state file is read here (directly: it is cheap, and no extra
+//! terraform run is paid for it). With a store, terraform's state is a row of the store's
+//! database, which the store reads and whose stamp it records ([`check_store`], judged by the
+//! same rules, [`judge`]). Any other remote backend is not checked.
 
 use std::path::{Path, PathBuf};
 
@@ -40,9 +41,9 @@ pub(crate) struct Stamp {
     pub(crate) serial: u64,
 }
 
-/// What the state file holds.
+/// What the state file (or the store's state row) holds.
 #[derive(Debug, PartialEq)]
-enum Observed {
+pub(crate) enum Observed {
     Missing,
     Empty,
     Unreadable(String),
@@ -88,22 +89,9 @@ pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
     }
     let recorded: Option<Stamp> =
         std::fs::read(dir.path().join(RECORD)).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    let problem = match (observe(&path), &recorded) {
-        (Observed::State(now), Some(then)) if now.lineage != then.lineage => Some(format!(
-            "its lineage is `{}`, but the last run left lineage `{}`: it is another state",
-            now.lineage, then.lineage
-        )),
-        (Observed::State(now), Some(then)) if now.serial < then.serial => Some(format!(
-            "its serial is {}, older than the {} the last run left: it was rolled back",
-            now.serial, then.serial
-        )),
-        (Observed::State(_), _) => None,
-        (Observed::Missing, Some(_)) => Some("it is missing".into()),
-        (Observed::Missing, None) => None,
-        (Observed::Empty, None) if !backup_of(&path).exists() => None,
-        (Observed::Empty, _) => Some("it is empty (0 bytes)".into()),
-        (Observed::Unreadable(e), _) => Some(format!("it cannot be read: {e}")),
-    };
+    let observed = observe(&path);
+    let first_cut_short = observed == Observed::Empty && recorded.is_none() && !backup_of(&path).exists();
+    let problem = if first_cut_short { None } else { judge(&observed, recorded.as_ref()) };
     match problem {
         None => Ok(()),
         Some(problem) => Err(Failure::new(
@@ -119,6 +107,58 @@ pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
         ))
         .into()),
     }
+}
+
+/// What is wrong with the state `observed` when the last run left `recorded`: `None` when it
+/// is that state, or a later version of it (a missing state with nothing recorded is a
+/// directory whose first apply has not saved one yet).
+pub(crate) fn judge(observed: &Observed, recorded: Option<&Stamp>) -> Option<String> {
+    match (observed, recorded) {
+        (Observed::State(now), Some(then)) if now.lineage != then.lineage => Some(format!(
+            "its lineage is `{}`, but the last run left lineage `{}`: it is another state",
+            now.lineage, then.lineage
+        )),
+        (Observed::State(now), Some(then)) if now.serial < then.serial => Some(format!(
+            "its serial is {}, older than the {} the last run left: it was rolled back",
+            now.serial, then.serial
+        )),
+        (Observed::State(_), _) => None,
+        (Observed::Missing, Some(_)) => Some("it is missing".into()),
+        (Observed::Missing, None) => None,
+        (Observed::Empty, _) => Some("it is empty (0 bytes)".into()),
+        (Observed::Unreadable(e), _) => Some(format!("it cannot be read: {e}")),
+    }
+}
+
+/// With a store: refuses to let terraform plan or apply into a state row (in schema
+/// `schema` of the store's database, read by the store) that lost what the live files say
+/// exists, by the rules of [`judge`]. A state that is not there while nothing was recorded is
+/// a first apply that saved nothing yet (cut short), as for a local state: every run records
+/// the stamp after it applies, so a state lost later is caught. `env` reaches the state (the
+/// hint's `terraform state push`); `accept` is the SQL that forgets the record.
+pub(crate) fn check_store(
+    dir: &Directory,
+    observed: &Observed,
+    recorded: Option<&Stamp>,
+    schema: &str,
+    env: &str,
+    accept: &str,
+) -> Result<()> {
+    if dir.live_instances() == 0 {
+        return Ok(());
+    }
+    let push = format!("cd {} && {env} terraform state push FILE", dir.shown().display());
+    let Some(problem) = judge(observed, recorded) else { return Ok(()) };
+    Err(Failure::new(
+        Code::StateLost,
+        format!(
+            "refusing to run terraform: the state in schema `{schema}` of the store's database does not match the live files: {problem}; applying would create every machine again"
+        ),
+    )
+    .hint(format!(
+        "push the last good state (`{push}`, with `-force` over a newer one), check it; to accept the state as it is, forget the record (`{accept}`); then re-run"
+    ))
+    .into())
 }
 
 /// Whether terraform keeps this directory's state in a local file: no backend recorded by
@@ -162,11 +202,20 @@ fn observe(path: &Path) -> Observed {
     match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Observed::Missing,
         Err(e) => Observed::Unreadable(e.to_string()),
-        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Observed::Empty,
-        Ok(bytes) => match serde_json::from_slice::<Stamp>(&bytes) {
+        Ok(bytes) => Observed::of(&bytes),
+    }
+}
+
+impl Observed {
+    /// What a state's bytes hold.
+    pub(crate) fn of(bytes: &[u8]) -> Observed {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Observed::Empty;
+        }
+        match serde_json::from_slice::<Stamp>(bytes) {
             Ok(stamp) => Observed::State(stamp),
             Err(e) => Observed::Unreadable(e.to_string()),
-        },
+        }
     }
 }
 

@@ -9,17 +9,40 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use std::sync::{Arc, OnceLock};
+
 use crate::exit::invalid;
 use crate::profile::StoreSection;
 use anyhow::Result;
-use postgres::config::Host;
+use tokio_postgres::config::Host;
+
+use super::lease::{self, Timing};
 
 /// A store to use: the connection and the logical directory's name.
 #[derive(Clone)]
 pub(crate) struct StoreConfig {
     pub(crate) name: String,
-    pub(crate) pg: postgres::Config,
+    pub(crate) pg: tokio_postgres::Config,
+    /// The lease's duration, and the timings that follow from it (`store.lease`).
+    pub(crate) timing: Timing,
+    /// What the first connection found (see [`StoreConfig::connected`]).
+    session: Arc<OnceLock<Session>>,
 }
+
+/// What connecting found out, for terraform's connection.
+struct Session {
+    /// The host that answered (of several: the one terraform must use) and its port.
+    host: Host,
+    port: u16,
+    /// `server_version_num`.
+    version: i32,
+}
+
+/// The lease when `store.lease` does not say.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The shortest lease: renewed every sixth of it, a shorter one would mostly renew.
+const MIN_LEASE: Duration = Duration::from_secs(3);
 
 /// The longest a logical directory name may be (its state schema's name, with
 /// [`STATE_SCHEMA_PREFIX`], stays within PostgreSQL's 63 bytes).
@@ -36,11 +59,11 @@ impl StoreConfig {
         flag: Option<&str>,
         config_file: &Path,
     ) -> Result<Option<Self>> {
-        let (url, name) = match (section, flag) {
+        let (url, name, lease) = match (section, flag) {
             (None, None) => return Ok(None),
             (section, flag) => {
-                let section = section.unwrap_or(StoreSection { postgres: None, directory: None });
-                (flag.map(str::to_string).or(section.postgres), section.directory)
+                let section = section.unwrap_or(StoreSection { postgres: None, directory: None, lease: None });
+                (flag.map(str::to_string).or(section.postgres), section.directory, section.lease)
             }
         };
         let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
@@ -64,8 +87,28 @@ impl StoreConfig {
             ))
             .into());
         }
+        let duration = match lease.as_deref() {
+            None => DEFAULT_LEASE,
+            Some(text) => crate::cli::parse_duration(text).ok().filter(|d| *d >= MIN_LEASE).ok_or_else(|| {
+                invalid(format!(
+                    "`store.lease` in `{}` must be a duration of at least {}s (like \"30s\"), not `{text}`",
+                    config_file.display(),
+                    MIN_LEASE.as_secs()
+                ))
+            })?,
+        };
         let pg = connection(&url, &Env::process())?;
-        Ok(Some(StoreConfig { name, pg }))
+        Ok(Some(StoreConfig { name, pg, timing: Timing { duration }, session: Arc::default() }))
+    }
+
+    /// Notes where the first connection went and what it found.
+    pub(super) fn connected(&self, reached: &(Host, u16), version: i32) {
+        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, version });
+    }
+
+    /// The longest a connection may take to open: `connect_timeout`, else 10 s.
+    pub(super) fn connect_limit(&self) -> Duration {
+        self.pg.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10))
     }
 
     /// `user@host:port/db`, without the password, for messages.
@@ -75,16 +118,41 @@ impl StoreConfig {
 
     /// What terraform's `backend "pg" {}` gets, so that its state lives in the store's
     /// database, in a schema of this directory's own (two directories never share a state):
-    /// `PG_CONN_STR` (our connection as `key=value`, `sslmode=disable` as ours is made, and
-    /// no password: terraform's errors may print it), `PGPASSWORD`, `PG_SCHEMA_NAME`.
+    /// `PG_CONN_STR`, `PGPASSWORD`, `PG_SCHEMA_NAME`. The connection is ours: the host that
+    /// answered us (lib/pq takes one host), `sslmode=disable` as ours is made, no password
+    /// (terraform's errors may print it); then what its session needs (lib/pq passes keys it
+    /// does not know to the server as settings): never ended for being idle while it holds
+    /// the state's lock through a long apply (`idle_session_timeout=0`, from PostgreSQL 14;
+    /// `idle_in_transaction_session_timeout=0`), named (`application_name`, so that a host
+    /// taking over an expired lease can end its sessions), and the lease's epoch
+    /// (`infrakit_tf.lease`), which the state table's fence checks on every write.
     pub(crate) fn terraform_env(&self) -> Vec<(String, String)> {
+        let mut conn = self.base_conn();
+        let epoch = lease::epoch();
+        conn.push(("application_name", lease::terraform_session(&self.name, epoch)));
+        if let Some(epoch) = epoch {
+            conn.push(("infrakit_tf.lease", epoch.to_string()));
+        }
+        conn.push(("idle_in_transaction_session_timeout", "0".into()));
+        if self.session.get().is_some_and(|s| s.version >= 140_000) {
+            conn.push(("idle_session_timeout", "0".into()));
+        }
+        self.env_with(conn)
+    }
+
+    /// The connection as `key=value` pairs: where, who, which database.
+    fn base_conn(&self) -> Vec<(&'static str, String)> {
         let mut conn = Vec::new();
-        match self.pg.get_hosts().first() {
+        let (host, port) = match self.session.get() {
+            Some(s) => (Some(&s.host), Some(s.port)),
+            None => (self.pg.get_hosts().first(), self.pg.get_ports().first().copied()),
+        };
+        match host {
             Some(Host::Tcp(h)) => conn.push(("host", h.clone())),
             Some(Host::Unix(p)) => conn.push(("host", p.display().to_string())),
             None => {}
         }
-        if let Some(port) = self.pg.get_ports().first() {
+        if let Some(port) = port {
             conn.push(("port", port.to_string()));
         }
         if let Some(user) = self.pg.get_user() {
@@ -94,6 +162,10 @@ impl StoreConfig {
             conn.push(("dbname", db.to_string()));
         }
         conn.push(("sslmode", "disable".into()));
+        conn
+    }
+
+    fn env_with(&self, conn: Vec<(&'static str, String)>) -> Vec<(String, String)> {
         let conn: Vec<String> = conn.into_iter().map(|(k, v)| format!("{k}={}", quote(&v))).collect();
         let mut env =
             vec![("PG_CONN_STR".to_string(), conn.join(" ")), ("PG_SCHEMA_NAME".to_string(), self.state_schema())];
@@ -107,7 +179,7 @@ impl StoreConfig {
     /// run yourself (`terraform state push ...`), the password left out.
     pub(crate) fn shell_env(&self) -> String {
         let quote = |v: &str| format!("'{}'", v.replace('\'', "'\\''"));
-        self.terraform_env()
+        self.env_with(self.base_conn())
             .into_iter()
             .map(|(k, v)| if k == "PGPASSWORD" { format!("{k}=<password>") } else { format!("{k}={}", quote(&v)) })
             .collect::<Vec<_>>()
@@ -138,12 +210,12 @@ impl Env {
 }
 
 /// The connection settings of `url`, completed from the environment as libpq would.
-pub(super) fn connection(url: &str, env: &Env) -> Result<postgres::Config> {
-    let mut pg = postgres::Config::from_str(url).map_err(|e| {
+pub(super) fn connection(url: &str, env: &Env) -> Result<tokio_postgres::Config> {
+    let mut pg = tokio_postgres::Config::from_str(url).map_err(|e| {
         invalid(format!("the store URL is not a PostgreSQL connection string: {e}"))
             .hint("write it as postgresql://user@host:5432/database (libpq's URL form)")
     })?;
-    if pg.get_ssl_mode() == postgres::config::SslMode::Require {
+    if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
         return Err(invalid("the store URL asks for TLS (sslmode=require), which this infrakit-tf cannot do yet")
             .hint("use sslmode=disable and reach the server over a private network or a tunnel")
             .into());
@@ -176,14 +248,14 @@ pub(super) fn connection(url: &str, env: &Env) -> Result<postgres::Config> {
     if pg.get_connect_timeout().is_none() {
         pg.connect_timeout(Duration::from_secs(10));
     }
-    pg.application_name(&format!("infrakit-tf {} pid {}", hostname(), std::process::id()));
+    pg.application_name(format!("infrakit-tf {} pid {}", hostname(), std::process::id()));
     Ok(pg)
 }
 
 /// The password the password file gives for this connection: lines
 /// `host:port:database:user:password`, `*` matching anything, `\:` and `\\` escaped; the first
 /// match wins, as in libpq.
-fn passfile(pg: &postgres::Config, env: &Env) -> Option<String> {
+fn passfile(pg: &tokio_postgres::Config, env: &Env) -> Option<String> {
     let path = match env.get("PGPASSFILE") {
         Some(p) => PathBuf::from(p),
         None => env.home.as_ref()?.join(".pgpass"),
@@ -236,7 +308,7 @@ fn quote(value: &str) -> String {
 }
 
 /// `user@host:port/db`: the connection without its password.
-pub(super) fn display(pg: &postgres::Config) -> String {
+pub(super) fn display(pg: &tokio_postgres::Config) -> String {
     let host = match pg.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
         Some(Host::Unix(p)) => p.display().to_string(),
@@ -299,7 +371,7 @@ mod tests {
     fn a_store_needs_a_url_and_a_name() {
         let file = Path::new("infrakit-tf.json");
         let section = |url: Option<&str>, name: Option<&str>| {
-            Some(StoreSection { postgres: url.map(str::to_string), directory: name.map(str::to_string) })
+            Some(StoreSection { postgres: url.map(str::to_string), directory: name.map(str::to_string), lease: None })
         };
         assert!(StoreConfig::resolve(None, None, file).unwrap().is_none());
         let err = |s, f| format!("{:#}", StoreConfig::resolve(s, f, file).err().unwrap());
@@ -309,6 +381,17 @@ mod tests {
         assert!(err(section(Some("postgresql://h/d"), Some("a b")), None).contains("1 to 40 letters"));
         assert!(err(section(Some("nonsense=x=y"), Some("web")), None).contains("not a PostgreSQL connection"));
         assert!(err(section(Some("postgresql://h/d?sslmode=require"), Some("web")), None).contains("cannot do yet"));
+        let leased = |lease: &str| {
+            let section = Some(StoreSection {
+                postgres: Some("postgresql://h/d".into()),
+                directory: Some("web".into()),
+                lease: Some(lease.into()),
+            });
+            StoreConfig::resolve(section, None, file).map(|c| c.unwrap().timing.duration)
+        };
+        assert_eq!(leased("45s").unwrap(), Duration::from_secs(45));
+        assert!(format!("{:#}", leased("2s").unwrap_err()).contains("at least 3s"));
+        assert!(format!("{:#}", leased("soon").unwrap_err()).contains("not `soon`"));
         let cfg = StoreConfig::resolve(section(Some("postgresql://a/d"), Some("web")), Some("postgresql://b/d"), file)
             .unwrap()
             .unwrap();
@@ -318,11 +401,29 @@ mod tests {
             let cfg = StoreConfig::resolve(section(Some(url), Some("web")), None, file).unwrap().unwrap();
             cfg.terraform_env().into_iter().collect::<std::collections::BTreeMap<_, _>>()
         };
+        // Terraform's session: named, never ended for being idle (no lease held here: no epoch).
+        let session = "application_name='infrakit-tf tf web' idle_in_transaction_session_timeout=0";
         let tf = env("postgresql://ops:s%20cr'et@db:6543/infra?sslmode=disable");
-        assert_eq!(tf["PG_CONN_STR"], "host=db port=6543 user=ops dbname=infra sslmode=disable", "no password");
+        assert_eq!(
+            tf["PG_CONN_STR"],
+            format!("host=db port=6543 user=ops dbname=infra sslmode=disable {session}"),
+            "no password"
+        );
         assert_eq!(tf["PGPASSWORD"], "s cr'et");
         assert_eq!(tf["PG_SCHEMA_NAME"], "infrakit_tf_state_web");
-        assert_eq!(env("host=/run/pg dbname='my db'")["PG_CONN_STR"], "host=/run/pg dbname='my db' sslmode=disable");
+        assert_eq!(
+            env("host=/run/pg dbname='my db'")["PG_CONN_STR"],
+            format!("host=/run/pg dbname='my db' sslmode=disable {session}")
+        );
+        // Of several hosts, the one that answered; from PostgreSQL 14, idle_session_timeout too.
+        let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:5432,h2:6432/d"), Some("web")), None, file);
+        let cfg = cfg.unwrap().unwrap();
+        cfg.connected(&(Host::Tcp("h2".into()), 6432), 150_004);
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().into_iter().collect();
+        assert_eq!(
+            tf["PG_CONN_STR"],
+            format!("host=h2 port=6432 user=u dbname=d sslmode=disable {session} idle_session_timeout=0")
+        );
         let cfg = StoreConfig::resolve(section(Some("postgresql://ops:pw@db:6543/infra"), Some("web")), None, file);
         assert_eq!(
             cfg.unwrap().unwrap().shell_env(),

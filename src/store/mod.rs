@@ -1,60 +1,60 @@
-//! The store: for several hosts, the managed files and the directory lock live in PostgreSQL,
-//! keyed by the logical directory's name (`store.directory` in `infrakit-tf.json`). The local
-//! directory keeps the user's own configuration and is terraform's working directory; its
-//! managed files are a mirror of the store (see `Workspace::lock`, which brings it up to date).
+//! The store: for several hosts, the managed files and the directory's lease live in
+//! PostgreSQL, keyed by the logical directory's name (`store.directory` in `infrakit-tf.json`).
+//! The local directory keeps the user's own configuration and is terraform's working
+//! directory; its managed files are a mirror of the store (see `Workspace::lock`, which brings
+//! it up to date).
 //!
-//! - **The lock** is a session-level advisory lock (`pg_try_advisory_lock(CLASS, key)`, the
-//!   two-key form, which never meets terraform's one-key locks on its own state): held while
-//!   our connection lives, released by PostgreSQL when the process or its host dies or the
-//!   connection drops. Waiting polls it, as the local lock does, up to `--lock-timeout`.
-//! - **A change** ([`Store::commit`]) is one transaction: all files of one change, or none.
-//!   It runs on the connection that holds the lock, so a writer that lost its lock (its
-//!   connection) cannot commit.
-//! - **A reader** ([`Store::files`]) gets one statement's snapshot, without the lock.
+//! One room per mechanism:
 //!
-//! The schema (`infrakit_tf`) is created on first use, under a transaction-level advisory
-//! lock so that two hosts starting at once do not race; `schema_version` says which layout it
-//! has ([`SCHEMA_VERSION`]), for later migrations:
+//! - `conn`: one connection, every call bounded in time; several hosts tried in order;
+//! - `lease`: who may change the directory, fenced (an epoch every commit compares, and that
+//!   terraform's state writes carry), renewed by a heartbeat; commands and the workspace ask
+//!   [`lease::lost`] or get an error, and know nothing of heartbeats;
+//! - `schema`: the tables, their migration, the role's privileges, the state table's fence;
+//! - `config`: where the store is (the URL, libpq's environment, the password file), and
+//!   what terraform's `backend "pg"` gets.
 //!
-//! ```sql
-//! infrakit_tf.schema_version (version integer)
-//! infrakit_tf.directories    (id bigserial primary key, name text unique, created timestamptz,
-//!                             config_fingerprint text, config_host text)
-//! infrakit_tf.files          (directory bigint references directories on delete cascade,
-//!                             name text, content bytea, mode integer, updated timestamptz,
-//!                             primary key (directory, name))
-//! ```
+//! Here: [`Store`], which connects, takes the lease, and reads and commits the files. A
+//! change ([`Store::commit`]) is one transaction that first renews the lease by its epoch: all
+//! files of one change, or none, and never from a host that lost the lease. A reader
+//! ([`Store::files`]) gets one statement's snapshot, without the lease. A call whose
+//! connection broke is made again once on a new one: under the lease nobody else writes, so
+//! a commit whose answer was lost is made again to the same effect.
 
 mod config;
+mod conn;
+pub(crate) mod lease;
+mod schema;
+mod state;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 pub(crate) use self::config::{hostname, StoreConfig};
+use self::conn::{Conn, Fault};
+use self::lease::Lease;
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
 use crate::lock::Wait;
 use crate::output::Printer;
 
-/// The layout of the `infrakit_tf` schema this build reads and writes.
-const SCHEMA_VERSION: i32 = 1;
-
-/// First key of our advisory locks (`iktf`); the second is the directory name's hash.
-const CLASS: i32 = 0x696b_7466;
-
-/// How often a held lock is tried again.
-const POLL: Duration = Duration::from_millis(100);
+/// How often a held lease is tried again.
+const POLL: Duration = Duration::from_millis(200);
 
 /// A connection to the store, for one logical directory.
 pub(crate) struct Store {
-    client: Client,
-    name: String,
+    /// `None` once broken: the next call opens another.
+    conn: Option<Conn>,
+    config: StoreConfig,
     /// `user@host:port/db`, for messages.
     display: String,
-    locked: bool,
+    /// The lease, once taken ([`Store::lock`]).
+    lease: Option<Lease>,
+    /// Who we are in the lease's record: this process, uniquely (`HOST/PID/NANOS`).
+    owner: String,
 }
 
 /// One file as the store holds it.
@@ -62,6 +62,17 @@ pub(crate) struct Store {
 pub(crate) struct StoredFile {
     pub(crate) content: Vec<u8>,
     pub(crate) mode: u32,
+}
+
+/// A part of the configuration as the store last ran it (see [`Store::config`]).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(crate) struct ConfigRecord {
+    /// Each file's hash (of a group: its spec's).
+    pub(crate) files: BTreeMap<String, String>,
+    /// `HOST:DIRECTORY` that ran it.
+    pub(crate) host: String,
+    /// When, UTC.
+    pub(crate) at: String,
 }
 
 /// The logical directory as the store holds it.
@@ -74,107 +85,103 @@ pub(crate) struct StoredDir {
 
 impl Store {
     /// Connects and makes sure the schema is there. A server that cannot be reached, refuses
-    /// us, or has a newer schema is an error; nothing is written.
+    /// us, lacks a privilege we need, or has a newer schema is an error; nothing is written.
     pub(crate) fn connect(config: &StoreConfig) -> Result<Self> {
         let display = config.display();
-        let client = config.pg.connect(NoTls).map_err(|e| unavailable(&display, &e))?;
-        let mut store = Store { client, name: config.name.clone(), display, locked: false };
-        store.schema()?;
-        Ok(store)
+        let limit = config.connect_limit();
+        let mut conn =
+            Conn::open(&config.pg, limit, config.timing.call_limit()).map_err(|f| unavailable(&display, &f.why()))?;
+        config.connected(conn.reached(), conn.version());
+        let probe =
+            schema::probe(&mut conn, limit, &config.state_schema()).map_err(|f| unavailable(&display, &f.why()))?;
+        if let Some(grant) = probe.missing {
+            return Err(Failure::new(
+                Code::StoreUnavailable,
+                format!("the store at {display} refuses what infrakit-tf and terraform need: `{grant}` is missing"),
+            )
+            .hint(format!("have the database's owner run `{grant};`, then re-run; nothing was changed"))
+            .into());
+        }
+        match probe.version {
+            Some(schema::SCHEMA_VERSION) => {}
+            Some(v) if v > schema::SCHEMA_VERSION => {
+                return Err(Failure::new(
+                    Code::Invalid,
+                    format!(
+                        "the store at {display} has schema version {v}, newer than the {} this infrakit-tf knows",
+                        schema::SCHEMA_VERSION
+                    ),
+                )
+                .hint("upgrade infrakit-tf on this host")
+                .into())
+            }
+            _ => schema::create(&mut conn, limit).map_err(|f| unavailable(&display, &f.why()))?,
+        }
+        let owner = format!(
+            "{}/{}/{}",
+            hostname(),
+            std::process::id(),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos()
+        );
+        Ok(Store { conn: Some(conn), config: config.clone(), display, lease: None, owner })
     }
 
     /// The logical directory's name, for messages.
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        &self.config.name
     }
 
-    fn schema(&mut self) -> Result<()> {
-        let found = self.client.query_opt("SELECT max(version) FROM infrakit_tf.schema_version", &[]);
-        let version: Option<i32> = match found {
-            Ok(row) => row.and_then(|r| r.get(0)),
-            Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => None,
-            Err(e) => return Err(self.error(e)),
-        };
-        match version {
-            Some(SCHEMA_VERSION) => Ok(()),
-            Some(v) if v > SCHEMA_VERSION => Err(Failure::new(
-                Code::Invalid,
-                format!(
-                    "the store at {} has schema version {v}, newer than the {SCHEMA_VERSION} this infrakit-tf knows",
-                    self.display
-                ),
-            )
-            .hint("upgrade infrakit-tf on this host")
-            .into()),
-            _ => self.create_schema(),
-        }
-    }
-
-    fn create_schema(&mut self) -> Result<()> {
-        let mut tx = self.client.transaction().map_err(|e| unavailable(&self.display, &e))?;
-        let created = (|| {
-            tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS])?;
-            tx.batch_execute(
-                "CREATE SCHEMA IF NOT EXISTS infrakit_tf;
-                 CREATE TABLE IF NOT EXISTS infrakit_tf.schema_version (version integer NOT NULL);
-                 CREATE TABLE IF NOT EXISTS infrakit_tf.directories (
-                     id bigserial PRIMARY KEY,
-                     name text NOT NULL UNIQUE,
-                     created timestamptz NOT NULL DEFAULT now(),
-                     config_fingerprint text,
-                     config_host text);
-                 CREATE TABLE IF NOT EXISTS infrakit_tf.files (
-                     directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
-                     name text NOT NULL,
-                     content bytea NOT NULL,
-                     mode integer NOT NULL,
-                     updated timestamptz NOT NULL DEFAULT now(),
-                     PRIMARY KEY (directory, name));",
-            )?;
-            let has: Option<i32> = tx.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[])?.get(0);
-            if has.is_none() {
-                tx.execute("INSERT INTO infrakit_tf.schema_version (version) VALUES ($1)", &[&SCHEMA_VERSION])?;
-            }
-            Ok::<_, postgres::Error>(())
-        })();
-        match created.and_then(|()| tx.commit()) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.error(e)),
-        }
-    }
-
-    /// Takes the directory's lock, waiting until `wait`'s deadline and saying so once;
-    /// `Locked` (exit 5) when it is still held then, naming who holds it.
+    /// Takes the directory's lease, waiting until `wait`'s deadline and saying so once;
+    /// `Locked` (exit 5) when it is still held then, naming who holds it. A lease that expired
+    /// without being released is taken over (its host died or lost the server): the stale
+    /// holder's terraform sessions are ended, and that is said.
     pub(crate) fn lock(&mut self, wait: Wait, printer: &Printer) -> Result<()> {
         let Wait { timeout, deadline } = wait;
+        let holder = format!("infrakit-tf {} pid {}", hostname(), std::process::id());
+        let (timing, key) = (self.config.timing, (schema::CLASS, self.key()));
         let mut said = false;
         loop {
-            let got: bool = match self.client.query_one("SELECT pg_try_advisory_lock($1, $2)", &[&CLASS, &self.key()]) {
-                Ok(row) => row.get(0),
-                Err(e) => return Err(self.error(e)),
+            let sent = Instant::now();
+            let (name, owner) = (self.config.name.clone(), self.owner.clone());
+            let got = self.with(|conn, limit| lease::try_acquire(conn, limit, &name, &holder, &owner, key, timing));
+            let acquired = match got {
+                Ok(acquired) => acquired,
+                // While we wait, a server that restarts or a dropped connection is waited out.
+                Err(e) if Instant::now() < deadline && crate::exit::code_for(&e) == Code::StoreUnavailable => {
+                    std::thread::sleep(POLL.min(deadline - Instant::now()));
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
-            if got {
-                self.locked = true;
+            if let Some(acquired) = acquired {
+                self.lease = Some(Lease::hold(&self.config.pg, &name, acquired.epoch, timing, sent));
+                if let Some(previous) = acquired.took_over {
+                    let ended = self
+                        .with(|conn, limit| lease::end_stale_sessions(conn, limit, &name, acquired.epoch))
+                        .unwrap_or(0);
+                    let sessions =
+                        if ended > 0 { format!("; {ended} of its terraform session(s) ended") } else { String::new() };
+                    printer.warn(&format!(
+                        "took over store directory `{name}` from {previous}, whose lease expired without being released (its host died or lost the server){sessions}"
+                    ));
+                }
                 return Ok(());
             }
             let now = Instant::now();
-            let holder = self.holder();
+            let holder =
+                self.with(|conn, limit| lease::holder(conn, limit, &name)).unwrap_or_else(|_| "another run".into());
             if now >= deadline {
-                return Err(Failure::new(
-                    Code::Locked,
-                    format!("store directory `{}` is locked by {holder}", self.name),
-                )
-                .hint(format!(
-                    "wait for it to finish, or give --lock-timeout more than {}",
-                    crate::lock::human(timeout)
-                ))
-                .into());
+                return Err(Failure::new(Code::Locked, format!("store directory `{name}` is locked by {holder}"))
+                    .hint(format!(
+                        "wait for it to finish, or give --lock-timeout more than {}",
+                        crate::lock::human(timeout)
+                    ))
+                    .into());
             }
             if !said {
                 printer.status(&format!(
-                    "waiting up to {} for {holder} to release store directory `{}` (--lock-timeout)",
+                    "waiting up to {} for {holder} to release store directory `{name}` (--lock-timeout)",
                     crate::lock::human(timeout),
-                    self.name
                 ));
                 said = true;
             }
@@ -182,83 +189,83 @@ impl Store {
         }
     }
 
-    /// Who holds our lock: the `application_name` its connection gave (host and PID).
-    fn holder(&mut self) -> String {
-        let sql = "SELECT a.application_name, host(a.client_addr) FROM pg_locks l \
-                   JOIN pg_stat_activity a ON a.pid = l.pid \
-                   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 \
-                   AND l.classid::bigint = $1 AND l.objid::bigint = $2";
-        let key = i64::from(self.key());
-        match self.client.query_opt(sql, &[&i64::from(CLASS), &key]) {
-            Ok(Some(row)) => {
-                let app: Option<String> = row.get(0);
-                let addr: Option<String> = row.get(1);
-                match (app.filter(|a| !a.is_empty()), addr) {
-                    (Some(app), Some(addr)) => format!("another run ({app}, from {addr})"),
-                    (Some(app), None) => format!("another run ({app})"),
-                    (None, _) => "another run".into(),
-                }
-            }
-            _ => "another run".into(),
-        }
-    }
-
-    /// The second key of the directory's lock: FNV-1a of its name, made non-negative (two
-    /// names that meet only share a lock, never a directory).
+    /// The second key of the advisory lock an infrakit-tf before leases took: FNV-1a of the
+    /// name, made non-negative.
     fn key(&self) -> i32 {
-        let hash = self.name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+        let hash = self.config.name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
         (hash & 0x7fff_ffff) as i32
     }
 
     /// The directory and its files, as of one snapshot; `None` when the store has no
     /// directory of this name yet.
     pub(crate) fn files(&mut self) -> Result<Option<StoredDir>> {
-        let sql = "SELECT d.id, f.name, f.content, f.mode FROM infrakit_tf.directories d \
-                   LEFT JOIN infrakit_tf.files f ON f.directory = d.id WHERE d.name = $1";
-        let rows = match self.client.query(sql, &[&self.name]) {
-            Ok(rows) => rows,
-            Err(e) => return Err(self.error(e)),
-        };
-        let Some(id) = rows.first().map(|r| r.get::<_, i64>(0)) else { return Ok(None) };
-        let mut files = BTreeMap::new();
-        for row in rows {
-            let Some(name) = row.get::<_, Option<String>>(1) else { continue };
-            let mode: i32 = row.get(3);
-            files.insert(name, StoredFile { content: row.get(2), mode: self::mode(mode as u32) });
-        }
-        Ok(Some(StoredDir { id, files }))
+        let name = self.config.name.clone();
+        self.query(async |c| {
+            let rows = c
+                .query(
+                    "SELECT d.id, f.name, f.content, f.mode FROM infrakit_tf.directories d \
+                     LEFT JOIN infrakit_tf.files f ON f.directory = d.id WHERE d.name = $1",
+                    &[&name],
+                )
+                .await?;
+            let Some(id) = rows.first().map(|r| r.get::<_, i64>(0)) else { return Ok(None) };
+            let mut files = BTreeMap::new();
+            for row in rows {
+                let Some(name) = row.get::<_, Option<String>>(1) else { continue };
+                let mode: i32 = row.get(3);
+                files.insert(name, StoredFile { content: row.get(2), mode: self::mode(mode as u32) });
+            }
+            Ok(Some(StoredDir { id, files }))
+        })
     }
 
     /// Whether schema `schema` holds a terraform state (its pg backend's `default` one).
     pub(crate) fn has_state(&mut self, schema: &str) -> Result<bool> {
-        let sql = format!("SELECT count(*) FROM \"{}\".states WHERE name = 'default'", schema.replace('"', "\"\""));
-        match self.client.query_one(sql.as_str(), &[]) {
+        let sql = format!("SELECT count(*) FROM {}.states WHERE name = 'default'", schema::quote(schema));
+        self.query(async |c| match c.query_one(sql.as_str(), &[]).await {
             Ok(row) => Ok(row.get::<_, i64>(0) > 0),
-            Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => Ok(false),
-            Err(e) => Err(self.error(e)),
-        }
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => Ok(false),
+            Err(e) => Err(e),
+        })
     }
 
-    /// Notes the fingerprint of the configuration this host runs with (its `main.tf` and the
-    /// like), and returns the host that ran last with another one, if it differs: hosts that
-    /// apply different copies undo each other's changes. Nothing for a directory not created
-    /// yet. Only under the lock.
-    pub(crate) fn note_config(&mut self, fingerprint: &str, host: &str) -> Result<Option<String>> {
-        let sql = "UPDATE infrakit_tf.directories new SET config_fingerprint = $2, config_host = $3                    FROM infrakit_tf.directories old WHERE new.id = old.id AND new.name = $1                    RETURNING old.config_fingerprint, old.config_host";
-        let row = match self.client.query_opt(sql, &[&self.name, &fingerprint, &host]) {
-            Ok(row) => row,
-            Err(e) => return Err(self.error(e)),
-        };
-        Ok(row.and_then(|r| {
-            let (before, by): (Option<String>, Option<String>) = (r.get(0), r.get(1));
-            (before.is_some_and(|b| b != fingerprint)).then(|| by.unwrap_or_default())
-        }))
+    /// The configuration the store last ran with, for part `part` (`base`, `group ID`):
+    /// what each of its files hashed to, who ran it and when. `None`: no run recorded one (or
+    /// no directory yet).
+    pub(crate) fn config(&mut self, part: &str) -> Result<Option<ConfigRecord>> {
+        let (name, part) = (self.config.name.clone(), part.to_string());
+        let text: Option<String> = self.query(async |c| {
+            let row = c
+                .query_opt("SELECT (config -> $2)::text FROM infrakit_tf.directories WHERE name = $1", &[&name, &part])
+                .await?;
+            Ok(row.and_then(|r| r.get(0)))
+        })?;
+        Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+    }
+
+    /// Records that `host` runs part `part` of the configuration as `files` now (the time is
+    /// the server's), under the lease; the directory's row is created if it is new, so that
+    /// the first run's configuration is the one the next host compares with.
+    pub(crate) fn set_config(&mut self, part: &str, files: &BTreeMap<String, String>, host: &str) -> Result<()> {
+        let (name, part, host) = (self.config.name.clone(), part.to_string(), host.to_string());
+        let files = serde_json::to_string(files)?;
+        self.fenced(async |tx| {
+            tx.execute(
+                "INSERT INTO infrakit_tf.directories AS d (name, config) VALUES ($1, jsonb_build_object($2::text, \
+                     jsonb_build_object('files', $3::text::jsonb, 'host', $4::text, \
+                         'at', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')))) \
+                 ON CONFLICT (name) DO UPDATE SET config = coalesce(d.config, '{}'::jsonb) || excluded.config",
+                &[&name, &part, &files, &host],
+            )
+            .await
+        })?;
+        Ok(())
     }
 
     /// Writes and removes the files of `ops` in one transaction (the directory is created if
-    /// it is new): all or none. Only under the lock. Returns the directory's ID.
+    /// it is new), first renewing the lease by its epoch: all or none, and nothing from a
+    /// host that lost the lease. Returns the directory's ID.
     pub(crate) fn commit(&mut self, ops: &[FileOp]) -> Result<i64> {
-        assert!(self.locked, "a store change needs the lock");
         // The last operation on a name is what stands.
         let last: BTreeMap<&str, &FileOp> = ops.iter().map(|op| (op.name.as_str(), op)).collect();
         let (mut names, mut contents, mut modes, mut gone) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -272,18 +279,19 @@ impl Store {
                 None => gone.push(name),
             }
         }
-        let name = self.name.clone();
-        let done = (|| {
-            let mut tx = self.client.transaction()?;
+        let name = self.config.name.clone();
+        let id = self.fenced(async |tx| {
             let id: i64 = tx
                 .query_one(
                     "INSERT INTO infrakit_tf.directories (name) VALUES ($1) \
                      ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id",
                     &[&name],
-                )?
+                )
+                .await?
                 .get(0);
             if !gone.is_empty() {
-                tx.execute("DELETE FROM infrakit_tf.files WHERE directory = $1 AND name = ANY($2)", &[&id, &gone])?;
+                tx.execute("DELETE FROM infrakit_tf.files WHERE directory = $1 AND name = ANY($2)", &[&id, &gone])
+                    .await?;
             }
             if !names.is_empty() {
                 tx.execute(
@@ -292,51 +300,123 @@ impl Store {
                      ON CONFLICT (directory, name) DO UPDATE \
                      SET content = excluded.content, mode = excluded.mode, updated = now()",
                     &[&id, &names, &contents, &modes],
-                )?;
+                )
+                .await?;
             }
-            tx.commit().map(|()| id)
-        })();
-        let id = done.map_err(|e| self.error(e))?;
+            Ok(id)
+        })?;
         crate::fault::point(|| format!("store commit {} file(s)", ops.len()));
         Ok(id)
     }
 
-    /// An error of the store once connected. A lost connection (closed, or ended by the
-    /// server: a restart, `pg_terminate_backend`, classes 08 and 57) is `StoreUnavailable`:
-    /// the change under way was not committed, and what earlier steps committed stands.
-    fn error(&self, e: postgres::Error) -> anyhow::Error {
-        let lost = match e.as_db_error() {
-            None => std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()),
-            Some(db) => db.severity() == "FATAL" || ["08", "57"].iter().any(|c| db.code().code().starts_with(c)),
-        };
-        if e.is_closed() || lost {
-            return Failure::new(Code::StoreUnavailable, format!("lost the store at {}: {}", self.display, reason(&e)))
-                .hint("the change under way was not made (unless the connection went as it committed: the next run sees); what earlier steps committed stands, and the next run carries on from the store")
-                .into();
-        }
-        anyhow::Error::new(e).context(format!("the store at {} failed", self.display))
-    }
-}
-
-/// What went wrong, in one line: the server's message, or the I/O error and its causes.
-fn reason(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => db.message().to_string(),
-        None => {
-            let mut why = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                why = format!("{why}: {s}");
-                source = s.source();
+    /// Runs `f` in one transaction that first renews the lease by its epoch ([`lease::renew`]):
+    /// a host that lost the lease commits nothing (exit 16).
+    fn fenced<T>(
+        &mut self,
+        f: impl AsyncFn(&tokio_postgres::Transaction<'_>) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T> {
+        let lease = self.lease.as_ref().expect("a store change needs the lease");
+        let (name, epoch, timing) = (self.config.name.clone(), lease.epoch(), lease.timing());
+        let sent = Instant::now();
+        let done = self.query(async |c| {
+            let tx = c.transaction().await?;
+            if !lease::renew(&tx, &name, epoch, timing).await? {
+                return Ok(None);
             }
-            why
+            let value = f(&tx).await?;
+            tx.commit().await?;
+            Ok(Some(value))
+        })?;
+        let lease = self.lease.as_ref().expect("held");
+        match done {
+            Some(value) => {
+                lease.renewed(sent);
+                Ok(value)
+            }
+            None => {
+                lease.gone("it expired, or another host holds it now");
+                Err(self.lease_lost())
+            }
+        }
+    }
+
+    /// Runs a call on the connection ([`Store::with`]), its limit the lease's.
+    fn query<T>(&mut self, f: impl AsyncFn(&mut Client) -> Result<T, tokio_postgres::Error>) -> Result<T> {
+        self.with(|conn, limit| conn.call(limit, &f))
+    }
+
+    /// Runs `call` on the connection, opening a new one first if it broke, and once more on a
+    /// new one if it breaks during the call. Refused when this process lost its lease.
+    fn with<T>(&mut self, call: impl Fn(&mut Conn, Duration) -> conn::Outcome<T>) -> Result<T> {
+        if self.lease.as_ref().is_some_and(|l| l.lost().is_some()) {
+            return Err(self.lease_lost());
+        }
+        let limit = self.config.timing.call_limit();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let conn = match self.conn.take() {
+                Some(conn) => conn,
+                None => Conn::open(&self.config.pg, self.config.connect_limit(), limit)
+                    .map_err(|f| lost(&self.display, &f.why()))?,
+            };
+            let mut conn = conn;
+            let result = call(&mut conn, limit);
+            match result {
+                Ok(value) => {
+                    self.conn = Some(conn);
+                    return Ok(value);
+                }
+                Err(Fault::Lost(why)) if tries < 2 => {
+                    let _ = why; // a new connection is tried once
+                }
+                Err(Fault::Lost(why)) => return Err(lost(&self.display, &why)),
+                Err(Fault::Db(e)) => {
+                    self.conn = Some(conn);
+                    return Err(anyhow::Error::new(Failure::new(Code::Error, conn::reason(&e)))
+                        .context(format!("the store at {} failed", self.display)));
+                }
+            }
+        }
+    }
+
+    /// The error for a lease this process lost: exit 16.
+    fn lease_lost(&self) -> anyhow::Error {
+        let why = self.lease.as_ref().and_then(Lease::lost).unwrap_or_else(|| "it is no longer ours".into());
+        lease_lost(&self.config.name, &self.display, &why)
+    }
+
+    /// Gives the lease back, so that another host need not wait for it to expire.
+    fn release(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.release(self.conn.as_mut());
         }
     }
 }
 
-/// The error for a store that cannot be reached or refused us.
-fn unavailable(display: &str, e: &postgres::Error) -> anyhow::Error {
-    Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {}", reason(e)))
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The error for a lease this process lost (exit 16): why, and what it means.
+pub(crate) fn lease_lost(name: &str, display: &str, why: &str) -> anyhow::Error {
+    Failure::new(Code::StoreUnavailable, format!("lost the lease on store directory `{name}` at {display}: {why}"))
+        .hint("another host may hold it now: nothing more was changed here (terraform, if it ran, was stopped); what earlier steps committed stands, and the next run carries on from the store")
+        .into()
+}
+
+/// The error for a connection lost mid-run (exit 16).
+fn lost(display: &str, why: &str) -> anyhow::Error {
+    Failure::new(Code::StoreUnavailable, format!("lost the store at {display}: {why}"))
+        .hint("the change under way was not made (unless the connection went as it committed: the next run sees); what earlier steps committed stands, and the next run carries on from the store")
+        .into()
+}
+
+/// The error for a store that cannot be reached or refused us (exit 16).
+fn unavailable(display: &str, why: &str) -> anyhow::Error {
+    Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {why}"))
         .hint("check that PostgreSQL runs there and the URL is right (`store.postgres` in infrakit-tf.json, --store or INFRAKIT_TF_STORE); nothing was changed")
         .into()
 }

@@ -19,8 +19,12 @@ pub(super) struct Finished {
 }
 
 pub(super) fn conclude(tf: &Terraform, inv: &Invocation, ran: Ran) -> anyhow::Result<Finished> {
-    let Ran { status, collected, timed_out, killed } = ran;
+    let Ran { status, collected, timed_out, killed, fenced } = ran;
     let cmd = tf.display(&inv.args);
+    if let Some(why) = fenced {
+        let how = if killed { "interrupted, then killed" } else { "interrupted" };
+        return Err(crate::store::lease::lost_error(&format!("{why}; {cmd} was {how}")));
+    }
     if timed_out {
         let how = if killed { "interrupted, then killed" } else { "interrupted" };
         return Err(Failure::new(

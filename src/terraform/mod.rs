@@ -49,6 +49,9 @@ pub(crate) struct Terraform {
     parallelism: Option<u32>,
     /// How long a run waits for the state's lock (`-lock-timeout`); `None`: not at all.
     state_lock_timeout: Option<Duration>,
+    /// Several hosts: terraform runs under a lease, and may not outlive it, nor us (see
+    /// `supervise`).
+    dies_with_us: bool,
 }
 
 /// How to plan.
@@ -172,6 +175,7 @@ impl Terraform {
             printer,
             parallelism: None,
             state_lock_timeout: None,
+            dies_with_us: false,
         };
         let cached = probe_cache::lookup(&tf.program);
         let version = match &cached {
@@ -213,6 +217,7 @@ impl Terraform {
             printer: self.printer.clone(),
             parallelism: self.parallelism,
             state_lock_timeout: self.state_lock_timeout,
+            dies_with_us: self.dies_with_us,
         }
     }
 
@@ -225,6 +230,13 @@ impl Terraform {
     /// The same, waiting up to `timeout` for the state's lock (`-lock-timeout`).
     pub(crate) fn with_state_lock_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.state_lock_timeout = timeout;
+        self
+    }
+
+    /// The same, run under a store's lease (several hosts): stopped when the lease is lost,
+    /// and never outliving us.
+    pub(crate) fn under_lease(mut self, leased: bool) -> Self {
+        self.dies_with_us = leased;
         self
     }
 

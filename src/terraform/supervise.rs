@@ -9,6 +9,10 @@
 //!   SIGINT; after either we wait up to [`STOP_GRACE`] for it to stop. `--terraform-timeout`:
 //!   one SIGINT when the run is over time, then SIGKILL after a grace period as long as the
 //!   timeout (at most a minute). A stop asked for before the run means it never starts.
+//! - With a store (several hosts), terraform may not outlive its lease: when the lease is lost
+//!   (`store::lease`), it is interrupted, then killed after the lease's grace, well before the
+//!   lease can expire and another host start; and it dies with us (`PR_SET_PDEATHSIG`), since
+//!   a dead infrakit-tf renews nothing. Its plugins may outlive it; they cannot write the state.
 #![allow(clippy::disallowed_methods)] // the one place that spawns
 
 use std::process::{Command, ExitStatus};
@@ -20,6 +24,7 @@ use super::follow::{Collected, Followed, Sink};
 use super::{Invocation, Terraform};
 use crate::exit::{Code, Failure};
 use crate::signals::{self, ChildRunning};
+use crate::store::lease;
 use crate::{fault, lock, state_guard};
 
 /// How long to wait for terraform to stop after Ctrl-C or SIGTERM before leaving it to finish
@@ -36,6 +41,8 @@ pub(super) struct Ran {
     pub(super) collected: Collected,
     pub(super) timed_out: bool,
     pub(super) killed: bool,
+    /// The lease was lost while it ran: why (terraform was stopped).
+    pub(super) fenced: Option<String>,
 }
 
 /// Runs `inv` with `tf`, its stdout to `sink`, until terraform exits.
@@ -45,6 +52,9 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
         return Err(Failure::new(Code::Interrupted, format!("interrupted: {display} was not started"))
             .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
             .into());
+    }
+    if let Some(why) = lease::lost() {
+        return Err(lease::lost_error(&format!("{why}; {display} was not started")));
     }
     let (mut stdout, stdout_w) = Followed::create()?;
     let (mut stderr, stderr_w) = Followed::create()?;
@@ -61,6 +71,8 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     }
 
     let mut policy = Policy::new(Instant::now(), tf.timeout);
+    policy.must_end = tf.dies_with_us;
+    let mut fenced = None;
     let mut collected = Collected::default();
     let mut nap = Duration::from_millis(1);
     let status = loop {
@@ -71,7 +83,16 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
             collected.finish(&mut stdout, &mut stderr, &mut sink);
             break status;
         }
-        match policy.next(Instant::now(), running.terminated(), signals::stop_requested()) {
+        let lost = if tf.dies_with_us { lease::lost() } else { None };
+        if fenced.is_none() {
+            fenced = lost.clone();
+        }
+        let seen = Seen {
+            terminated: running.terminated(),
+            stop_requested: signals::stop_requested(),
+            fence_lost: lost.is_some().then(lease::kill_grace),
+        };
+        match policy.next(Instant::now(), seen) {
             Action::Wait => {}
             Action::Interrupt => signals::interrupt(pid),
             Action::Kill => signals::kill(pid),
@@ -100,7 +121,7 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
         // A failed write leaves an older record, which the check still accepts.
         let _ = state_guard::record(&tf.dir);
     }
-    Ok(Ran { status, collected, timed_out: policy.timed_out(), killed: policy.killed })
+    Ok(Ran { status, collected, timed_out: policy.timed_out, killed: policy.killed, fenced })
 }
 
 /// The process, its environment cleaned: never let inherited arguments or a workspace change
@@ -116,6 +137,22 @@ fn command(tf: &Terraform, args: &[String]) -> Command {
     }
     cmd.env("TF_IN_AUTOMATION", "1").env("TF_INPUT", "0").env("CHECKPOINT_DISABLE", "1");
     cmd.envs(tf.env.iter().map(|(k, v)| (k, v)));
+    if tf.dies_with_us {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid, _exit).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // We died before the prctl: nobody would kill it then.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
     cmd
 }
 
@@ -123,13 +160,24 @@ fn command(tf: &Terraform, args: &[String]) -> Command {
 #[derive(Debug, PartialEq, Eq)]
 enum Action {
     Wait,
-    /// SIGINT: stop gracefully (a forwarded SIGTERM, or the timeout).
+    /// SIGINT: stop gracefully (a forwarded SIGTERM, the timeout, a lost lease).
     Interrupt,
-    /// SIGKILL: the timeout's grace is over.
+    /// SIGKILL: the grace after the interrupt is over.
     Kill,
     /// A stop was asked for and terraform is still running after [`STOP_GRACE`]: leave it to
     /// finish on its own.
     GiveUp,
+}
+
+/// What the run's supervisor saw since the last look.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    /// SIGTERM arrived.
+    terminated: bool,
+    /// SIGINT or SIGTERM arrived.
+    stop_requested: bool,
+    /// The lease was lost: terraform must be gone within this grace.
+    fence_lost: Option<Duration>,
 }
 
 /// The signal and deadline policy of one run, decided from the time and the signals seen.
@@ -139,9 +187,16 @@ struct Policy {
     timeout: Duration,
     grace: Duration,
     forwarded: bool,
+    /// An interrupt was sent (never a second one: terraform would exit at once).
+    interrupted: bool,
+    timed_out: bool,
+    fenced: bool,
     stop_deadline: Option<Instant>,
     kill_at: Option<Instant>,
     killed: bool,
+    /// Terraform may not outlive the run (a lease): after a stop's grace it is killed, not
+    /// left to finish.
+    must_end: bool,
 }
 
 impl Policy {
@@ -151,35 +206,57 @@ impl Policy {
             timeout,
             grace: timeout.min(MAX_KILL_GRACE),
             forwarded: false,
+            interrupted: false,
+            timed_out: false,
+            fenced: false,
             stop_deadline: None,
             kill_at: None,
             killed: false,
+            must_end: false,
         }
     }
 
-    fn timed_out(&self) -> bool {
-        self.kill_at.is_some()
+    /// Interrupts (once) and kills at `kill` at the latest.
+    fn interrupt(&mut self, kill: Option<Instant>) -> Action {
+        if let Some(kill) = kill {
+            self.kill_at = Some(self.kill_at.map_or(kill, |k| k.min(kill)));
+        }
+        if self.interrupted {
+            return Action::Wait;
+        }
+        self.interrupted = true;
+        Action::Interrupt
     }
 
-    fn next(&mut self, now: Instant, terminated: bool, stop_requested: bool) -> Action {
-        if stop_requested && self.stop_deadline.is_none() {
+    fn next(&mut self, now: Instant, seen: Seen) -> Action {
+        if seen.stop_requested && self.stop_deadline.is_none() {
             self.stop_deadline = Some(now + STOP_GRACE);
-        }
-        if self.stop_deadline.is_some_and(|d| now > d) {
-            return Action::GiveUp;
-        }
-        if terminated && !self.forwarded {
-            // SIGTERM is ours, not terraform's: forwarded once as the graceful interrupt.
-            self.forwarded = true;
-            return Action::Interrupt;
-        }
-        if self.kill_at.is_none() && now.duration_since(self.started) >= self.timeout {
-            self.kill_at = Some(now + self.grace);
-            return Action::Interrupt;
         }
         if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
             self.killed = true;
             return Action::Kill;
+        }
+        if let Some(grace) = seen.fence_lost.filter(|_| !self.fenced) {
+            self.fenced = true;
+            return self.interrupt(Some(now + grace));
+        }
+        if self.stop_deadline.is_some_and(|d| now > d) {
+            if !self.must_end {
+                return Action::GiveUp;
+            }
+            if !self.killed {
+                self.killed = true;
+                return Action::Kill;
+            }
+        }
+        if seen.terminated && !self.forwarded {
+            // SIGTERM is ours, not terraform's: forwarded once as the graceful interrupt.
+            self.forwarded = true;
+            return self.interrupt(None);
+        }
+        if !self.timed_out && now.duration_since(self.started) >= self.timeout {
+            self.timed_out = true;
+            return self.interrupt(Some(now + self.grace));
         }
         Action::Wait
     }
@@ -190,37 +267,40 @@ mod tests {
     use super::*;
 
     const S: Duration = Duration::from_secs(1);
+    const QUIET: Seen = Seen { terminated: false, stop_requested: false, fence_lost: None };
+    const INT: Seen = Seen { terminated: false, stop_requested: true, fence_lost: None };
+    const TERM: Seen = Seen { terminated: true, stop_requested: true, fence_lost: None };
 
     #[test]
     fn a_run_over_time_is_interrupted_once_then_killed_after_the_grace() {
         let t0 = Instant::now();
         let mut p = Policy::new(t0, 10 * S);
-        assert_eq!(p.next(t0 + 9 * S, false, false), Action::Wait);
-        assert_eq!(p.next(t0 + 10 * S, false, false), Action::Interrupt);
-        assert!(p.timed_out());
-        assert_eq!(p.next(t0 + 15 * S, false, false), Action::Wait, "the grace is as long as the timeout");
-        assert_eq!(p.next(t0 + 20 * S, false, false), Action::Kill);
-        assert_eq!(p.next(t0 + 21 * S, false, false), Action::Wait, "killed once");
+        assert_eq!(p.next(t0 + 9 * S, QUIET), Action::Wait);
+        assert_eq!(p.next(t0 + 10 * S, QUIET), Action::Interrupt);
+        assert!(p.timed_out);
+        assert_eq!(p.next(t0 + 15 * S, QUIET), Action::Wait, "the grace is as long as the timeout");
+        assert_eq!(p.next(t0 + 20 * S, QUIET), Action::Kill);
+        assert_eq!(p.next(t0 + 21 * S, QUIET), Action::Wait, "killed once");
     }
 
     #[test]
     fn the_kill_grace_is_at_most_a_minute() {
         let t0 = Instant::now();
         let mut p = Policy::new(t0, 3600 * S);
-        assert_eq!(p.next(t0 + 3600 * S, false, false), Action::Interrupt);
-        assert_eq!(p.next(t0 + 3659 * S, false, false), Action::Wait);
-        assert_eq!(p.next(t0 + 3660 * S, false, false), Action::Kill);
+        assert_eq!(p.next(t0 + 3600 * S, QUIET), Action::Interrupt);
+        assert_eq!(p.next(t0 + 3659 * S, QUIET), Action::Wait);
+        assert_eq!(p.next(t0 + 3660 * S, QUIET), Action::Kill);
     }
 
     #[test]
     fn sigterm_is_forwarded_once_and_a_stop_waits_its_grace_then_gives_up() {
         let t0 = Instant::now();
         let mut p = Policy::new(t0, 3600 * S);
-        assert_eq!(p.next(t0, true, true), Action::Interrupt);
-        assert_eq!(p.next(t0 + S, true, true), Action::Wait, "forwarded once");
-        assert_eq!(p.next(t0 + STOP_GRACE, true, true), Action::Wait);
-        assert_eq!(p.next(t0 + STOP_GRACE + S, true, true), Action::GiveUp);
-        assert!(!p.timed_out());
+        assert_eq!(p.next(t0, TERM), Action::Interrupt);
+        assert_eq!(p.next(t0 + S, TERM), Action::Wait, "forwarded once");
+        assert_eq!(p.next(t0 + STOP_GRACE, TERM), Action::Wait);
+        assert_eq!(p.next(t0 + STOP_GRACE + S, TERM), Action::GiveUp);
+        assert!(!p.timed_out);
     }
 
     #[test]
@@ -228,8 +308,40 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Policy::new(t0, 3600 * S);
         // SIGINT reached terraform from the terminal: we only wait, bounded.
-        assert_eq!(p.next(t0, false, true), Action::Wait);
-        assert_eq!(p.next(t0 + S, false, true), Action::Wait);
-        assert_eq!(p.next(t0 + STOP_GRACE + 2 * S, false, true), Action::GiveUp);
+        assert_eq!(p.next(t0, INT), Action::Wait);
+        assert_eq!(p.next(t0 + S, INT), Action::Wait);
+        assert_eq!(p.next(t0 + STOP_GRACE + 2 * S, INT), Action::GiveUp);
+    }
+
+    #[test]
+    fn a_lost_lease_interrupts_once_then_kills_within_its_grace() {
+        let t0 = Instant::now();
+        let mut p = Policy::new(t0, 3600 * S);
+        let lost = Seen { fence_lost: Some(7 * S), ..QUIET };
+        assert_eq!(p.next(t0, QUIET), Action::Wait);
+        assert_eq!(p.next(t0 + S, lost), Action::Interrupt);
+        assert_eq!(p.next(t0 + 7 * S, lost), Action::Wait);
+        assert_eq!(p.next(t0 + 8 * S, lost), Action::Kill, "the lease's grace, not the timeout's");
+        assert_eq!(p.next(t0 + 9 * S, lost), Action::Wait, "killed once");
+    }
+
+    #[test]
+    fn after_a_timeout_a_lost_lease_shortens_the_grace_without_a_second_interrupt() {
+        let t0 = Instant::now();
+        let mut p = Policy::new(t0, 10 * S);
+        assert_eq!(p.next(t0 + 10 * S, QUIET), Action::Interrupt);
+        let lost = Seen { fence_lost: Some(2 * S), ..QUIET };
+        assert_eq!(p.next(t0 + 11 * S, lost), Action::Wait, "never a second interrupt");
+        assert_eq!(p.next(t0 + 13 * S, lost), Action::Kill);
+    }
+
+    #[test]
+    fn a_terraform_that_may_not_outlive_us_is_killed_after_a_stops_grace() {
+        let t0 = Instant::now();
+        let mut p = Policy::new(t0, 3600 * S);
+        p.must_end = true;
+        assert_eq!(p.next(t0, TERM), Action::Interrupt);
+        assert_eq!(p.next(t0 + STOP_GRACE + S, TERM), Action::Kill);
+        assert_eq!(p.next(t0 + STOP_GRACE + 2 * S, TERM), Action::Wait);
     }
 }

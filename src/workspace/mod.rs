@@ -118,9 +118,24 @@ impl<'a> Workspace<'a> {
         let mut ws = Self::lock_unsynced(ctx, timeout)?;
         if let Some(store) = &mut ws.store {
             ws.marked = sync::pull(store, &mut ws.dir, &ctx.printer)?;
-            sync::check_config(store, &ws.dir, &ctx.printer)?;
+            let base = sync::base_config(&ws.dir)?;
+            sync::check_config(store, &ws.dir, sync::BASE, &base, ctx.accept_config, &ctx.printer)?;
+            sync::check_migrated(store, &ws.dir)?;
         }
         Ok(ws)
+    }
+
+    /// With a store: refuses (exit 3) to go on when a group spec of this host's differs from
+    /// the one the store last converged that group with (see `sync::check_config`). `specs`:
+    /// each group's ID and what decides it (`GroupSpec::fingerprint_input`).
+    pub(crate) fn check_groups(&mut self, specs: &[(String, String)]) -> Result<()> {
+        let Some(store) = &mut self.store else { return Ok(()) };
+        for (id, input) in specs {
+            let files = BTreeMap::from([(format!("group {id}"), sync::fingerprint(input.as_bytes()))]);
+            let part = format!("group {id}");
+            sync::check_config(store, &self.dir, &part, &files, self.ctx.accept_config, &self.ctx.printer)?;
+        }
+        Ok(())
     }
 
     /// [`Workspace::lock`] without bringing the local files up to the store's (`migrate`).
@@ -211,6 +226,9 @@ impl<'a> Workspace<'a> {
                 .collect();
             ws.store_commit(&ops)?;
         }
+        // The state's stamp goes in once the files are there: a `migrate` cut before them is
+        // one that no run ever recorded (see `sync::check_migrated`).
+        ws.recorded(Ok(()))?;
         sync::mirror_of(ws.store.as_mut().expect("a store"), &mut ws.dir)?;
         Ok(Migrated { store: name, url, files: local.into_keys().collect(), moved })
     }
@@ -336,6 +354,7 @@ impl<'a> Workspace<'a> {
             let changes = self.terraform()?.apply(what)?;
             Ok((changes, started.elapsed()))
         });
+        let applied = self.recorded(applied);
         match applied {
             Ok((changes, elapsed)) => {
                 self.finish_imports()?; // every import block has been carried out
@@ -358,7 +377,7 @@ impl<'a> Workspace<'a> {
     /// The checks an apply must pass before anything is written: every queued file it would
     /// promote (those `changes` does not replace) is a readable document, and the state is not
     /// lost (`state_guard`). Returns those queued documents (for `init`'s provider check).
-    pub(crate) fn preflight(&self, changes: &ChangeSet) -> Result<Vec<Value>> {
+    pub(crate) fn preflight(&mut self, changes: &ChangeSet) -> Result<Vec<Value>> {
         if self.store.is_some() {
             // Before the change is in the store: a host whose state is not shared refuses
             // here, not after every host has the change.
@@ -385,7 +404,32 @@ impl<'a> Workspace<'a> {
             }
         }
         crate::state_guard::check(&self.dir, self.ctx.store()?.map(|s| s.shell_env()).as_deref())?;
+        if let (Some(store), Some(config)) = (&mut self.store, self.ctx.store()?) {
+            let facts = store.state_facts()?;
+            let env = config.shell_env();
+            let accept = store.forget_state_sql();
+            crate::state_guard::check_store(
+                &self.dir,
+                &facts.observed,
+                facts.recorded.as_ref(),
+                &config.state_schema(),
+                &env,
+                &accept,
+            )?;
+        }
         Ok(queued)
+    }
+
+    /// After a terraform run that may have changed the state: with a store, its stamp is
+    /// recorded there (see `state_guard`). The run's own error comes first.
+    fn recorded<T>(&mut self, ran: Result<T>) -> Result<T> {
+        let recorded = match &mut self.store {
+            Some(store) => store.record_state(),
+            None => Ok(()),
+        };
+        let value = ran?;
+        recorded?;
+        Ok(value)
     }
 
     /// The addresses a commit of `changes` applies (`-target`), so that its cost does not grow
@@ -594,11 +638,12 @@ impl<'a> Workspace<'a> {
 
     /// Applies the directory as it is, or a saved plan, after `init` if what was written
     /// needs it. Returns what terraform did.
-    pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
+    pub(crate) fn apply(&mut self, what: Apply<'_>) -> Result<Changes> {
         if !self.written_providers.is_empty() {
             self.init_if_needed(&self.written_providers)?;
         }
-        self.terraform()?.apply(what)
+        let applied = self.terraform()?.apply(what);
+        self.recorded(applied)
     }
 
     /// Plans the directory as it would be after `changes` and promotion, in a mirror: nothing
@@ -741,6 +786,10 @@ impl<'a> Workspace<'a> {
                 forgotten = false;
             }
         }
+        if let Err(e) = self.recorded(Ok(())) {
+            warn("cannot record the state", &e);
+            return false;
+        }
         if !forgotten {
             ctx.printer.warn(stopped);
             return false;
@@ -750,7 +799,8 @@ impl<'a> Workspace<'a> {
             ctx.printer.warn(stopped);
             return false;
         }
-        if let Err(e) = self.terraform().and_then(|tf| tf.apply(Apply::Configuration { refresh: false })) {
+        let cleaned = self.terraform().and_then(|tf| tf.apply(Apply::Configuration { refresh: false }));
+        if let Err(e) = self.recorded(cleaned) {
             warn("the cleaning apply failed", &e);
             return false;
         }

@@ -102,44 +102,122 @@ pub(super) fn mirror_of(store: &mut Store, dir: &mut Directory) -> Result<()> {
     }
 }
 
-/// Warns when this host's configuration differs from the one the last command (on another
-/// host) ran with: each host applies its own copy of `main.tf`, so different copies undo each
-/// other's changes.
-pub(super) fn check_config(store: &mut Store, dir: &Directory, printer: &Printer) -> Result<()> {
+/// Refuses (exit 3) to let this host write with a configuration part (`base`: its `*.tf`, own
+/// `*.tf.json`, `*.tfvars` and `infrakit-tf.json` but the URL; `group ID`: a group spec)
+/// that differs from the one the store last ran with: each host applies its own copy, and two
+/// copies would undo each other's changes on every run. `accept` (`--accept-config`) makes
+/// this host's copy the one instead. The first run, and a run that matches, record it.
+pub(super) fn check_config(
+    store: &mut Store,
+    dir: &Directory,
+    part: &str,
+    files: &BTreeMap<String, String>,
+    accept: bool,
+    printer: &Printer,
+) -> Result<()> {
     let me = format!("{}:{}", store::hostname(), dir.shown().display());
-    if let Some(host) = store.note_config(&fingerprint(dir)?, &me)? {
-        let other = if host == me { "an earlier run here".to_string() } else { format!("`{host}`") };
-        printer.warn(&format!(
-            "this host's configuration (`*.tf`, `*.tf.json` in `{}`) differs from the one {other} ran with last: each host applies its own copy, and they undo each other's changes",
-            dir.shown().display()
-        ));
+    let last = store.config(part)?;
+    match &last {
+        Some(last) if last.files == *files => {
+            if last.host != me {
+                store.set_config(part, files, &me)?;
+            }
+            Ok(())
+        }
+        Some(last) if !accept => {
+            let (what, which) = match part {
+                BASE => ("configuration".to_string(), format!(": {}", differences(files, &last.files))),
+                group => (format!("spec of {group}"), String::new()),
+            };
+            Err(invalid(format!(
+                "this host's {what} differs from the one store directory `{}` runs with, which `{}` ran last at {}{which}",
+                store.name(),
+                last.host,
+                last.at,
+            ))
+            .hint("make this host's copy match that one; or, if this host's is the new one, re-run with --accept-config: every other host then refuses until its copy matches; nothing was changed")
+            .into())
+        }
+        Some(_) => {
+            printer.warn(&format!(
+                "this host's {} is now the one store directory `{}` runs with (--accept-config): other hosts refuse to write until theirs match",
+                if part == BASE { "configuration".to_string() } else { format!("spec of {part}") },
+                store.name()
+            ));
+            store.set_config(part, files, &me)
+        }
+        None => store.set_config(part, files, &me),
     }
-    Ok(())
 }
 
-/// A fingerprint (FNV-1a, 64 bits) of the user's configuration files in `dir`: names and
-/// bytes of every `*.tf` and `*.tf.json` that is not ours.
-fn fingerprint(dir: &Directory) -> Result<String> {
-    let mut hash = 0xcbf2_9ce4_8422_2325_u64;
-    let mut feed = |bytes: &[u8]| {
-        for b in bytes {
-            hash = (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+/// The configuration part every command checks.
+pub(super) const BASE: &str = "base";
+
+/// What differs between two parts, file by file: `` `main.tf` differs, `a.tf` only here ``.
+fn differences(here: &BTreeMap<String, String>, there: &BTreeMap<String, String>) -> String {
+    let mut out = Vec::new();
+    for (name, hash) in here {
+        match there.get(name) {
+            Some(h) if h == hash => {}
+            Some(_) => out.push(format!("`{name}` differs")),
+            None => out.push(format!("`{name}` only here")),
         }
-    };
+    }
+    out.extend(there.keys().filter(|n| !here.contains_key(*n)).map(|n| format!("`{n}` only there")));
+    out.join(", ")
+}
+
+/// The base part of this host's configuration, file by file: every `*.tf`, `*.tf.json` that
+/// is not ours, `*.tfvars` and `*.tfvars.json` (terraform reads them all), and
+/// `infrakit-tf.json` as parsed, less the store's URL (which may differ per host: a password,
+/// a nearer replica).
+pub(super) fn base_config(dir: &Directory) -> Result<BTreeMap<String, String>> {
+    let mut files = BTreeMap::new();
     for name in dir.names() {
-        // Not `.terraform.lock.hcl`: `init` writes it after this check, on a host's first run.
-        let config = name.ends_with(".tf") || name.ends_with(".tf.json");
-        if !config || store::keeps(name) {
+        let terraform = [".tf", ".tf.json", ".tfvars", ".tfvars.json"].iter().any(|s| name.ends_with(s));
+        if !(terraform && !store::keeps(name) || name == crate::profile::CONFIG_FILE) {
             continue;
         }
         let path = dir.path().join(name);
-        let bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
-        feed(name.as_bytes());
-        feed(&[0]);
-        feed(&bytes);
-        feed(&[0]);
+        let mut bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+        if name == crate::profile::CONFIG_FILE {
+            if let Ok(mut doc) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+                if let Some(store) = doc.get_mut("store").and_then(serde_json::Value::as_object_mut) {
+                    store.remove("postgres");
+                }
+                bytes = serde_json::to_vec(&doc)?;
+            }
+        }
+        files.insert(name.to_string(), fingerprint(&bytes));
     }
-    Ok(format!("{hash:016x}"))
+    Ok(files)
+}
+
+/// A fingerprint (FNV-1a, 64 bits, hex) of some bytes.
+pub(super) fn fingerprint(bytes: &[u8]) -> String {
+    let hash =
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("{hash:016x}")
+}
+
+/// Refuses a store directory whose terraform state holds machines although the store holds
+/// no live instance file and no run ever recorded its state: a `migrate` that moved the state,
+/// then stopped before the files. Applying would destroy them all; `migrate`, run again where
+/// the files are, finishes.
+pub(super) fn check_migrated(store: &mut Store, dir: &Directory) -> Result<()> {
+    if dir.live_instances() > 0 {
+        return Ok(());
+    }
+    let machines = store.state_without_files()?;
+    if machines == 0 {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "store directory `{}` holds no instance file, but terraform's state there holds {machines} instance(s): a `migrate` that moved the state and stopped before the files",
+        store.name()
+    ))
+    .hint("on the host that has the files, run `infrakit-tf migrate` again (it finishes); nothing was changed")
+    .into())
 }
 
 /// For a command that only reads: a temporary directory that looks like `dir` with the

@@ -118,40 +118,44 @@ impl Cloud {
     }
 
     /// Like `kill_during`, but SIGKILL reaches infrakit-tf alone when `group` is false (cron's
-    /// timeout, the OOM killer): its terraform goes on.
+    /// timeout, the OOM killer).
     pub fn kill_at(&self, args: &[&str], needle: &str, group: bool) -> String {
-        use std::io::BufRead;
+        let mut run = self.start(args, &[]);
+        let found = run.wait_for(needle);
+        run.kill(group);
+        let seen = run.finish().stderr;
+        assert!(found.is_some(), "never saw `{needle}`: {seen}");
+        seen
+    }
+
+    /// Starts infrakit-tf ARGS (with extra environment) in its own process group, in the
+    /// background: its stderr can be watched line by line as it runs.
+    pub fn start(&self, args: &[&str], extra: &[(&str, &str)]) -> Started {
+        use std::io::{BufRead, Read};
         use std::os::unix::process::CommandExt;
-        let mut cmd = std::process::Command::new(crate::support::BIN);
-        cmd.arg("--dir").arg(&self.s.dir).args(args).process_group(0);
-        if let Some(tf) = std::env::var_os("INFRAKIT_TF_TEST_TERRAFORM") {
-            cmd.env("INFRAKIT_TF_TERRAFORM", tf);
-        }
+        let mut cmd = crate::support::command(&self.rc);
+        cmd.arg("--dir").arg(&self.s.dir).args(args).process_group(0).env("FAKECLOUD_DIR", &self.cloud);
+        cmd.envs(extra.iter().copied());
         let mut child = cmd
-            .env("TF_CLI_CONFIG_FILE", &self.rc)
-            .env("FAKECLOUD_DIR", &self.cloud)
-            .stdout(std::process::Stdio::null())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-        let (mut seen, mut line) = (String::new(), String::new());
-        let found = loop {
-            line.clear();
-            if err.read_line(&mut line).unwrap() == 0 {
-                break false;
+        let (tx, lines) = std::sync::mpsc::channel();
+        let err = std::io::BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                let _ = tx.send((std::time::Instant::now(), line));
             }
-            seen.push_str(&line);
-            if line.contains(needle) {
-                break true;
-            }
-        };
-        // SAFETY: kill(2) on our own child's process group.
-        let pid = child.id() as i32;
-        unsafe { libc::kill(if group { -pid } else { pid }, libc::SIGKILL) };
-        child.wait().unwrap();
-        assert!(found, "never saw `{needle}`: {seen}");
-        seen
+        });
+        let mut out = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = out.read_to_string(&mut text);
+            text
+        });
+        Started { child, lines, stdout: Some(stdout), seen: Vec::new() }
     }
 
     /// Makes every create sleep `ms` milliseconds (0: no delay).
@@ -216,5 +220,49 @@ impl Cloud {
                 (r["address"].as_str().unwrap().to_string(), r["values"]["id"].as_str().unwrap_or_default().to_string())
             })
             .collect()
+    }
+}
+
+/// infrakit-tf running in the background (see [`Cloud::start`]).
+pub struct Started {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<(std::time::Instant, String)>,
+    stdout: Option<std::thread::JoinHandle<String>>,
+    /// The stderr lines read so far, with when they were read.
+    pub seen: Vec<(std::time::Instant, String)>,
+}
+
+impl Started {
+    /// Reads stderr until a line contains `needle` (`None`: it ended first, or 5 minutes
+    /// passed); returns when that line came.
+    pub fn wait_for(&mut self, needle: &str) -> Option<std::time::Instant> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let Ok((at, line)) = self.lines.recv_timeout(left) else { return None };
+            let found = line.contains(needle);
+            self.seen.push((at, line));
+            if found {
+                return Some(at);
+            }
+        }
+    }
+
+    /// SIGKILL to infrakit-tf's whole process group (`group`), or to infrakit-tf alone.
+    pub fn kill(&mut self, group: bool) {
+        let pid = self.child.id() as i32;
+        // SAFETY: kill(2) on our own child, or its process group.
+        unsafe { libc::kill(if group { -pid } else { pid }, libc::SIGKILL) };
+    }
+
+    /// Waits for it to end: what it printed and returned.
+    pub fn finish(mut self) -> Run {
+        let status = self.child.wait().unwrap();
+        self.seen.extend(self.lines.iter());
+        let stdout = self.stdout.take().unwrap().join().unwrap();
+        let stderr: String = self.seen.iter().map(|(_, l)| format!("{l}\n")).collect();
+        let code =
+            status.code().unwrap_or_else(|| -std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+        Run { code, stdout, stderr }
     }
 }

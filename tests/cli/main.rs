@@ -20,6 +20,7 @@ mod groups;
 mod import;
 mod lock;
 mod provision;
+mod proxy;
 mod readme;
 mod reconcile;
 mod recovery;

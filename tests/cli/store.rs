@@ -103,18 +103,37 @@ impl Db {
         state["resources"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Terraform's state document as its pg backend keeps it.
+    fn state_data(&self) -> String {
+        self.client()
+            .query_one("SELECT data FROM infrakit_tf_state_web.states WHERE name = 'default'", &[])
+            .unwrap()
+            .get(0)
+    }
+
+    /// Puts a state document back in place (as a restored backup would).
+    fn set_state_data(&self, data: &str) {
+        self.client()
+            .execute("UPDATE infrakit_tf_state_web.states SET data = $1 WHERE name = 'default'", &[&data])
+            .unwrap();
+    }
+
+    /// The server's port.
+    fn port(&self) -> String {
+        self.server.rsplit_once(':').unwrap().1.split('/').next().unwrap().to_string()
+    }
+
+    /// The cloud IDs of the objects terraform's state manages.
+    fn managed_ids(&self) -> BTreeSet<String> {
+        let resources = self.resources();
+        let instances = resources.iter().flat_map(|r| r["instances"].as_array().cloned().unwrap_or_default());
+        instances.filter_map(|i| i["attributes"]["id"].as_str().map(str::to_string)).collect()
+    }
+
     /// The resource addresses of terraform's state.
     fn state(&self) -> BTreeSet<String> {
         let resources = self.resources();
         resources.iter().map(|r| format!("{}.{}", r["type"].as_str().unwrap(), r["name"].as_str().unwrap())).collect()
-    }
-
-    /// The cloud IDs of the objects terraform's state manages.
-    #[cfg(feature = "fault-injection")]
-    fn managed(&self) -> BTreeSet<String> {
-        let resources = self.resources();
-        let instances = resources.iter().flat_map(|r| r["instances"].as_array().cloned().unwrap_or_default());
-        instances.filter_map(|i| i["attributes"]["id"].as_str().map(str::to_string)).collect()
     }
 }
 
@@ -149,14 +168,30 @@ fn use_store(host: &Cloud, url: &str) {
     point_at(host, url);
 }
 
-/// Points `host`'s `infrakit-tf.json` at the store `url`, directory `web`.
+/// Points `host`'s `infrakit-tf.json` at the store `url` (directory `web`, unless it names
+/// another), the rest as it is.
 fn point_at(host: &Cloud, url: &str) {
-    name_in(host, url, "web");
+    let mut config: Value = host.s.read("infrakit-tf.json");
+    if config.get("store").is_none() {
+        config["store"] = json!({"directory": "web"});
+    }
+    config["store"]["postgres"] = json!(url);
+    host.s.write("infrakit-tf.json", &config.to_string());
 }
 
 fn name_in(host: &Cloud, url: &str, directory: &str) {
     let config = json!({"vm_types": {"fakecloud_instance": {}}, "store": {"postgres": url, "directory": directory}});
     host.s.write("infrakit-tf.json", &config.to_string());
+}
+
+/// Gives the hosts' leases `lease` (`store.lease`), so that a test waits that long, not the
+/// default 30 s, for a dead host's lease to expire. Every host's configuration must match.
+fn lease(hosts: &[&Cloud], lease: &str) {
+    for host in hosts {
+        let mut config: Value = host.s.read("infrakit-tf.json");
+        config["store"]["lease"] = json!(lease);
+        host.s.write("infrakit-tf.json", &config.to_string());
+    }
 }
 
 /// Two hosts of one cloud, sharing the store `db`.
@@ -224,13 +259,17 @@ fn provisions_from_two_hosts_at_once_share_one_directory() {
 fn a_host_that_dies_mid_apply_is_taken_over_by_the_other() {
     let db = Db::new();
     let (a, b) = hosts(&db);
+    lease(&[&a, &b], "4s");
     a.run(&["provision", &a.spec()]).ok();
     a.delay_creates(2000);
     // Host A dies (infrakit-tf and its terraform, SIGKILL) while its creates are under way.
     a.kill_during(&["provision", &a.spec()], "creating");
-    // PostgreSQL released A's lock with its connection: B does not wait, and converges.
+    // Its lease stops being renewed: B waits for it to expire, takes over, and converges.
     let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
-    assert!(!run.stderr.contains("waiting"), "{}", run.stderr);
+    assert!(run.stderr.contains("its lease expires in"), "{}", run.stderr);
+    let took = format!("warning: took over store directory `web` from infrakit-tf {} pid", hostname());
+    assert!(run.stderr.contains(&took), "{}", run.stderr);
+    assert!(run.stderr.contains("whose lease expired without being released"), "{}", run.stderr);
     assert_eq!(census(&b), (2, 2, 1), "both instances, nothing twice");
     let rows = a.describe();
     assert_eq!(rows.len(), 2);
@@ -240,15 +279,26 @@ fn a_host_that_dies_mid_apply_is_taken_over_by_the_other() {
     assert_eq!(db.state(), declared(&db.files()));
 }
 
+// With a store, terraform may not outlive its infrakit-tf (no lease would cover it): killed
+// alone, infrakit-tf takes its terraform with it, and the other host takes over once the
+// lease has expired.
 #[test]
-fn a_killed_run_whose_terraform_goes_on_is_waited_for_by_the_other_host() {
+fn a_killed_run_takes_its_terraform_with_it_and_the_other_host_takes_over() {
     let db = Db::new();
     let (a, b) = hosts(&db);
+    lease(&[&a, &b], "4s");
     a.delay_creates(1500);
-    // Only infrakit-tf is killed (cron's timeout, the OOM killer): its terraform goes on, and
-    // holds the state's lock until it has saved what it created.
+    // Only infrakit-tf is killed (cron's timeout, the OOM killer).
     a.kill_at(&["provision", &a.spec()], "creating", false);
+    let running: Value = a.s.read(".infrakit-tf-terraform.json");
+    let pid = running["pid"].as_u64().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while crate::support::alive(pid as u32, running["start"].as_u64().unwrap()) {
+        assert!(std::time::Instant::now() < deadline, "terraform (pid {pid}) outlived its infrakit-tf");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
+    assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
     assert_eq!(census(&b), (1, 1, 1), "created once: {}", run.stderr);
     a.delay_creates(0);
     let rows = b.describe();
@@ -287,19 +337,51 @@ fn reconcile_no_wait_on_both_hosts_at_once_runs_one() {
     assert_eq!(census(&a), (1, 1, 1));
 }
 
+/// A server of the test's own (`.ci/postgres`), to restart or stop: the shared one serves the
+/// other tests.
+struct OwnServer {
+    root: tempfile::TempDir,
+    url: String,
+}
+
+impl OwnServer {
+    fn start() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let url = Self::ctl("start", root.path());
+        OwnServer { root, url }
+    }
+
+    fn ctl(verb: &str, dir: &Path) -> String {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres");
+        let out = std::process::Command::new(&script).arg(verb).arg(dir).output().unwrap();
+        assert!(out.status.success(), "{verb}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// `pg_ctl restart -m fast`: every session ends; back when this returns.
+    fn restart(&self) {
+        Self::ctl("restart", self.root.path());
+    }
+
+    fn stop(&self) {
+        Self::ctl("stop", self.root.path());
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 #[test]
 fn a_store_that_cannot_be_reached_changes_nothing() {
-    // A server of its own, stopped halfway: the shared one serves the other tests.
-    let root = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres");
-    let start = std::process::Command::new(&script).arg("start").arg(root.path()).output().unwrap();
-    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
-    let server = String::from_utf8(start.stdout).unwrap().trim().to_string();
-    let db = Db::on(server);
+    // Stopped halfway.
+    let server = OwnServer::start();
+    let db = Db::on(server.url.clone());
     let (a, _b) = hosts(&db);
     let id = a.run(&["provision", &a.spec()]).ok().stdout.trim().to_string();
-    let stopped = std::process::Command::new(&script).arg("stop").arg(root.path()).output().unwrap();
-    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    server.stop();
 
     let before = a.s.snapshot();
     for args in [
@@ -330,8 +412,11 @@ fn a_group_converged_from_alternating_hosts() {
         b.s.write("web-group.json", &spec);
     };
     let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
-    let reconcile =
-        |h: &Cloud| h.run(&["reconcile", "--group", &spec(h), "--output", "json"]).ok().json()["groups"][0].clone();
+    // A change of the spec, made on every host, is made the one by the first run after it.
+    let reconcile = |h: &Cloud| {
+        let run = h.run(&["--accept-config", "reconcile", "--group", &spec(h), "--output", "json"]);
+        run.ok().json()["groups"][0].clone()
+    };
     write(2, "v1");
     assert_eq!(reconcile(&a)["provisioned"].as_array().unwrap().len(), 2);
     write(3, "v1");
@@ -348,10 +433,9 @@ fn a_group_converged_from_alternating_hosts() {
     assert_eq!(db.state(), declared(&db.files()));
 }
 
-#[test]
-fn a_store_lost_mid_run_stops_it_and_the_next_run_carries_on() {
-    let db = Db::new();
-    let (a, b) = hosts(&db);
+/// A rolling update of two members on host A, in which the health check of each replacement
+/// runs `sql` on the store's database.
+fn roll_with(db: &Db, a: &Cloud, b: &Cloud, sql: &str) -> Run {
     let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
     let write = |user_data: &str| {
         let group = crate::groups::web(r#"{"Size": 2}"#, user_data);
@@ -359,23 +443,50 @@ fn a_store_lost_mid_run_stops_it_and_the_next_run_carries_on() {
         b.s.write("web-group.json", &group);
     };
     write("v1");
-    a.run(&["reconcile", "--group", &spec(&a)]).ok();
+    a.run(&["reconcile", "--group", &spec(a)]).ok();
     write("v2");
-    // The health check of the first replacement ends our connection (a server restart, as
-    // the store sees it): the second batch cannot be committed.
-    let cut = format!(
-        "psql '{}' -qAtc \"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'infrakit-tf %' AND datname = current_database()\" >/dev/null",
-        db.url()
-    );
-    let run = a.run(&["reconcile", "--group", &spec(&a), "--max-unavailable", "1", "--health-cmd", &cut]);
-    let run = run.code(STORE_UNAVAILABLE);
-    assert!(run.stderr.contains("error: lost the store at postgresql://infrakit@127.0.0.1:"), "{}", run.stderr);
-    assert!(run.stderr.contains("the change under way was not made"), "{}", run.stderr);
+    let health = format!("psql '{}' -qAtc \"{sql}\" >/dev/null", db.url());
+    a.run(&["--accept-config", "reconcile", "--group", &spec(a), "--max-unavailable", "1", "--health-cmd", &health])
+}
+
+// The server ends our connections mid-run (a restart, as the store sees it, or a pooler):
+// they are opened again under the same lease, and the run finishes.
+#[test]
+fn connections_ended_mid_run_are_opened_again_under_the_same_lease() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    let cut = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'infrakit-tf %' AND datname = current_database()";
+    let run = roll_with(&db, &a, &b, cut).ok();
     assert!(!run.stderr.contains(&db.password()), "{}", run.stderr);
-    // The other host finishes the update; everything is whole.
-    let done = b.run(&["reconcile", "--group", &spec(&b), "--output", "json"]).ok().json();
+    let spec = b.s.dir.join("web-group.json");
+    b.run(&["reconcile", "--group", spec.to_str().unwrap(), "--check"]).ok();
+    assert_eq!(census(&a), (2, 2, 1));
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+// Another host took the lease mid-run (as after ours expired): the run stops at its next
+// commit, exit 16, and the next run carries on.
+#[test]
+fn a_lease_taken_mid_run_stops_it_and_the_next_run_carries_on() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    let take = "UPDATE infrakit_tf.leases SET epoch = epoch + 1, owner = 'elsewhere', holder = 'infrakit-tf elsewhere pid 1', expires = clock_timestamp() + interval '1 hour'";
+    let run = roll_with(&db, &a, &b, take).code(STORE_UNAVAILABLE);
+    assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+    assert!(
+        run.stderr.contains("error: lost the lease on store directory `web` at postgresql://infrakit@127.0.0.1:"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("it expired, or another host holds it now"), "{}", run.stderr);
+    assert!(!run.stderr.contains(&db.password()), "{}", run.stderr);
+    // The other holder is done: the other host finishes the update; everything is whole.
+    db.client().batch_execute("UPDATE infrakit_tf.leases SET released = true").unwrap();
+    let spec = b.s.dir.join("web-group.json");
+    let spec = spec.to_str().unwrap();
+    let done = b.run(&["reconcile", "--group", spec, "--output", "json"]).ok().json();
     assert_eq!(done["groups"][0]["current"], 2, "{done}");
-    b.run(&["reconcile", "--group", &spec(&b), "--check"]).ok();
+    b.run(&["reconcile", "--group", spec, "--check"]).ok();
     assert_eq!(census(&a), (2, 2, 1));
     assert_eq!(db.state(), declared(&db.files()));
 }
@@ -435,24 +546,49 @@ fn the_first_host_follows_what_the_others_change() {
     assert!(!refused.stderr.contains(&db.password()));
 }
 
+// Hosts whose configurations differ would undo each other on every run: the one whose copy
+// differs from what the store ran with last refuses, naming who ran what when, until its copy
+// matches or it is made the one (`--accept-config`).
 #[test]
-fn hosts_with_different_configurations_are_told() {
+fn a_host_whose_configuration_differs_refuses_until_it_matches_or_is_accepted() {
     let db = Db::new();
     let (a, b) = hosts(&db);
     a.run(&["provision", &a.spec()]).ok();
-    let same = b.run(&["reconcile"]).ok();
-    assert!(!same.stderr.contains("differs"), "{}", same.stderr);
+    b.run(&["reconcile"]).ok();
     let main = std::fs::read_to_string(b.s.dir.join("main.tf")).unwrap();
     b.s.write("main.tf", &format!("{main}\n# a change on host B only\n"));
-    let differs = b.run(&["reconcile"]).ok();
+    b.s.write("extra.tf", "# only on B\n");
+    let before = b.s.snapshot();
+    let files = db.files();
+    let refused = b.run(&["reconcile"]).code(INVALID);
+    assert_eq!(refused.error_lines().len(), 1, "{refused:#?}");
+    let line = refused.error_lines()[0];
+    let a_ran = format!("which `{}:{}` ran last at ", hostname(), b.s.dir.display());
     assert!(
-        differs.stderr.contains("warning: this host's configuration (`*.tf`, `*.tf.json` in"),
-        "{}",
-        differs.stderr
+        line.starts_with("error: this host's configuration differs from the one store directory `web` runs with, "),
+        "{line}"
     );
-    let back = a.run(&["reconcile"]).ok();
-    let host_b = format!("differs from the one `{}:{}` ran with last", hostname(), b.s.dir.display());
-    assert!(back.stderr.contains(&host_b), "{}", back.stderr);
+    assert!(line.contains(&a_ran), "B ran it last (it matched then): {line}");
+    assert!(line.ends_with(": `extra.tf` only here, `main.tf` differs"), "{line}");
+    assert!(refused.stderr.contains("re-run with --accept-config"), "{}", refused.stderr);
+    assert_eq!(b.s.snapshot(), before, "nothing written");
+    assert_eq!(db.files(), files);
+    // The URL may differ per host: it is not part of it.
+    point_at(&a, &db.url_without_password());
+    a.run_env(&["reconcile"], &[("PGPASSWORD", &db.password())]).ok();
+    // B's copy made the one: B goes on, and now A refuses.
+    let accepted = b.run(&["--accept-config", "reconcile"]).ok();
+    assert!(
+        accepted.stderr.contains(
+            "warning: this host's configuration is now the one store directory `web` runs with (--accept-config)"
+        ),
+        "{}",
+        accepted.stderr
+    );
+    let back = a.run_env(&["reconcile"], &[("PGPASSWORD", &db.password())]).code(INVALID);
+    let b_ran = format!("which `{}:{}` ran last at ", hostname(), b.s.dir.display());
+    assert!(back.stderr.contains(&b_ran), "{}", back.stderr);
+    assert!(back.stderr.contains(": `main.tf` differs, `extra.tf` only there"), "{}", back.stderr);
 }
 
 #[test]
@@ -553,6 +689,16 @@ fn an_interrupted_migrate_finishes_when_run_again() {
     let run = a.run_env(&["migrate"], &[("INFRAKIT_TF_CRASH_AT", &k.to_string())]);
     assert_eq!(run.code, -libc::SIGKILL, "{run:#?}");
     assert!(db.files().is_empty(), "killed before the files");
+    // Meanwhile, another host: the state holds machines the store has no file for. Every
+    // command but `migrate` refuses, rather than destroy them.
+    let b = a.another_host();
+    let before = census(&a);
+    for args in [vec!["reconcile"], vec!["provision", "--no-apply", &a.spec()]] {
+        let refused = b.run(&args).code(INVALID);
+        assert_eq!(refused.error_lines(), ["error: store directory `web` holds no instance file, but terraform's state there holds 1 instance(s): a `migrate` that moved the state and stopped before the files"], "{args:?}");
+        assert!(refused.stderr.contains("run `infrakit-tf migrate` again (it finishes)"), "{}", refused.stderr);
+    }
+    assert_eq!(census(&a), before, "nothing destroyed");
     a.run(&["migrate"]).ok();
     assert_eq!(ids(&a.another_host().describe()), local);
     assert_eq!(db.state(), declared(&db.files()));
@@ -592,6 +738,8 @@ fn a_provision_killed_at_every_point_is_finished_by_the_other_host() {
     let db = Db::new();
     let template = Cloud::new();
     use_store(&template, &db.url());
+    // Host B waits for A's lease to expire at every point: a short one.
+    lease(&[&template], "3s");
     template.run(&["provision", &template.spec()]).ok();
     let fork = || {
         let c = template.copy();
@@ -638,12 +786,263 @@ fn a_provision_killed_at_every_point_is_finished_by_the_other_host() {
             }
         }
         let cloud: BTreeSet<String> = a.objects().into_keys().collect();
-        assert_eq!(cloud, db.managed(), "{context}: the cloud holds what the state manages, nothing twice");
+        assert_eq!(cloud, db.managed_ids(), "{context}: the cloud holds what the state manages, nothing twice");
         assert_eq!(census(&a).0, after.len(), "{context}: one VM per instance");
         // Host A's files are the store's again.
         for (name, doc) in &files {
             assert_eq!(&a.s.read(name), doc, "{context}: host A's `{name}`");
         }
         b.run(&["reconcile", "--check"]).ok();
+    }
+}
+
+/// The VMs in the cloud whose tags name each instance: how many machines each has.
+fn machines_per_instance(c: &Cloud) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for o in c.objects().values().filter(|o| o["type"] == "fakecloud_instance") {
+        *out.entry(o["tags"]["infrakit.instance.name"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+    }
+    out
+}
+
+// The server restarts (every session ends: ours, the lease's heartbeat, terraform's with its
+// state lock) while host A's terraform creates a machine; host B reconciles as soon as the
+// server is back. The lease is a row, not a session: A's heartbeat renews it on a new
+// connection, B waits for A, and nothing is made twice.
+#[test]
+fn a_server_restart_mid_apply_makes_nothing_twice() {
+    let server = OwnServer::start();
+    let db = Db::on(server.url.clone());
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    a.delay_creates(8000);
+    let mut on_a = a.start(&["provision", &a.spec()], &[]);
+    assert!(on_a.wait_for("creating fakecloud_instance").is_some(), "{:?}", on_a.seen);
+    server.restart();
+    let on_b = b.run(&["--lock-timeout", "2m", "reconcile"]).ok();
+    assert!(on_b.stderr.contains("waiting up to 120s for another run"), "B waited for A: {}", on_b.stderr);
+    let on_a = on_a.finish().ok();
+    assert!(!on_a.stderr.contains("warning"), "{}", on_a.stderr);
+    let machines = machines_per_instance(&a);
+    assert_eq!(machines.len(), 2, "{machines:?}");
+    assert!(machines.values().all(|n| *n == 1), "one machine per instance: {machines:?}");
+    assert_eq!(census(&a), (2, 2, 1), "nothing twice");
+    assert_eq!(db.state(), declared(&db.files()));
+    assert_eq!(a.objects().into_keys().collect::<BTreeSet<_>>(), db.managed_ids(), "nothing leaked");
+    b.run(&["reconcile", "--check"]).ok();
+    std::mem::forget(db); // its server goes with the test
+}
+
+// The server ends sessions idle for 3 s (as managed databases and poolers do) while host A's
+// apply takes 8 s: the long apply succeeds, terraform's session (which holds the state's
+// lock, idle) is not ended, and host B, reconciling meanwhile, waits for A.
+#[test]
+fn an_idle_session_timeout_mid_apply_ends_no_session_and_makes_nothing_twice() {
+    let db = Db::new();
+    db.client().batch_execute(&format!("ALTER DATABASE {} SET idle_session_timeout = '3s'", db.name)).unwrap();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    a.delay_creates(8000);
+    let mut on_a = a.start(&["provision", &a.spec()], &[]);
+    let began = on_a.wait_for("creating fakecloud_instance").expect("creating");
+    std::thread::sleep(
+        (began + std::time::Duration::from_secs(5)).saturating_duration_since(std::time::Instant::now()),
+    );
+    // Terraform's sessions, named for the lease, idle for longer than the timeout, live on.
+    let idle: Vec<(String, bool)> = db
+        .client()
+        .query(
+            "SELECT application_name, now() - state_change > interval '3 seconds' FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name LIKE 'infrakit-tf tf web#%' AND state = 'idle'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let all: Vec<String> = db
+        .client()
+        .query(
+            "SELECT format('%s %s %s', application_name, state, now() - state_change) FROM pg_stat_activity \
+             WHERE datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(idle.iter().any(|(_, long)| *long), "a terraform session idle for over 3 s: {idle:?} among {all:#?}");
+    let on_b = b.run(&["--lock-timeout", "2m", "reconcile"]).ok();
+    assert!(on_b.stderr.contains("waiting up to 120s for another run"), "B waited for A: {}", on_b.stderr);
+    on_a.finish().ok();
+    assert_eq!(census(&a), (2, 2, 1), "nothing twice");
+    assert!(machines_per_instance(&a).values().all(|n| *n == 1));
+    assert_eq!(db.state(), declared(&db.files()));
+    b.run(&["reconcile", "--check"]).ok();
+}
+
+// Host A's network to the server freezes 2 s into an 8 s create (a proxy that stops
+// forwarding: no reset, the server keeps A's sessions and terraform's state lock). A's lease
+// is no longer renewed: A stops its terraform before the lease expires (exit 16), and host B
+// takes over once it has, ending A's stale sessions, within the lease time.
+#[test]
+fn a_frozen_network_holds_the_other_host_up_for_the_lease_only() {
+    let db = Db::new();
+    let port = db.server.rsplit_once(':').unwrap().1.split('/').next().unwrap().to_string();
+    let proxy = crate::proxy::Proxy::to(&format!("127.0.0.1:{port}"));
+    let (a, b) = hosts(&db);
+    lease(&[&a, &b], "10s");
+    let via_proxy = db.url().replace(&format!(":{port}/"), &format!(":{}/", proxy.port()));
+    // The URL is not part of the configuration every host must share.
+    point_at(&a, &via_proxy);
+    a.run(&["provision", &a.spec()]).ok();
+    a.delay_creates(8000);
+    let mut on_a = a.start(&["provision", &a.spec()], &[]);
+    let began = on_a.wait_for("creating fakecloud_instance").expect("creating");
+    std::thread::sleep(
+        (began + std::time::Duration::from_secs(2)).saturating_duration_since(std::time::Instant::now()),
+    );
+    proxy.freeze();
+    let frozen = std::time::Instant::now();
+    let mut on_b = b.start(&["--lock-timeout", "120s", "reconcile"], &[]);
+    let took = on_b.wait_for("took over store directory `web`");
+    let on_b = on_b.finish().ok();
+    let took = took.unwrap_or_else(|| panic!("B never took over: {}", on_b.stderr));
+    let waited = took.duration_since(frozen);
+    assert!(
+        waited < std::time::Duration::from_secs(10 + 5),
+        "B got through after {waited:?}, lease 10 s: {}",
+        on_b.stderr
+    );
+    let on_a = on_a.finish().code(STORE_UNAVAILABLE);
+    assert!(on_a.stderr.contains("error: lost the lease on store directory `web`"), "{}", on_a.stderr);
+    assert!(on_a.stderr.contains("was interrupted"), "A's terraform was stopped: {}", on_a.stderr);
+    proxy.thaw();
+    // Nothing A's terraform did after the freeze reached the state: it is B's, and whole.
+    assert_eq!(db.state(), declared(&db.files()));
+    b.run(&["reconcile", "--check"]).ok();
+    let managed = db.managed_ids();
+    let machines = machines_per_instance(&b);
+    for id in db.files().keys().filter_map(|n| n.strip_suffix(".tf.json")).filter(|n| n.starts_with("instance-")) {
+        assert!(machines.get(id).is_some_and(|n| *n >= 1), "{id} has its machine: {machines:?}");
+    }
+    assert!(
+        a.objects().keys().filter(|id| managed.contains(*id)).count() == managed.len(),
+        "every machine in the state exists"
+    );
+}
+
+// Terraform's state row is deleted, or put back to an older serial, while instances are live:
+// every command that would plan or apply refuses (exit 13) and creates nothing, saying how to
+// push the state back.
+#[test]
+fn a_state_row_deleted_or_rolled_back_is_refused() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    a.run(&["provision", &a.spec()]).ok();
+    let older = db.state_data();
+    a.run(&["provision", &a.spec()]).ok();
+    a.run(&["provision", &a.spec()]).ok();
+    assert_eq!(census(&a), (4, 4, 1));
+    let refused = |h: &Cloud, args: &[&str], why: &str| {
+        let run = h.run(args).code(13);
+        assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+        let line = run.error_lines()[0];
+        assert!(line.starts_with("error: refusing to run terraform: the state in schema `infrakit_tf_state_web` of the store's database does not match the live files: "), "{line}");
+        assert!(line.contains(why), "{line}");
+        assert!(
+            run.stderr
+                .contains("PG_SCHEMA_NAME='infrakit_tf_state_web' PGPASSWORD=<password> terraform state push FILE"),
+            "{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains(&db.password()), "{}", run.stderr);
+    };
+    db.set_state_data(&older);
+    refused(&b, &["reconcile"], "older than the");
+    refused(&a, &["provision", &a.spec()], "older than the");
+    db.client().batch_execute("DELETE FROM infrakit_tf_state_web.states").unwrap();
+    refused(&b, &["reconcile"], "it is missing");
+    assert_eq!(census(&a), (4, 4, 1), "nothing created again");
+}
+
+// Hosts whose group specs differ (Size 2 here, Size 1 there) converge once, then the other
+// host refuses, rather than create and destroy a machine on every run for ever.
+#[test]
+fn group_specs_that_differ_between_hosts_converge_once_then_refuse() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.s.write("web-group.json", &crate::groups::web(r#"{"Size": 2}"#, "v1"));
+    b.s.write("web-group.json", &crate::groups::web(r#"{"Size": 1}"#, "v1"));
+    let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
+    let mut counts = Vec::new();
+    for (host, code) in [(&a, 0), (&b, INVALID), (&a, 0), (&b, INVALID)] {
+        let run = host.run(&["reconcile", "--group", &spec(host)]).code(code);
+        if code == INVALID {
+            let line = run.error_lines()[0];
+            let a_ran = format!("which `{}:{}` ran last at ", hostname(), a.s.dir.display());
+            assert!(
+                line.starts_with(
+                    "error: this host's spec of group web differs from the one store directory `web` runs with, "
+                ),
+                "{line}"
+            );
+            assert!(line.contains(&a_ran), "{line}");
+        }
+        counts.push(census(&a).0);
+    }
+    assert_eq!(counts, [2, 2, 2, 2], "one convergence, no undoing");
+    b.run(&["--accept-config", "reconcile", "--group", &spec(&b)]).ok();
+    a.run(&["reconcile", "--group", &spec(&a)]).code(INVALID);
+    assert_eq!(census(&a).0, 1, "the accepted spec, once");
+}
+
+// A libpq failover URL whose first host is down: our client reaches the second, and so does
+// terraform (its driver takes one host: the one that answered).
+#[test]
+fn a_multi_host_url_reaches_terraform_through_the_host_that_answered() {
+    let db = Db::new();
+    let a = Cloud::new();
+    let failover = db.url().replacen("@127.0.0.1:", "@127.0.0.1:1,127.0.0.1:", 1);
+    use_store(&a, &failover);
+    a.run(&["provision", &a.spec()]).ok();
+    let rows = a.describe();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "created");
+    a.run(&["reconcile", "--check"]).ok();
+    assert_eq!(census(&a), (1, 1, 1));
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+// PostgreSQL 15 grants no CREATE on schema `public`, nor on the database, to a new role:
+// terraform's pg backend needs the first on every run, and the schemas are created with the
+// second. Each missing privilege is one line naming the GRANT, before anything is written.
+#[test]
+fn a_role_without_the_privileges_it_needs_is_told_the_grant() {
+    let db = Db::new();
+    let role = format!("{}_role", db.name);
+    db.client().batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'secret-{role}'")).unwrap();
+    let a = Cloud::new();
+    let url = db.url().replacen(&format!("infrakit:{}@", db.password()), &format!("{role}:secret-{role}@"), 1);
+    use_store(&a, &url);
+    let before = a.s.snapshot();
+    let grants =
+        [format!("GRANT CREATE ON DATABASE {} TO {role}", db.name), format!("GRANT CREATE ON SCHEMA public TO {role}")];
+    for grant in &grants {
+        let run = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
+        assert_eq!(
+            run.error_lines(),
+            [format!("error: the store at postgresql://{role}@127.0.0.1:{}/{} refuses what infrakit-tf and terraform need: `{grant}` is missing", db.port(), db.name).as_str()]
+        );
+        assert!(run.stderr.contains(&format!("hint: have the database's owner run `{grant};`")), "{}", run.stderr);
+        assert_eq!(a.s.snapshot(), before);
+        db.client().batch_execute(grant).unwrap();
+    }
+    a.run(&["provision", &a.spec()]).ok();
+    assert_eq!(census(&a), (1, 1, 1));
+    drop(db);
+    if let Ok(mut admin) = postgres::Client::connect(&server(), postgres::NoTls) {
+        let _ = admin.batch_execute(&format!("DROP ROLE IF EXISTS {role}"));
     }
 }

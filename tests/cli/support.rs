@@ -253,3 +253,11 @@ pub fn wait_for(path: &Path, what: &str) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Whether process `pid` is alive and is the one that started at `start` (clock ticks since
+/// boot, `/proc/PID/stat` field 22), not a zombie.
+pub fn alive(pid: u32, start: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().collect();
+    fields[0] != "Z" && fields[19].parse::<u64>().ok() == Some(start)
+}

@@ -86,6 +86,8 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         }
         locked => locked?,
     };
+    let specs: Vec<(String, String)> = groups.iter().map(|g| (g.spec.id.clone(), g.spec.fingerprint_input())).collect();
+    ws.check_groups(&specs)?;
     ws.terraform()?;
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
     let instances = ws.dir().instances(&profiles);
@@ -569,7 +571,7 @@ struct Tally {
 
 impl Tally {
     /// Applies, counting the run whether it succeeds or not.
-    fn apply(&mut self, ws: &Workspace<'_>, what: Apply<'_>) -> Result<()> {
+    fn apply(&mut self, ws: &mut Workspace<'_>, what: Apply<'_>) -> Result<()> {
         self.runs += 1;
         let c = ws.apply(what)?;
         self.changes.add += c.add;

@@ -494,6 +494,17 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // gRPC, and a plugin killed by the signal makes terraform report "Plugin did not respond".
     // SAFETY: sets a signal disposition to SIG_IGN; no other thread exists yet.
     unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    // A plugin whose terraform was killed has nobody to serve: go with it, as a well-behaved
+    // plugin does, rather than linger, orphaned. (Not PR_SET_PDEATHSIG: it fires when the
+    // *thread* that started us ends, and terraform may start plugins from any of its threads.)
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(200));
+        if unsafe { libc::getppid() } != parent {
+            std::process::exit(0);
+        }
+    });
     // tf-provider appends a captured backtrace to every diagnostic when RUST_BACKTRACE is set
     // (common in test environments), burying the message. Panics still honour RUST_BACKTRACE.
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {

@@ -1,0 +1,201 @@
+//! One connection to the store's server, and nothing else: every call is bounded in time, so
+//! that a network that freezes (packets dropped, no reset: the server never answers and the
+//! kernel never says so) costs a known wait, never a hang. A call that does not answer in time
+//! leaves the connection broken, and the caller decides whether to open another.
+//!
+//! It is tokio-postgres driven by a runtime of its own (one thread: this one), as the
+//! `postgres` crate does, but with a deadline on every call, which that crate cannot give.
+//!
+//! A URL may name several hosts (`postgresql://h1:5432,h2:5432/db`, libpq's failover form):
+//! they are tried in order, one at a time, so that we know which one answered
+//! ([`Conn::reached`]) and terraform, whose driver takes one host, is given that one.
+
+use std::time::Duration;
+
+use tokio_postgres::config::Host;
+use tokio_postgres::{Client, Config, NoTls};
+
+/// How a call failed.
+#[derive(Debug)]
+pub(super) enum Fault {
+    /// The connection is gone, or did not answer in time (it is broken from now on): what the
+    /// call did on the server is not known, unless it was refused before it began.
+    Lost(String),
+    /// The server answered with an error (the connection is still usable).
+    Db(tokio_postgres::Error),
+}
+
+impl Fault {
+    fn from(e: tokio_postgres::Error) -> Fault {
+        let lost = match e.as_db_error() {
+            None => std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()),
+            // FATAL: the server ends the session; 08 (connection exception), 57 (operator
+            // intervention: a shutdown, `pg_terminate_backend`, an idle timeout).
+            Some(db) => db.severity() == "FATAL" || ["08", "57"].iter().any(|c| db.code().code().starts_with(c)),
+        };
+        if e.is_closed() || lost {
+            Fault::Lost(reason(&e))
+        } else {
+            Fault::Db(e)
+        }
+    }
+
+    /// What went wrong, in one line.
+    pub(super) fn why(&self) -> String {
+        match self {
+            Fault::Lost(why) => why.clone(),
+            Fault::Db(e) => reason(e),
+        }
+    }
+}
+
+/// What went wrong, in one line: the server's message, or the I/O error and its causes.
+pub(super) fn reason(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => {
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                let next = s.to_string();
+                if !why.ends_with(&next) {
+                    why = format!("{why}: {next}");
+                }
+                source = s.source();
+            }
+            why
+        }
+    }
+}
+
+pub(super) type Outcome<T> = std::result::Result<T, Fault>;
+
+/// An open connection.
+pub(super) struct Conn {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    /// Which host of the URL answered, and its port.
+    reached: (Host, u16),
+    /// The server's version (`server_version_num`, e.g. 150004).
+    version: i32,
+    broken: bool,
+}
+
+impl Conn {
+    /// Connects to the first host of `pg` that answers within `limit` (each), then sets the
+    /// session up: never ended for being idle (`idle_session_timeout = 0`, from PostgreSQL 14:
+    /// managed databases and poolers set one, and a lock holder is idle while terraform runs),
+    /// and never left idle inside a transaction for longer than `in_transaction` (a host that
+    /// froze mid-commit must not hold the lease's row for hours).
+    pub(super) fn open(pg: &Config, limit: Duration, in_transaction: Duration) -> Outcome<Conn> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Fault::Lost(format!("cannot start the connection's runtime: {e}")))?;
+        let mut last = None;
+        for (i, host) in pg.get_hosts().iter().enumerate() {
+            let port = pg.get_ports().get(i).or(pg.get_ports().first()).copied().unwrap_or(5432);
+            let one = single(pg, host, port);
+            match rt.block_on(async { tokio::time::timeout(limit, one.connect(NoTls)).await }) {
+                Ok(Ok((client, connection))) => {
+                    // The connection's I/O runs whenever a call is driven (`block_on`).
+                    rt.spawn(connection);
+                    let mut conn = Conn { rt, client, reached: (host.clone(), port), version: 0, broken: false };
+                    conn.version = conn.setup(limit, in_transaction)?;
+                    return Ok(conn);
+                }
+                Ok(Err(e)) => last = Some(Fault::from(e)),
+                Err(_) => last = Some(Fault::Lost(format!("no answer within {}", crate::lock::human(limit)))),
+            }
+        }
+        Err(last.unwrap_or_else(|| Fault::Lost("no host to connect to".into())))
+    }
+
+    fn setup(&mut self, limit: Duration, in_transaction: Duration) -> Outcome<i32> {
+        let idle = format!("{}ms", in_transaction.as_millis());
+        self.call(limit, async |c| {
+            let row = c
+                .query_one(
+                    "SELECT current_setting('server_version_num')::int, \
+                     set_config('idle_in_transaction_session_timeout', $1, false), \
+                     CASE WHEN current_setting('server_version_num')::int >= 140000 \
+                          THEN set_config('idle_session_timeout', '0', false) END",
+                    &[&idle],
+                )
+                .await?;
+            Ok(row.get::<_, i32>(0))
+        })
+    }
+
+    /// Runs `f` on the connection, giving up after `limit` (the connection is then broken).
+    pub(super) fn call<T>(
+        &mut self,
+        limit: Duration,
+        f: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
+    ) -> Outcome<T> {
+        if self.broken || self.client.is_closed() {
+            self.broken = true;
+            return Err(Fault::Lost("the connection was lost".into()));
+        }
+        let Conn { rt, client, .. } = self;
+        match rt.block_on(async { tokio::time::timeout(limit, f(client)).await }) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                let fault = Fault::from(e);
+                self.broken = matches!(fault, Fault::Lost(_));
+                Err(fault)
+            }
+            Err(_) => {
+                self.broken = true;
+                Err(Fault::Lost(format!("the server did not answer within {}", crate::lock::human(limit))))
+            }
+        }
+    }
+
+    /// The host that answered, and its port.
+    pub(super) fn reached(&self) -> &(Host, u16) {
+        &self.reached
+    }
+
+    /// The server's version number (`150004` for 15.4).
+    pub(super) fn version(&self) -> i32 {
+        self.version
+    }
+}
+
+/// `pg` with one host.
+fn single(pg: &Config, host: &Host, port: u16) -> Config {
+    let mut one = Config::new();
+    match host {
+        Host::Tcp(h) => one.host(h),
+        Host::Unix(p) => one.host_path(p),
+    };
+    one.port(port);
+    if let Some(user) = pg.get_user() {
+        one.user(user);
+    }
+    if let Some(password) = pg.get_password() {
+        one.password(password);
+    }
+    if let Some(db) = pg.get_dbname() {
+        one.dbname(db);
+    }
+    if let Some(options) = pg.get_options() {
+        one.options(options);
+    }
+    if let Some(name) = pg.get_application_name() {
+        one.application_name(name);
+    }
+    if let Some(timeout) = pg.get_connect_timeout() {
+        one.connect_timeout(*timeout);
+    }
+    if let Some(timeout) = pg.get_tcp_user_timeout() {
+        one.tcp_user_timeout(*timeout);
+    }
+    one.ssl_mode(pg.get_ssl_mode())
+        .keepalives(pg.get_keepalives())
+        .keepalives_idle(pg.get_keepalives_idle())
+        .target_session_attrs(pg.get_target_session_attrs())
+        .channel_binding(pg.get_channel_binding());
+    one
+}

@@ -1,0 +1,417 @@
+//! The lease on a store directory: who may change it, fenced so that a host that lost it can
+//! change nothing more. After Kubernetes' leader election (client-go `leaderelection`) and the
+//! fencing-token argument (a lock is only safe if what it guards checks a token).
+//!
+//! - **The record** is a row of `infrakit_tf.leases`: the directory, its `epoch` (the fencing
+//!   token: one more at every acquisition), the holder, and `expires`, set from the *server's*
+//!   clock (`clock_timestamp()`), never a host's. A host takes the lease only when it is free:
+//!   released, or expired.
+//! - **The heartbeat** renews it every [`Timing::renew_every`] on a connection of its own
+//!   (which also keeps that session from ever being idle), reconnecting as needed: a server
+//!   restart or a dropped connection costs nothing while the lease has not expired.
+//! - **Lost** means the server said the lease is no longer ours, or no renewal succeeded for
+//!   [`Timing::renew_deadline`] (half the lease). Then our terraform is interrupted, and killed
+//!   after [`Timing::kill_grace`] (a quarter): it is dead before the lease can expire
+//!   (`renew_deadline + kill_grace < duration`, counted from when the last successful renewal
+//!   was *sent*, which is before the server set its expiry), so no other host ever runs
+//!   terraform while ours may. The terraform runner asks [`lost`]; nothing else here is its
+//!   business.
+//! - **Fencing**: every store commit first renews the lease in its own transaction, comparing
+//!   the epoch ([`fence`]): a host that lost it cannot commit. Terraform's own state writes
+//!   carry the epoch too (`infrakit_tf.lease` in its connection, see `config`), and a trigger
+//!   on its state table refuses the write of a lease no longer held (`schema`): even a
+//!   terraform that somehow outlived its lease (a frozen process) cannot write a stale state.
+//! - **Taking over** a lease that expired without being released (its host died, or lost the
+//!   server): the new holder ends the old holder's terraform sessions, whose advisory state
+//!   lock PostgreSQL would otherwise keep until TCP keepalive notices (two hours by default).
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_postgres::{Config, GenericClient};
+
+use super::conn::{Conn, Outcome};
+
+/// The lease's timings, all from its duration (`store.lease` in infrakit-tf.json).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub(crate) duration: Duration,
+}
+
+impl Timing {
+    /// How often the heartbeat renews it (client-go's retry period).
+    pub(super) fn renew_every(self) -> Duration {
+        self.duration / 6
+    }
+
+    /// How long without a successful renewal before it counts as lost (client-go's renew
+    /// deadline: shorter than the lease, so that we stop before another host may start).
+    pub(super) fn renew_deadline(self) -> Duration {
+        self.duration / 2
+    }
+
+    /// How long terraform has to stop after the interrupt before it is killed.
+    pub(super) fn kill_grace(self) -> Duration {
+        self.duration / 4
+    }
+
+    /// The longest a store call may take while the lease is held.
+    pub(super) fn call_limit(self) -> Duration {
+        self.duration / 2
+    }
+}
+
+/// A lease this process holds, as the heartbeat and the terraform runner see it.
+struct Shared {
+    directory: String,
+    epoch: i64,
+    timing: Timing,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// When the last successful renewal was sent (not answered: the server's expiry is later).
+    renewed: Instant,
+    /// The server said it is no longer ours: why.
+    gone: Option<String>,
+    /// The last renewal's error, for the message when it is lost.
+    last_error: Option<String>,
+    released: bool,
+}
+
+impl Shared {
+    fn lost(&self) -> Option<String> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.released {
+            return None;
+        }
+        if let Some(gone) = &state.gone {
+            return Some(gone.clone());
+        }
+        let since = state.renewed.elapsed();
+        (since > self.timing.renew_deadline()).then(|| {
+            let why = state.last_error.as_deref().unwrap_or("no answer");
+            format!("not renewed for {} ({why})", crate::lock::human(Duration::from_secs(since.as_secs())))
+        })
+    }
+}
+
+/// The lease this process holds, if any (one per process: one directory per command).
+static CURRENT: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
+
+fn current() -> Option<Arc<Shared>> {
+    CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Whether this process held a lease and lost it, and why. The terraform runner stops
+/// terraform then; a store call refuses.
+pub(crate) fn lost() -> Option<String> {
+    current().and_then(|s| s.lost())
+}
+
+/// The error of a lease lost while terraform ran or was about to (exit 16); `why` says what
+/// happened to terraform.
+pub(crate) fn lost_error(why: &str) -> anyhow::Error {
+    let directory = current().map(|s| s.directory.clone()).unwrap_or_default();
+    crate::exit::Failure::new(
+        crate::exit::Code::StoreUnavailable,
+        format!("lost the lease on store directory `{directory}`: {why}"),
+    )
+    .hint("another host may hold it now: nothing more was changed here; what earlier steps committed stands, and the next run (here or on another host) carries on from the store")
+    .into()
+}
+
+/// How long terraform has to stop after the interrupt a lost lease sends, before it is killed.
+pub(crate) fn kill_grace() -> Duration {
+    current().map_or(Duration::from_secs(5), |s| s.timing.kill_grace())
+}
+
+/// The epoch of the lease this process holds: terraform's state writes carry it.
+pub(crate) fn epoch() -> Option<i64> {
+    current().map(|s| s.epoch)
+}
+
+/// A lease just acquired.
+pub(super) struct Acquired {
+    pub(super) epoch: i64,
+    /// Who held it before, when they neither released it nor renewed it in time (a host
+    /// died, or lost the server): their holder string.
+    pub(super) took_over: Option<String>,
+}
+
+/// Tries once to take the lease of `directory`: free (released, expired or never taken), or
+/// ours already (`owner`: a retry after an answer we did not get). `None`: held by another.
+/// `key` is the directory's advisory-lock key of the infrakit-tf before leases, which is
+/// honoured too: a host not yet upgraded holds the directory while it holds that lock.
+pub(super) fn try_acquire(
+    conn: &mut Conn,
+    limit: Duration,
+    directory: &str,
+    holder: &str,
+    owner: &str,
+    key: (i32, i32),
+    timing: Timing,
+) -> Outcome<Option<Acquired>> {
+    let ms = millis(timing.duration);
+    conn.call(limit, async |c| {
+        let row = c
+            .query_opt(
+                "WITH prev AS (SELECT holder, released, expires <= clock_timestamp() AS expired \
+                               FROM infrakit_tf.leases WHERE directory = $1) \
+                 INSERT INTO infrakit_tf.leases AS l \
+                     (directory, epoch, holder, owner, acquired, renewed, expires, released, applying) \
+                 SELECT $1, 1, $2, $3, clock_timestamp(), clock_timestamp(), \
+                        clock_timestamp() + $4 * interval '1 millisecond', false, false \
+                 WHERE pg_try_advisory_xact_lock($5, $6) \
+                 ON CONFLICT (directory) DO UPDATE SET epoch = l.epoch + 1, holder = excluded.holder, \
+                     owner = excluded.owner, acquired = excluded.acquired, renewed = excluded.renewed, \
+                     expires = excluded.expires, released = false, applying = false \
+                 WHERE l.released OR l.expires <= clock_timestamp() OR l.owner = excluded.owner \
+                 RETURNING l.epoch, (SELECT holder FROM prev), (SELECT NOT released AND expired FROM prev)",
+                &[&directory, &holder, &owner, &ms, &key.0, &key.1],
+            )
+            .await?;
+        Ok(row.map(|r| {
+            let expired: Option<bool> = r.get(2);
+            let took_over = expired.unwrap_or(false).then(|| r.get::<_, Option<String>>(1).unwrap_or_default());
+            Acquired { epoch: r.get(0), took_over }
+        }))
+    })
+}
+
+/// Who holds the lease of `directory`, for messages: `another run (infrakit-tf HOST pid N)`,
+/// and how long until it expires if it is not renewed.
+pub(super) fn holder(conn: &mut Conn, limit: Duration, directory: &str) -> Outcome<String> {
+    conn.call(limit, async |c| {
+        let row = c
+            .query_opt(
+                "SELECT holder, ceil(extract(epoch FROM expires - clock_timestamp()))::bigint, \
+                        NOT released AND expires > clock_timestamp() \
+                 FROM infrakit_tf.leases WHERE directory = $1",
+                &[&directory],
+            )
+            .await?;
+        Ok(match row {
+            Some(r) if r.get::<_, bool>(2) => {
+                let (who, left): (String, i64) = (r.get(0), r.get(1));
+                format!("another run ({who}; its lease expires in {left}s unless renewed)")
+            }
+            // Free by its record: the advisory lock of an infrakit-tf before leases holds it.
+            _ => "another run (an infrakit-tf older than this one: upgrade every host)".to_string(),
+        })
+    })
+}
+
+/// Ends the sessions of terraforms that ran under an earlier lease of `directory` (their
+/// `application_name`, see [`terraform_session`]): their advisory lock on the state would
+/// otherwise stay until the server notices they are gone. Sessions of another role may not be
+/// ended (no `pg_signal_backend`): then terraform waits for the state's lock (`-lock-timeout`).
+/// Returns how many were ended.
+pub(super) fn end_stale_sessions(conn: &mut Conn, limit: Duration, directory: &str, epoch: i64) -> Outcome<i64> {
+    let prefix = session_prefix(directory);
+    let mine = terraform_session(directory, Some(epoch));
+    conn.call(limit, async |c| {
+        let row = c
+            .query_one(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND starts_with(application_name, $1) \
+                 AND application_name <> $2",
+                &[&prefix, &mine],
+            )
+            .await?;
+        Ok(row.get(0))
+    })
+}
+
+/// The `application_name` of a terraform's connections: `infrakit-tf tf DIR#EPOCH` (a
+/// reader's has no epoch). PostgreSQL keeps 63 bytes of it, enough for any directory name
+/// and an epoch below ten million.
+pub(crate) fn terraform_session(directory: &str, epoch: Option<i64>) -> String {
+    match epoch {
+        Some(epoch) => format!("{}{epoch}", session_prefix(directory)),
+        None => format!("infrakit-tf tf {directory}"),
+    }
+}
+
+fn session_prefix(directory: &str) -> String {
+    format!("infrakit-tf tf {directory}#")
+}
+
+/// Renews the lease if it is still ours (epoch, not released, not expired). In a commit's
+/// transaction it comes first: it also locks the lease's row until the commit, so no other
+/// host can take it in between. `false`: it is not ours any more (roll back).
+pub(super) async fn renew(
+    c: &impl GenericClient,
+    directory: &str,
+    epoch: i64,
+    timing: Timing,
+) -> Result<bool, tokio_postgres::Error> {
+    let renewed = c
+        .execute(
+            "UPDATE infrakit_tf.leases SET renewed = clock_timestamp(), \
+                 expires = clock_timestamp() + $3 * interval '1 millisecond' \
+             WHERE directory = $1 AND epoch = $2 AND NOT released AND expires > clock_timestamp()",
+            &[&directory, &epoch, &millis(timing.duration)],
+        )
+        .await?;
+    Ok(renewed == 1)
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_millis() as f64
+}
+
+/// A lease held: its heartbeat runs until it is released or dropped.
+pub(super) struct Lease {
+    shared: Arc<Shared>,
+    stop: mpsc::Sender<()>,
+}
+
+impl Lease {
+    /// Starts holding `epoch` of `directory`, acquired just now (`sent`: when the acquiring
+    /// statement was sent). The heartbeat connects on its first renewal, so a short command
+    /// costs a thread, not a connection.
+    pub(super) fn hold(pg: &Config, directory: &str, epoch: i64, timing: Timing, sent: Instant) -> Lease {
+        let shared = Arc::new(Shared {
+            directory: directory.to_string(),
+            epoch,
+            timing,
+            state: Mutex::new(State { renewed: sent, gone: None, last_error: None, released: false }),
+        });
+        let (stop, stopped) = mpsc::channel();
+        let beat = Heartbeat { pg: pg.clone(), shared: shared.clone() };
+        // Detached: at release it is told to stop, and a renewal after the release cannot
+        // revive the lease (it renews only one not released).
+        let _ = std::thread::Builder::new().name("lease".into()).spawn(move || beat.run(&stopped));
+        *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some(shared.clone());
+        Lease { shared, stop }
+    }
+
+    pub(super) fn epoch(&self) -> i64 {
+        self.shared.epoch
+    }
+
+    pub(super) fn timing(&self) -> Timing {
+        self.shared.timing
+    }
+
+    /// Why it is lost, if it is.
+    pub(super) fn lost(&self) -> Option<String> {
+        self.shared.lost()
+    }
+
+    /// A commit renewed it (its statement was sent at `sent`).
+    pub(super) fn renewed(&self, sent: Instant) {
+        let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.renewed = state.renewed.max(sent);
+    }
+
+    /// The server said it is not ours any more.
+    pub(super) fn gone(&self, why: &str) {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).gone.get_or_insert_with(|| why.to_string());
+    }
+
+    /// Gives it back (best effort: unreleased, it expires): `conn` runs the release.
+    pub(super) fn release(&self, conn: Option<&mut Conn>) {
+        let _ = self.stop.send(());
+        let lost = self.shared.lost().is_some();
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).released = true;
+        *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if lost {
+            return;
+        }
+        let Some(conn) = conn else { return };
+        let (directory, epoch) = (self.shared.directory.as_str(), self.shared.epoch);
+        let _ = conn.call(self.shared.timing.call_limit(), async |c| {
+            c.execute(
+                "UPDATE infrakit_tf.leases SET expires = clock_timestamp(), released = true, applying = false \
+                 WHERE directory = $1 AND epoch = $2",
+                &[&directory, &epoch],
+            )
+            .await
+        });
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+    }
+}
+
+/// The renewing thread.
+struct Heartbeat {
+    pg: Config,
+    shared: Arc<Shared>,
+}
+
+impl Heartbeat {
+    fn run(self, stopped: &mpsc::Receiver<()>) {
+        let timing = self.shared.timing;
+        let every = timing.renew_every();
+        let mut conn: Option<Conn> = None;
+        let mut wait = every;
+        loop {
+            match stopped.recv_timeout(wait) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+            let sent = Instant::now();
+            match self.renew(&mut conn, every) {
+                Ok(true) => {
+                    let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                    state.renewed = state.renewed.max(sent);
+                    state.last_error = None;
+                    wait = every;
+                }
+                Ok(false) => {
+                    let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                    if !state.released {
+                        state.gone.get_or_insert_with(|| "it expired, or another host holds it now".into());
+                    }
+                    return;
+                }
+                Err(why) => {
+                    conn = None;
+                    self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).last_error = Some(why);
+                    // Try again soon: a restarting server is back within seconds.
+                    wait = (every / 4).max(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    /// One renewal, connecting first if needed; each step bounded by `limit`.
+    fn renew(&self, conn: &mut Option<Conn>, limit: Duration) -> Result<bool, String> {
+        if conn.is_none() {
+            *conn = Some(Conn::open(&self.pg, limit, limit).map_err(|f| f.why())?);
+        }
+        let c = conn.as_mut().expect("connected");
+        let (directory, epoch, timing) = (&self.shared.directory, self.shared.epoch, self.shared.timing);
+        c.call(limit, async |c| renew(c, directory, epoch, timing).await).map_err(|f| f.why())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terraform_is_gone_before_the_lease_can_expire() {
+        for secs in [3, 10, 30, 300] {
+            let t = Timing { duration: Duration::from_secs(secs) };
+            assert!(t.renew_every() < t.renew_deadline(), "several renewals before it counts as lost");
+            assert!(t.renew_deadline() + t.kill_grace() < t.duration, "{secs}s: killed before it expires");
+        }
+    }
+
+    #[test]
+    fn a_terraform_session_names_its_lease_within_what_postgresql_keeps() {
+        let longest = "d".repeat(40);
+        assert_eq!(terraform_session("web", Some(42)), "infrakit-tf tf web#42");
+        assert_eq!(terraform_session("web", None), "infrakit-tf tf web");
+        assert!(terraform_session(&longest, Some(9_999_999)).len() <= 63);
+        assert!(terraform_session("web", Some(7)).starts_with(&session_prefix("web")));
+    }
+}

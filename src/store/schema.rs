@@ -1,0 +1,172 @@
+//! The store's tables (schema `infrakit_tf`), created on first use and brought from an older
+//! layout to this one, under a transaction-level advisory lock so that hosts starting at once
+//! do not race; what the role must be allowed, checked before anything is created; and the
+//! fence on terraform's state table.
+//!
+//! ```sql
+//! infrakit_tf.schema_version (version integer)                      -- SCHEMA_VERSION
+//! infrakit_tf.directories    (id bigserial primary key, name text unique, created timestamptz,
+//!                             config_fingerprint text, config_host text,   -- version 1, unused
+//!                             config jsonb,                 -- what each part was last run with
+//!                             state_lineage text, state_serial bigint)  -- terraform's state, as
+//!                                                                       -- our last run left it
+//! infrakit_tf.files          (directory bigint references directories on delete cascade,
+//!                             name text, content bytea, mode integer, updated timestamptz,
+//!                             primary key (directory, name))
+//! infrakit_tf.leases         (directory text primary key, epoch bigint, holder text,
+//!                             owner text, acquired, renewed, expires timestamptz,
+//!                             released boolean, applying boolean)           -- see `lease`
+//! infrakit_tf.fence()        -- the trigger function on each state table (see `fence_state`)
+//! ```
+
+use std::time::Duration;
+
+use super::conn::{Conn, Outcome};
+
+/// The layout of the `infrakit_tf` schema this build reads and writes. Version 1 (no leases)
+/// is brought to 2 on first use; a host still on an infrakit-tf that knows only 1 then refuses
+/// to run (it would not honour the lease).
+pub(super) const SCHEMA_VERSION: i32 = 2;
+
+/// First key of our advisory locks (`iktf`).
+pub(super) const CLASS: i32 = 0x696b_7466;
+
+/// What [`probe`] found.
+pub(super) struct Probe {
+    /// The layout's version; `None`: no schema yet.
+    pub(super) version: Option<i32>,
+    /// A privilege the role lacks, as the `GRANT` that gives it.
+    pub(super) missing: Option<String>,
+}
+
+/// The schema's version and the privileges this role lacks: `CREATE` on schema `public`
+/// (terraform's pg backend creates its `global_states_id_seq` there on every run, and
+/// PostgreSQL 15 no longer grants it to every role), and `CREATE` on the database while our
+/// schema or the state's (`state_schema`) does not exist yet.
+pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Outcome<Probe> {
+    conn.call(limit, async |c| {
+        let row = c
+            .query_one(
+                "SELECT has_schema_privilege('public', 'CREATE'), \
+                        has_database_privilege(current_database(), 'CREATE'), \
+                        to_regnamespace('infrakit_tf') IS NOT NULL AND to_regnamespace($1) IS NOT NULL, \
+                        to_regclass('infrakit_tf.schema_version') IS NOT NULL, \
+                        quote_ident(current_database()), quote_ident(current_user)",
+                &[&state_schema],
+            )
+            .await?;
+        let (public, database, schemas_exist, has_version): (bool, bool, bool, bool) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (db, role): (String, String) = (row.get(4), row.get(5));
+        let missing = if !database && !schemas_exist {
+            Some(format!("GRANT CREATE ON DATABASE {db} TO {role}"))
+        } else if !public {
+            Some(format!("GRANT CREATE ON SCHEMA public TO {role}"))
+        } else {
+            None
+        };
+        let version = if has_version {
+            c.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]).await?.get(0)
+        } else {
+            None
+        };
+        Ok(Probe { version, missing })
+    })
+}
+
+/// Creates the schema, or brings version 1 to this one. All or nothing, one host at a time.
+pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
+    conn.call(limit, async |c| {
+        let tx = c.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS]).await?;
+        tx.batch_execute(
+            "CREATE SCHEMA IF NOT EXISTS infrakit_tf;
+             CREATE TABLE IF NOT EXISTS infrakit_tf.schema_version (version integer NOT NULL);
+             CREATE TABLE IF NOT EXISTS infrakit_tf.directories (
+                 id bigserial PRIMARY KEY,
+                 name text NOT NULL UNIQUE,
+                 created timestamptz NOT NULL DEFAULT now(),
+                 config_fingerprint text,
+                 config_host text);
+             ALTER TABLE infrakit_tf.directories
+                 ADD COLUMN IF NOT EXISTS config jsonb,
+                 ADD COLUMN IF NOT EXISTS state_lineage text,
+                 ADD COLUMN IF NOT EXISTS state_serial bigint;
+             CREATE TABLE IF NOT EXISTS infrakit_tf.files (
+                 directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
+                 name text NOT NULL,
+                 content bytea NOT NULL,
+                 mode integer NOT NULL,
+                 updated timestamptz NOT NULL DEFAULT now(),
+                 PRIMARY KEY (directory, name));
+             CREATE TABLE IF NOT EXISTS infrakit_tf.leases (
+                 directory text PRIMARY KEY,
+                 epoch bigint NOT NULL,
+                 holder text NOT NULL,
+                 owner text NOT NULL,
+                 acquired timestamptz NOT NULL,
+                 renewed timestamptz NOT NULL,
+                 expires timestamptz NOT NULL,
+                 released boolean NOT NULL,
+                 applying boolean NOT NULL);
+             CREATE OR REPLACE FUNCTION infrakit_tf.fence() RETURNS trigger LANGUAGE plpgsql AS $fence$
+             DECLARE
+                 token text := current_setting('infrakit_tf.lease', true);
+             BEGIN
+                 -- Only terraforms run by infrakit-tf carry a lease; a state push by hand does not.
+                 IF coalesce(token, '') <> '' THEN
+                     PERFORM 1 FROM infrakit_tf.leases
+                      WHERE directory = TG_ARGV[0] AND epoch::text = token
+                        AND NOT released AND expires > clock_timestamp()
+                      FOR SHARE;
+                     IF NOT FOUND THEN
+                         RAISE EXCEPTION 'infrakit-tf: the lease (epoch %) on store directory % is no longer held: another host may hold it; this terraform''s state write is refused', token, TG_ARGV[0]
+                             USING ERRCODE = 'lock_not_available';
+                     END IF;
+                 END IF;
+                 IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+                 RETURN NEW;
+             END $fence$;",
+        )
+        .await?;
+        let has: Option<i32> = tx.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]).await?.get(0);
+        match has {
+            None => tx.execute("INSERT INTO infrakit_tf.schema_version (version) VALUES ($1)", &[&SCHEMA_VERSION]),
+            Some(_) => tx.execute("UPDATE infrakit_tf.schema_version SET version = $1", &[&SCHEMA_VERSION]),
+        }
+        .await?;
+        tx.commit().await
+    })
+}
+
+/// Puts the fence on terraform's state table in `schema` (once: it stays), so that a state
+/// write by a terraform whose lease was lost is refused by the database itself. Nothing when
+/// the table does not exist yet (terraform creates it on its first run: the next command
+/// fences it). `directory` is the store directory the state belongs to.
+pub(super) fn fence_state(conn: &mut Conn, limit: Duration, schema: &str, directory: &str) -> Outcome<()> {
+    let table = format!("{}.states", quote(schema));
+    let sql = format!(
+        "CREATE TRIGGER infrakit_tf_fence BEFORE INSERT OR UPDATE OR DELETE ON {table} \
+         FOR EACH ROW EXECUTE FUNCTION infrakit_tf.fence('{}')",
+        directory.replace('\'', "''")
+    );
+    conn.call(limit, async |c| {
+        let missing: bool = c
+            .query_one(
+                "SELECT to_regclass($1) IS NOT NULL AND NOT EXISTS \
+                 (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = 'infrakit_tf_fence')",
+                &[&table],
+            )
+            .await?
+            .get(0);
+        if missing {
+            c.batch_execute(&sql).await?;
+        }
+        Ok(())
+    })
+}
+
+/// An identifier, quoted for SQL.
+pub(super) fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
