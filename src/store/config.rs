@@ -34,8 +34,8 @@ struct Session {
     /// The host that answered (of several: the one terraform must use) and its port.
     host: Host,
     port: u16,
-    /// `server_version_num`.
-    version: i32,
+    /// Whether the server knows `idle_session_timeout` (PostgreSQL 14 and later).
+    idle_sessions: bool,
 }
 
 /// The lease when `store.lease` does not say.
@@ -102,8 +102,8 @@ impl StoreConfig {
     }
 
     /// Notes where the first connection went and what it found.
-    pub(super) fn connected(&self, reached: &(Host, u16), version: i32) {
-        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, version });
+    pub(super) fn connected(&self, reached: &(Host, u16), idle_sessions: bool) {
+        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, idle_sessions });
     }
 
     /// The longest a connection may take to open: `connect_timeout`, else 10 s.
@@ -134,7 +134,7 @@ impl StoreConfig {
             conn.push(("infrakit_tf.lease", epoch.to_string()));
         }
         conn.push(("idle_in_transaction_session_timeout", "0".into()));
-        if self.session.get().is_some_and(|s| s.version >= 140_000) {
+        if self.session.get().is_some_and(|s| s.idle_sessions) {
             conn.push(("idle_session_timeout", "0".into()));
         }
         self.env_with(conn)
@@ -418,7 +418,7 @@ mod tests {
         // Of several hosts, the one that answered; from PostgreSQL 14, idle_session_timeout too.
         let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:5432,h2:6432/d"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
-        cfg.connected(&(Host::Tcp("h2".into()), 6432), 150_004);
+        cfg.connected(&(Host::Tcp("h2".into()), 6432), true);
         let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],

@@ -76,55 +76,55 @@ pub(super) struct Conn {
     client: Client,
     /// Which host of the URL answered, and its port.
     reached: (Host, u16),
-    /// The server's version (`server_version_num`, e.g. 150004).
-    version: i32,
+    /// Whether the server knows `idle_session_timeout` (PostgreSQL 14 and later).
+    idle_sessions: bool,
     broken: bool,
 }
 
 impl Conn {
-    /// Connects to the first host of `pg` that answers within `limit` (each), then sets the
-    /// session up: never ended for being idle (`idle_session_timeout = 0`, from PostgreSQL 14:
-    /// managed databases and poolers set one, and a lock holder is idle while terraform runs),
-    /// and never left idle inside a transaction for longer than `in_transaction` (a host that
-    /// froze mid-commit must not hold the lease's row for hours).
+    /// Connects to the first host of `pg` that answers within `limit` (each), its session set
+    /// up in the startup packet (no round trip): never ended for being idle
+    /// (`idle_session_timeout = 0`: managed databases and poolers set one, and a lease holder
+    /// is idle while terraform runs; a server before PostgreSQL 14, which does not know it,
+    /// is asked again without it), and never left idle inside a transaction for longer than
+    /// `in_transaction` (a host that froze mid-commit must not hold the lease's row for hours).
     pub(super) fn open(pg: &Config, limit: Duration, in_transaction: Duration) -> Outcome<Conn> {
+        match Self::open_with(pg, limit, in_transaction, true) {
+            Err(Fault::Db(e)) if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) => {
+                Self::open_with(pg, limit, in_transaction, false)
+            }
+            opened => opened,
+        }
+    }
+
+    fn open_with(pg: &Config, limit: Duration, in_transaction: Duration, idle_sessions: bool) -> Outcome<Conn> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Fault::Lost(format!("cannot start the connection's runtime: {e}")))?;
+        let mut options = format!("-c idle_in_transaction_session_timeout={}", in_transaction.as_millis());
+        if idle_sessions {
+            options.push_str(" -c idle_session_timeout=0");
+        }
         let mut last = None;
         for (i, host) in pg.get_hosts().iter().enumerate() {
             let port = pg.get_ports().get(i).or(pg.get_ports().first()).copied().unwrap_or(5432);
-            let one = single(pg, host, port);
+            let one = single(pg, host, port, &options);
             match rt.block_on(async { tokio::time::timeout(limit, one.connect(NoTls)).await }) {
                 Ok(Ok((client, connection))) => {
                     // The connection's I/O runs whenever a call is driven (`block_on`).
                     rt.spawn(connection);
-                    let mut conn = Conn { rt, client, reached: (host.clone(), port), version: 0, broken: false };
-                    conn.version = conn.setup(limit, in_transaction)?;
-                    return Ok(conn);
+                    return Ok(Conn { rt, client, reached: (host.clone(), port), idle_sessions, broken: false });
+                }
+                // Refused for the setting: every host is the same server, or the same version.
+                Ok(Err(e)) if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) => {
+                    return Err(Fault::Db(e))
                 }
                 Ok(Err(e)) => last = Some(Fault::from(e)),
                 Err(_) => last = Some(Fault::Lost(format!("no answer within {}", crate::lock::human(limit)))),
             }
         }
         Err(last.unwrap_or_else(|| Fault::Lost("no host to connect to".into())))
-    }
-
-    fn setup(&mut self, limit: Duration, in_transaction: Duration) -> Outcome<i32> {
-        let idle = format!("{}ms", in_transaction.as_millis());
-        self.call(limit, async |c| {
-            let row = c
-                .query_one(
-                    "SELECT current_setting('server_version_num')::int, \
-                     set_config('idle_in_transaction_session_timeout', $1, false), \
-                     CASE WHEN current_setting('server_version_num')::int >= 140000 \
-                          THEN set_config('idle_session_timeout', '0', false) END",
-                    &[&idle],
-                )
-                .await?;
-            Ok(row.get::<_, i32>(0))
-        })
     }
 
     /// Runs `f` on the connection, giving up after `limit` (the connection is then broken).
@@ -157,14 +157,14 @@ impl Conn {
         &self.reached
     }
 
-    /// The server's version number (`150004` for 15.4).
-    pub(super) fn version(&self) -> i32 {
-        self.version
+    /// Whether the server knows `idle_session_timeout` (PostgreSQL 14 and later).
+    pub(super) fn idle_sessions(&self) -> bool {
+        self.idle_sessions
     }
 }
 
-/// `pg` with one host.
-fn single(pg: &Config, host: &Host, port: u16) -> Config {
+/// `pg` with one host, and `options` after the URL's own.
+fn single(pg: &Config, host: &Host, port: u16, options: &str) -> Config {
     let mut one = Config::new();
     match host {
         Host::Tcp(h) => one.host(h),
@@ -180,9 +180,10 @@ fn single(pg: &Config, host: &Host, port: u16) -> Config {
     if let Some(db) = pg.get_dbname() {
         one.dbname(db);
     }
-    if let Some(options) = pg.get_options() {
-        one.options(options);
-    }
+    one.options(match pg.get_options() {
+        Some(yours) => format!("{yours} {options}"),
+        None => options.to_string(),
+    });
     if let Some(name) = pg.get_application_name() {
         one.application_name(name);
     }

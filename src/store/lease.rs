@@ -29,7 +29,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio_postgres::{Config, GenericClient};
+use tokio_postgres::{Client, Config};
 
 use super::conn::{Conn, Outcome};
 
@@ -238,24 +238,26 @@ fn session_prefix(directory: &str) -> String {
     format!("infrakit-tf tf {directory}#")
 }
 
-/// Renews the lease if it is still ours (epoch, not released, not expired). In a commit's
-/// transaction it comes first: it also locks the lease's row until the commit, so no other
-/// host can take it in between. `false`: it is not ours any more (roll back).
-pub(super) async fn renew(
-    c: &impl GenericClient,
-    directory: &str,
-    epoch: i64,
-    timing: Timing,
-) -> Result<bool, tokio_postgres::Error> {
-    let renewed = c
-        .execute(
-            "UPDATE infrakit_tf.leases SET renewed = clock_timestamp(), \
-                 expires = clock_timestamp() + $3 * interval '1 millisecond' \
-             WHERE directory = $1 AND epoch = $2 AND NOT released AND expires > clock_timestamp()",
-            &[&directory, &epoch, &millis(timing.duration)],
-        )
-        .await?;
-    Ok(renewed == 1)
+/// The common table expression that renews the lease if it is still ours (epoch, not
+/// released, not expired), for a statement that writes under it: `WITH {RENEWED}, ...`, its
+/// writes joined to `lease` so that they happen only if it was renewed, and its result's
+/// first column `EXISTS (SELECT 1 FROM lease)`. One statement is one transaction: the
+/// renewal locks the lease's row until it commits, so no other host takes the lease between
+/// the check and the write. Parameters: `$1` the directory, `$2` the epoch, `$3` the lease
+/// in milliseconds ([`fence_params`]).
+pub(super) const RENEWED: &str = "lease AS (UPDATE infrakit_tf.leases SET renewed = clock_timestamp(), \
+     expires = clock_timestamp() + $3 * interval '1 millisecond' \
+     WHERE directory = $1 AND epoch = $2 AND NOT released AND expires > clock_timestamp() RETURNING 1)";
+
+/// The values of `$1` to `$3` of [`RENEWED`].
+pub(super) fn fence_params(timing: Timing) -> f64 {
+    millis(timing.duration)
+}
+
+/// Renews the lease if it is still ours: `false` when it is not.
+async fn renew(c: &Client, directory: &str, epoch: i64, timing: Timing) -> Result<bool, tokio_postgres::Error> {
+    let sql = format!("WITH {RENEWED} SELECT EXISTS (SELECT 1 FROM lease)");
+    Ok(c.query_one(sql.as_str(), &[&directory, &epoch, &fence_params(timing)]).await?.get(0))
 }
 
 fn millis(d: Duration) -> f64 {

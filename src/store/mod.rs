@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 pub(crate) use self::config::{hostname, StoreConfig};
@@ -55,6 +56,8 @@ pub(crate) struct Store {
     lease: Option<Lease>,
     /// Who we are in the lease's record: this process, uniquely (`HOST/PID/NANOS`).
     owner: String,
+    /// The configuration records as [`Store::files`] read them under the lease, by part.
+    configs: Option<BTreeMap<String, ConfigRecord>>,
 }
 
 /// One file as the store holds it.
@@ -91,7 +94,7 @@ impl Store {
         let limit = config.connect_limit();
         let mut conn =
             Conn::open(&config.pg, limit, config.timing.call_limit()).map_err(|f| unavailable(&display, &f.why()))?;
-        config.connected(conn.reached(), conn.version());
+        config.connected(conn.reached(), conn.idle_sessions());
         let probe =
             schema::probe(&mut conn, limit, &config.state_schema()).map_err(|f| unavailable(&display, &f.why()))?;
         if let Some(grant) = probe.missing {
@@ -123,7 +126,7 @@ impl Store {
             std::process::id(),
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos()
         );
-        Ok(Store { conn: Some(conn), config: config.clone(), display, lease: None, owner })
+        Ok(Store { conn: Some(conn), config: config.clone(), display, lease: None, owner, configs: None })
     }
 
     /// The logical directory's name, for messages.
@@ -198,25 +201,32 @@ impl Store {
 
     /// The directory and its files, as of one snapshot; `None` when the store has no
     /// directory of this name yet.
+    /// Under the lease, the configuration records read with them are kept for
+    /// [`Store::config`] (nobody else writes them meanwhile).
     pub(crate) fn files(&mut self) -> Result<Option<StoredDir>> {
         let name = self.config.name.clone();
-        self.query(async |c| {
+        let (dir, config) = self.query(async |c| {
             let rows = c
                 .query(
-                    "SELECT d.id, f.name, f.content, f.mode FROM infrakit_tf.directories d \
+                    "SELECT d.id, f.name, f.content, f.mode, d.config::text FROM infrakit_tf.directories d \
                      LEFT JOIN infrakit_tf.files f ON f.directory = d.id WHERE d.name = $1",
                     &[&name],
                 )
                 .await?;
-            let Some(id) = rows.first().map(|r| r.get::<_, i64>(0)) else { return Ok(None) };
+            let Some(first) = rows.first() else { return Ok((None, None)) };
+            let (id, config): (i64, Option<String>) = (first.get(0), first.get(4));
             let mut files = BTreeMap::new();
             for row in rows {
                 let Some(name) = row.get::<_, Option<String>>(1) else { continue };
                 let mode: i32 = row.get(3);
                 files.insert(name, StoredFile { content: row.get(2), mode: self::mode(mode as u32) });
             }
-            Ok(Some(StoredDir { id, files }))
-        })
+            Ok((Some(StoredDir { id, files }), config))
+        })?;
+        if self.lease.is_some() {
+            self.configs = Some(config.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default());
+        }
+        Ok(dir)
     }
 
     /// Whether schema `schema` holds a terraform state (its pg backend's `default` one).
@@ -233,6 +243,9 @@ impl Store {
     /// what each of its files hashed to, who ran it and when. `None`: no run recorded one (or
     /// no directory yet).
     pub(crate) fn config(&mut self, part: &str) -> Result<Option<ConfigRecord>> {
+        if let Some(configs) = &self.configs {
+            return Ok(configs.get(part).cloned());
+        }
         let (name, part) = (self.config.name.clone(), part.to_string());
         let text: Option<String> = self.query(async |c| {
             let row = c
@@ -247,18 +260,19 @@ impl Store {
     /// the server's), under the lease; the directory's row is created if it is new, so that
     /// the first run's configuration is the one the next host compares with.
     pub(crate) fn set_config(&mut self, part: &str, files: &BTreeMap<String, String>, host: &str) -> Result<()> {
-        let (name, part, host) = (self.config.name.clone(), part.to_string(), host.to_string());
+        let (part, host) = (part.to_string(), host.to_string());
         let files = serde_json::to_string(files)?;
-        self.fenced(async |tx| {
-            tx.execute(
-                "INSERT INTO infrakit_tf.directories AS d (name, config) VALUES ($1, jsonb_build_object($2::text, \
-                     jsonb_build_object('files', $3::text::jsonb, 'host', $4::text, \
-                         'at', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')))) \
-                 ON CONFLICT (name) DO UPDATE SET config = coalesce(d.config, '{}'::jsonb) || excluded.config",
-                &[&name, &part, &files, &host],
-            )
-            .await
-        })?;
+        self.fenced(
+            "rec AS (INSERT INTO infrakit_tf.directories AS d (name, config) \
+                 SELECT $1, jsonb_build_object($4::text, jsonb_build_object('files', $5::text::jsonb, 'host', $6::text, \
+                     'at', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))) FROM lease \
+                 ON CONFLICT (name) DO UPDATE SET config = coalesce(d.config, '{}'::jsonb) || excluded.config RETURNING 1) \
+             SELECT EXISTS (SELECT 1 FROM lease)",
+            &[&part, &files, &host],
+        )?;
+        if let Some(configs) = &mut self.configs {
+            configs.remove(&part); // its time is the server's: not known here
+        }
         Ok(())
     }
 
@@ -279,64 +293,42 @@ impl Store {
                 None => gone.push(name),
             }
         }
-        let name = self.config.name.clone();
-        let id = self.fenced(async |tx| {
-            let id: i64 = tx
-                .query_one(
-                    "INSERT INTO infrakit_tf.directories (name) VALUES ($1) \
-                     ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id",
-                    &[&name],
-                )
-                .await?
-                .get(0);
-            if !gone.is_empty() {
-                tx.execute("DELETE FROM infrakit_tf.files WHERE directory = $1 AND name = ANY($2)", &[&id, &gone])
-                    .await?;
-            }
-            if !names.is_empty() {
-                tx.execute(
-                    "INSERT INTO infrakit_tf.files (directory, name, content, mode) \
-                     SELECT $1, * FROM unnest($2::text[], $3::bytea[], $4::int[]) \
-                     ON CONFLICT (directory, name) DO UPDATE \
-                     SET content = excluded.content, mode = excluded.mode, updated = now()",
-                    &[&id, &names, &contents, &modes],
-                )
-                .await?;
-            }
-            Ok(id)
-        })?;
+        let row = self.fenced(
+            "dir AS (INSERT INTO infrakit_tf.directories (name) SELECT $1 FROM lease \
+                 ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id), \
+             gone AS (DELETE FROM infrakit_tf.files f USING dir WHERE f.directory = dir.id AND f.name = ANY($4)), \
+             put AS (INSERT INTO infrakit_tf.files (directory, name, content, mode) \
+                 SELECT dir.id, u.name, u.content, u.mode \
+                 FROM dir, unnest($5::text[], $6::bytea[], $7::int[]) AS u(name, content, mode) \
+                 ON CONFLICT (directory, name) DO UPDATE \
+                 SET content = excluded.content, mode = excluded.mode, updated = now()) \
+             SELECT EXISTS (SELECT 1 FROM lease), (SELECT id FROM dir)",
+            &[&gone, &names, &contents, &modes],
+        )?;
+        let id: i64 = row.get(1);
         crate::fault::point(|| format!("store commit {} file(s)", ops.len()));
         Ok(id)
     }
 
-    /// Runs `f` in one transaction that first renews the lease by its epoch ([`lease::renew`]):
-    /// a host that lost the lease commits nothing (exit 16).
-    fn fenced<T>(
-        &mut self,
-        f: impl AsyncFn(&tokio_postgres::Transaction<'_>) -> Result<T, tokio_postgres::Error>,
-    ) -> Result<T> {
+    /// Runs `WITH <renewal>, <sql>` ([`lease::RENEWED`]): one statement, so one transaction,
+    /// that writes only if the lease is still ours, its result's first column saying whether it
+    /// was. `params` are `$4` on. A host that lost the lease writes nothing (exit 16). Returns
+    /// the result's row.
+    fn fenced(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row> {
         let lease = self.lease.as_ref().expect("a store change needs the lease");
-        let (name, epoch, timing) = (self.config.name.clone(), lease.epoch(), lease.timing());
+        let (name, epoch, ms) = (self.config.name.clone(), lease.epoch(), lease::fence_params(lease.timing()));
+        let mut all: Vec<&(dyn ToSql + Sync)> = vec![&name, &epoch, &ms];
+        all.extend_from_slice(params);
+        let sql = format!("WITH {}, {sql}", lease::RENEWED);
         let sent = Instant::now();
-        let done = self.query(async |c| {
-            let tx = c.transaction().await?;
-            if !lease::renew(&tx, &name, epoch, timing).await? {
-                return Ok(None);
-            }
-            let value = f(&tx).await?;
-            tx.commit().await?;
-            Ok(Some(value))
-        })?;
+        let row = self.query(async |c| c.query_one(sql.as_str(), &all).await)?;
         let lease = self.lease.as_ref().expect("held");
-        match done {
-            Some(value) => {
-                lease.renewed(sent);
-                Ok(value)
-            }
-            None => {
-                lease.gone("it expired, or another host holds it now");
-                Err(self.lease_lost())
-            }
+        if row.get::<_, bool>(0) {
+            lease.renewed(sent);
+            Ok(row)
+        } else {
+            lease.gone("it expired, or another host holds it now");
+            Err(self.lease_lost())
         }
     }
 
@@ -373,8 +365,7 @@ impl Store {
                 Err(Fault::Lost(why)) => return Err(lost(&self.display, &why)),
                 Err(Fault::Db(e)) => {
                     self.conn = Some(conn);
-                    return Err(anyhow::Error::new(Failure::new(Code::Error, conn::reason(&e)))
-                        .context(format!("the store at {} failed", self.display)));
+                    return Err(anyhow::Error::new(e).context(format!("the store at {} failed", self.display)));
                 }
             }
         }
@@ -386,9 +377,14 @@ impl Store {
         lease_lost(&self.config.name, &self.display, &why)
     }
 
-    /// Gives the lease back, so that another host need not wait for it to expire.
+    /// Gives the lease back, so that another host need not wait for it to expire (on a new
+    /// connection if ours broke; unreleased, it expires).
     fn release(&mut self) {
         if let Some(lease) = self.lease.take() {
+            if self.conn.is_none() && lease.lost().is_none() {
+                self.conn =
+                    Conn::open(&self.config.pg, self.config.connect_limit(), self.config.timing.call_limit()).ok();
+            }
             lease.release(self.conn.as_mut());
         }
     }

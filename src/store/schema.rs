@@ -45,19 +45,21 @@ pub(super) struct Probe {
 /// schema or the state's (`state_schema`) does not exist yet.
 pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Outcome<Probe> {
     conn.call(limit, async |c| {
-        let row = c
-            .query_one(
+        // Sent together (one round trip): the second fails when there is no schema yet.
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&state_schema];
+        let (privileges, version) = tokio::join!(
+            c.query_one(
                 "SELECT has_schema_privilege('public', 'CREATE'), \
                         has_database_privilege(current_database(), 'CREATE'), \
                         to_regnamespace('infrakit_tf') IS NOT NULL AND to_regnamespace($1) IS NOT NULL, \
-                        to_regclass('infrakit_tf.schema_version') IS NOT NULL, \
                         quote_ident(current_database()), quote_ident(current_user)",
-                &[&state_schema],
-            )
-            .await?;
-        let (public, database, schemas_exist, has_version): (bool, bool, bool, bool) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
-        let (db, role): (String, String) = (row.get(4), row.get(5));
+                &params,
+            ),
+            c.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]),
+        );
+        let row = privileges?;
+        let (public, database, schemas_exist): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));
+        let (db, role): (String, String) = (row.get(3), row.get(4));
         let missing = if !database && !schemas_exist {
             Some(format!("GRANT CREATE ON DATABASE {db} TO {role}"))
         } else if !public {
@@ -65,10 +67,10 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         } else {
             None
         };
-        let version = if has_version {
-            c.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]).await?.get(0)
-        } else {
-            None
+        let version = match version {
+            Ok(row) => row.get(0),
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => None,
+            Err(e) => return Err(e),
         };
         Ok(Probe { version, missing })
     })

@@ -7,6 +7,19 @@
 use anyhow::Result;
 
 use super::{schema, Store};
+
+/// Where a state document (terraform writes it pretty-printed, these at its top) says its
+/// lineage and its serial: regular expressions for `substring(... FROM ...)`.
+const LINEAGE: &str = r#"'"lineage":\s*"([^"]*)"'"#;
+const SERIAL: &str = r#"'"serial":\s*([0-9]+)'"#;
+
+/// Whether a store error is "the state's table does not exist" (terraform has not run yet).
+fn no_table(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<tokio_postgres::Error>().and_then(|e| e.code())
+            == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+    })
+}
 use crate::state_guard::{Observed, Stamp};
 
 /// The state row, as a check before a plan or an apply sees it.
@@ -17,69 +30,65 @@ pub(crate) struct StateFacts {
 }
 
 impl Store {
-    /// The state's stamp now and as recorded. Under the lease, its table is fenced first if
-    /// it is not yet (terraform created it on its first run).
+    /// The state's stamp now and as recorded, in one query. Under the lease, its table is
+    /// fenced first if it is not yet (terraform created it on its first run).
     pub(crate) fn state_facts(&mut self) -> Result<StateFacts> {
         let (name, table) = (self.config.name.clone(), self.state_table());
-        let (exists, fenced, recorded) = self.query(async |c| {
-            let row = c
-                .query_one(
-                    "SELECT to_regclass($2) IS NOT NULL, \
-                            EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($2) AND tgname = 'infrakit_tf_fence'), \
-                            (SELECT state_lineage FROM infrakit_tf.directories WHERE name = $1), \
-                            (SELECT state_serial FROM infrakit_tf.directories WHERE name = $1)",
-                    &[&name, &table],
-                )
-                .await?;
-            let recorded = match (row.get::<_, Option<String>>(2), row.get::<_, Option<i64>>(3)) {
-                (Some(lineage), Some(serial)) => Some(Stamp { lineage, serial: serial as u64 }),
-                _ => None,
-            };
-            Ok((row.get::<_, bool>(0), row.get::<_, bool>(1), recorded))
-        })?;
-        if !exists {
-            return Ok(StateFacts { observed: Observed::Missing, recorded });
-        }
-        if !fenced && self.lease.is_some() {
+        let recorded = "(SELECT state_lineage FROM infrakit_tf.directories WHERE name = $1), \
+                        (SELECT state_serial FROM infrakit_tf.directories WHERE name = $1)";
+        let sql = format!(
+            "SELECT {recorded}, \
+                    EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($2) AND tgname = 'infrakit_tf_fence'), \
+                    s.name IS NOT NULL, btrim(s.data) = '', \
+                    substring(left(s.data, 4096) FROM {LINEAGE}), substring(left(s.data, 4096) FROM {SERIAL})::bigint \
+             FROM (SELECT 1) one LEFT JOIN {table} s ON s.name = 'default'"
+        );
+        let stamp = |row: &tokio_postgres::Row, at: usize| match (
+            row.get::<_, Option<String>>(at),
+            row.get::<_, Option<i64>>(at + 1),
+        ) {
+            (Some(lineage), Some(serial)) => Some(Stamp { lineage, serial: serial as u64 }),
+            _ => None,
+        };
+        let row = match self.query(async |c| c.query_one(sql.as_str(), &[&name, &table]).await) {
+            Err(e) if no_table(&e) => {
+                let only = format!("SELECT {recorded}");
+                let row = self.query(async |c| c.query_one(only.as_str(), &[&name]).await)?;
+                return Ok(StateFacts { observed: Observed::Missing, recorded: stamp(&row, 0) });
+            }
+            row => row?,
+        };
+        if !row.get::<_, bool>(2) && self.lease.is_some() {
             let (schema, name) = (self.config.state_schema(), self.config.name.clone());
             self.with(|conn, limit| schema::fence_state(conn, limit, &schema, &name))?;
         }
-        let sql = format!(
-            "SELECT btrim(data) = '', substring(left(data, 4096) FROM '\"lineage\":\\s*\"([^\"]*)\"'), \
-                    substring(left(data, 4096) FROM '\"serial\":\\s*([0-9]+)')::bigint \
-             FROM {table} WHERE name = 'default'"
-        );
-        let observed = self.query(async |c| {
-            Ok(match c.query_opt(sql.as_str(), &[]).await? {
-                None => Observed::Missing,
-                Some(row) if row.get::<_, Option<bool>>(0).unwrap_or(true) => Observed::Empty,
-                Some(row) => match (row.get::<_, Option<String>>(1), row.get::<_, Option<i64>>(2)) {
-                    (Some(lineage), Some(serial)) => Observed::State(Stamp { lineage, serial: serial as u64 }),
-                    _ => Observed::Unreadable("no lineage and serial at its top".into()),
-                },
-            })
-        })?;
-        Ok(StateFacts { observed, recorded })
+        let observed = match (row.get::<_, bool>(3), row.get::<_, Option<bool>>(4)) {
+            (false, _) => Observed::Missing,
+            (true, Some(true) | None) => Observed::Empty,
+            (true, Some(false)) => match stamp(&row, 5) {
+                Some(stamp) => Observed::State(stamp),
+                None => Observed::Unreadable("no lineage and serial at its top".into()),
+            },
+        };
+        Ok(StateFacts { observed, recorded: stamp(&row, 0) })
     }
 
     /// Records the state's stamp as it is now (after a run that may have changed it), under
     /// the lease. Nothing when there is no state yet.
     pub(crate) fn record_state(&mut self) -> Result<()> {
-        let (name, table) = (self.config.name.clone(), self.state_table());
         let sql = format!(
-            "UPDATE infrakit_tf.directories d SET \
-                 state_lineage = substring(left(s.data, 4096) FROM '\"lineage\":\\s*\"([^\"]*)\"'), \
-                 state_serial = substring(left(s.data, 4096) FROM '\"serial\":\\s*([0-9]+)')::bigint \
-             FROM {table} s WHERE d.name = $1 AND s.name = 'default' \
-             AND left(s.data, 4096) ~ '\"lineage\":\\s*\"[^\"]+\"'"
+            "rec AS (UPDATE infrakit_tf.directories d SET \
+                 state_lineage = substring(left(s.data, 4096) FROM {LINEAGE}), \
+                 state_serial = substring(left(s.data, 4096) FROM {SERIAL})::bigint \
+             FROM {} s, lease WHERE d.name = $1 AND s.name = 'default' \
+             AND substring(left(s.data, 4096) FROM {LINEAGE}) IS NOT NULL RETURNING 1) \
+             SELECT EXISTS (SELECT 1 FROM lease)",
+            self.state_table()
         );
-        let exists = self.query(async |c| {
-            Ok(c.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table]).await?.get::<_, bool>(0))
-        })?;
-        if exists {
-            self.fenced(async |tx| tx.execute(sql.as_str(), &[&name]).await)?;
+        match self.fenced(&sql, &[]) {
+            Err(e) if no_table(&e) => Ok(()),
+            done => done.map(drop),
         }
-        Ok(())
     }
 
     /// Whether terraform's state holds machines (VMs of instances) although no run through the
