@@ -4,8 +4,14 @@
 //! built-in `terraform_data` cannot simulate.
 //!
 //! Knobs, read at every create so tests can flip them between terraform runs:
-//! - `<dir>/delay-ms` file (else env `FAKECLOUD_DELAY_MS`): create sleeps that many ms;
+//! - `<dir>/delay-ms` file (else env `FAKECLOUD_DELAY_MS`): create sleeps that many ms first;
+//! - `<dir>/boot-ms` file: create makes the object, then sleeps that many ms before it
+//!   returns, as a real cloud creates a machine at once and reports it running later (a
+//!   terraform killed meanwhile never records it);
 //! - `<dir>/fail-create` file exists: create fails with a diagnostic.
+//!
+//! Data sources `fakecloud_instances` and `fakecloud_volumes` (as `aws_instances`): the IDs of
+//! the objects whose tags include every one of `tags`.
 
 // The workspace clippy.toml routes file writes through infrakit-tf's own fsio module; this
 // standalone test binary cannot use it and has its own atomic `store` below.
@@ -119,11 +125,17 @@ fn random_u32() -> u32 {
 /// The create delay: the `delay-ms` file wins over the env var, so a test can change it
 /// between runs without restarting anything.
 fn create_delay(dir: &Path) -> Result<Duration, String> {
-    let (text, origin) = match std::fs::read_to_string(dir.join("delay-ms")) {
-        Ok(text) => (text, "file delay-ms"),
-        Err(_) => match std::env::var("FAKECLOUD_DELAY_MS") {
-            Ok(text) => (text, "FAKECLOUD_DELAY_MS"),
-            Err(_) => return Ok(Duration::ZERO),
+    knob(dir, "delay-ms", Some("FAKECLOUD_DELAY_MS"))
+}
+
+/// A delay in ms from the file `name` in the cloud directory, else the variable `var`.
+fn knob(dir: &Path, name: &str, var: Option<&str>) -> Result<Duration, String> {
+    let file = format!("file {name}");
+    let (text, origin) = match std::fs::read_to_string(dir.join(name)) {
+        Ok(text) => (text, file.as_str()),
+        Err(_) => match var.map(std::env::var) {
+            Some(Ok(text)) => (text, var.unwrap_or_default()),
+            _ => return Ok(Duration::ZERO),
         },
     };
     // A typo must not silently turn a slow-create test into a fast one.
@@ -139,6 +151,7 @@ trait Kind: Serialize + DeserializeOwned + Default + Send + Sync + 'static {
     const ID_PREFIX: &'static str;
     fn attributes() -> HashMap<String, Attribute>;
     fn id_mut(&mut self) -> &mut Value<String>;
+    fn tags(&self) -> &Tags;
     /// Completes a planned state (`prior` is `None` for a create) and returns the attributes
     /// whose change forces a replacement.
     fn plan(&mut self, config: &Self, prior: Option<&Self>) -> Vec<AttributePath>;
@@ -173,6 +186,9 @@ impl Kind for Instance {
     }
     fn id_mut(&mut self) -> &mut Value<String> {
         &mut self.id
+    }
+    fn tags(&self) -> &Tags {
+        &self.tags
     }
     fn plan(&mut self, _config: &Self, prior: Option<&Self>) -> Vec<AttributePath> {
         match prior {
@@ -218,6 +234,9 @@ impl Kind for Volume {
     }
     fn id_mut(&mut self) -> &mut Value<String> {
         &mut self.id
+    }
+    fn tags(&self) -> &Tags {
+        &self.tags
     }
     fn plan(&mut self, config: &Self, prior: Option<&Self>) -> Vec<AttributePath> {
         // Terraform proposes the prior size when the config has none; removing `size` from
@@ -342,9 +361,9 @@ impl<K: Kind> Resource for FileResource<K> {
                 return None;
             }
         }
-        let knob = dir.join("fail-create");
-        if knob.exists() {
-            let detail = format!("remove {} to allow creates again", knob.display());
+        let refuse = dir.join("fail-create");
+        if refuse.exists() {
+            let detail = format!("remove {} to allow creates again", refuse.display());
             diags.root_error("fakecloud: create refused (fail-create is set)", detail);
             return None;
         }
@@ -352,7 +371,7 @@ impl<K: Kind> Resource for FileResource<K> {
             let id = format!("{}{:08x}", K::ID_PREFIX, random_u32());
             planned.born(id.clone());
             match store(&dir, &id, &planned, true) {
-                Ok(()) => return Some((planned, private)),
+                Ok(()) => break,
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
                 Err(e) => {
                     diags.root_error_short(format!("fakecloud: writing {id}: {e}"));
@@ -360,6 +379,15 @@ impl<K: Kind> Resource for FileResource<K> {
                 }
             }
         }
+        // The machine exists; it is reported once it has booted.
+        match knob(&dir, "boot-ms", None) {
+            Ok(boot) => tokio::time::sleep(boot).await,
+            Err(e) => {
+                diags.root_error_short(e);
+                return None;
+            }
+        }
+        Some((planned, private))
     }
 
     async fn update<'a>(
@@ -428,6 +456,80 @@ impl<K: Kind> Resource for FileResource<K> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The data sources: objects by tags
+
+/// `fakecloud_instances` / `fakecloud_volumes`: `tags` in, `ids` out.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(default)]
+struct ByTags {
+    tags: Tags,
+    ids: Value<Vec<Value<String>>>,
+}
+
+struct Lookup<K> {
+    cloud: Cloud,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Kind> Lookup<K> {
+    fn boxed(cloud: &Cloud) -> Box<dyn tf_provider::DynamicDataSource> {
+        Box::new(Self { cloud: cloud.clone(), kind: PhantomData })
+    }
+}
+
+#[async_trait]
+impl<K: Kind> tf_provider::DataSource for Lookup<K> {
+    type State<'a> = ByTags;
+    type ProviderMetaState<'a> = ValueEmpty;
+
+    fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
+        use AttributeConstraint::*;
+        let attributes = HashMap::from([
+            ("tags".into(), attr(string_map(), Required, "Every one of these tags")),
+            ("ids".into(), attr(AttributeType::List(Box::new(AttributeType::String)), Computed, "IDs, sorted")),
+        ]);
+        let block = Block { attributes, description: format!("{}s by tags", K::TYPE).into(), ..Default::default() };
+        Some(Schema { version: 0, block })
+    }
+
+    async fn read<'a>(&self, diags: &mut Diagnostics, mut config: ByTags, _meta: ValueEmpty) -> Option<ByTags> {
+        let dir = self.cloud.dir(diags)?;
+        let wanted: BTreeMap<String, String> = match &config.tags {
+            Value::Value(tags) => {
+                tags.iter().filter_map(|(k, v)| v.as_ref_option().map(|v| (k.clone(), v.clone()))).collect()
+            }
+            _ => BTreeMap::new(),
+        };
+        let mut ids = Vec::new();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                diags.root_error_short(format!("fakecloud: listing {}: {e}", dir.display()));
+                return None;
+            }
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_suffix(".json").filter(|n| !n.starts_with('.')) else { continue };
+            // Objects of the other kind are not ours to list.
+            let Ok(Some(obj)) = load::<K>(&dir, id) else { continue };
+            let has = match obj.tags() {
+                Value::Value(tags) => wanted
+                    .iter()
+                    .all(|(k, v)| tags.get(k.as_str()).and_then(|t| t.as_ref_option()).is_some_and(|t| t == v)),
+                _ => wanted.is_empty(),
+            };
+            if has {
+                ids.push(id.to_string());
+            }
+        }
+        ids.sort();
+        config.ids = Value::Value(ids.into_iter().map(Value::Value).collect());
+        Some(config)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The provider
 
 #[derive(Serialize, Deserialize, Default)]
@@ -485,6 +587,16 @@ impl Provider for FakeCloud {
         Some(HashMap::from([
             ("instance".to_owned(), FileResource::<Instance>::boxed(&self.cloud)),
             ("volume".to_owned(), FileResource::<Volume>::boxed(&self.cloud)),
+        ]))
+    }
+
+    fn get_data_sources(
+        &self,
+        _diags: &mut Diagnostics,
+    ) -> Option<HashMap<String, Box<dyn tf_provider::DynamicDataSource>>> {
+        Some(HashMap::from([
+            ("instances".to_owned(), Lookup::<Instance>::boxed(&self.cloud)),
+            ("volumes".to_owned(), Lookup::<Volume>::boxed(&self.cloud)),
         ]))
     }
 }
