@@ -109,6 +109,28 @@ pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
     }
 }
 
+/// Whether `dir` holds a state terraform could not save (`errored.tfstate`).
+pub(crate) fn errored(dir: &Path) -> bool {
+    dir.join(ERRORED).exists()
+}
+
+/// With a store: another host (`host`, `HOST:DIR`) holds a state terraform could not save; a
+/// plan or an apply here would make what it made again (exit 13). `env` reaches the state;
+/// `forget` is the SQL for a host that is gone for good.
+pub(crate) fn errored_elsewhere(host: &str, env: &str, forget: &str) -> anyhow::Error {
+    let (name, dir) = host.split_once(':').unwrap_or((host, "."));
+    Failure::new(
+        Code::StateLost,
+        format!(
+            "refusing to run terraform: `{ERRORED}` on `{host}` holds a state terraform could not save there; applying here would make what it made again"
+        ),
+    )
+    .hint(format!(
+        "on {name}: `cd {dir} && {env} terraform state push {ERRORED}`, remove it, and run any command there; if that host or its file is gone for good, forget it (`{forget}`) and re-run"
+    ))
+    .into()
+}
+
 /// What is wrong with the state `observed` when the last run left `recorded`: `None` when it
 /// is that state, or a later version of it (a missing state with nothing recorded is a
 /// directory whose first apply has not saved one yet).

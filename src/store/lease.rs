@@ -3,7 +3,8 @@
 //! fencing-token argument (a lock is only safe if what it guards checks a token).
 //!
 //! - **The record** is a row of `infrakit_tf.leases`: the directory, its `epoch` (the fencing
-//!   token: one more at every acquisition), the holder, and `expires`, set from the *server's*
+//!   token: a new number from a sequence at every acquisition, so that even a row deleted by
+//!   hand never gives two holders one token), the holder, and `expires`, set from the *server's*
 //!   clock (`clock_timestamp()`), never a host's. A host takes the lease only when it is free:
 //!   released, or expired.
 //! - **The heartbeat** renews it every [`Timing::renew_every`] on a connection of its own
@@ -25,8 +26,9 @@
 //!   server): the new holder ends the old holder's terraform sessions, whose advisory state
 //!   lock PostgreSQL would otherwise keep until TCP keepalive notices (two hours by default).
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio_postgres::{Client, Config};
@@ -81,6 +83,28 @@ struct State {
 }
 
 impl Shared {
+    /// A renewal sent at `sent` succeeded.
+    fn renewed(&self, sent: Instant) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.renewed = state.renewed.max(sent);
+        state.last_error = None;
+        if let Some(page) = page() {
+            let ns = monotonic_ns().saturating_sub(sent.elapsed().as_nanos() as u64);
+            page.renewed.fetch_max(ns, Ordering::SeqCst);
+        }
+    }
+
+    /// The server said it is not ours any more.
+    fn gone(&self, why: &str) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !state.released {
+            state.gone.get_or_insert_with(|| why.to_string());
+            if let Some(page) = page() {
+                page.gone.store(1, Ordering::SeqCst);
+            }
+        }
+    }
+
     fn lost(&self) -> Option<String> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.released {
@@ -99,6 +123,97 @@ impl Shared {
 
 /// The lease this process holds, if any (one per process: one directory per command).
 static CURRENT: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
+
+/// The lease as the watchdog sees it (`terraform/watchdog.rs`): a page of memory shared with
+/// the processes this one forks, so that a watchdog whose parent is frozen or dead still
+/// knows when the lease was last renewed.
+#[repr(C)]
+pub(crate) struct Page {
+    /// `CLOCK_MONOTONIC` nanoseconds when the last successful renewal was sent.
+    pub(crate) renewed: AtomicU64,
+    /// Set when the server said the lease is not ours any more.
+    pub(crate) gone: AtomicU32,
+    /// Set when the running terraform was interrupted already (by us, or a terminal's
+    /// Ctrl-C): never twice, or it exits at once, unsaved.
+    pub(crate) interrupted: AtomicU32,
+}
+
+/// The page, mapped once (shared, anonymous) on first use; `None` if it could not be.
+fn page() -> Option<&'static Page> {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    let at = *PAGE.get_or_init(|| {
+        // SAFETY: a new anonymous shared mapping of one page, zero-filled, never unmapped.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                std::mem::size_of::<Page>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            0
+        } else {
+            p as usize
+        }
+    });
+    // SAFETY: zero-filled memory is a valid `Page` (atomics of 0), mapped for the process's life.
+    (at != 0).then(|| unsafe { &*(at as *const Page) })
+}
+
+/// The time of `CLOCK_MONOTONIC` (which `Instant` reads too), in nanoseconds.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// What the watchdog of a terraform run needs: the page, and the lease's timings.
+pub(crate) struct Watch {
+    pub(crate) page: &'static Page,
+    /// No renewal for this long: the lease counts as lost.
+    pub(crate) deadline: Duration,
+    /// From the interrupt to the kill, when the lease was not renewed in time.
+    pub(crate) grace: Duration,
+    /// From infrakit-tf's death (the kernel's interrupt) to the kill: the lease was renewed at
+    /// most a sixth of it before, so half of it still ends terraform by two thirds.
+    pub(crate) orphan_grace: Duration,
+}
+
+/// Claims the one interrupt the running terraform may get (see [`Page::interrupted`]):
+/// `false` when the watchdog (or a terminal's Ctrl-C, [`note_interrupted`]) took it already.
+/// Without a lease there is no watchdog: always `true`.
+pub(crate) fn claim_interrupt() -> bool {
+    match current().and(page()) {
+        Some(page) => page.interrupted.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst).is_ok(),
+        None => true,
+    }
+}
+
+/// Notes that the running terraform was interrupted by a terminal's Ctrl-C.
+pub(crate) fn note_interrupted() {
+    if let Some(page) = current().and(page()) {
+        page.interrupted.store(1, Ordering::SeqCst);
+    }
+}
+
+/// The watch of the lease this process holds, if any, for a terraform run about to start (not
+/// interrupted yet).
+pub(crate) fn watch() -> Option<Watch> {
+    let shared = current()?;
+    let timing = shared.timing;
+    let page = page()?;
+    page.interrupted.store(0, Ordering::SeqCst);
+    Some(Watch {
+        page,
+        deadline: timing.renew_deadline(),
+        grace: timing.kill_grace(),
+        orphan_grace: timing.renew_deadline(),
+    })
+}
 
 fn current() -> Option<Arc<Shared>> {
     CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -120,11 +235,6 @@ pub(crate) fn lost_error(why: &str) -> anyhow::Error {
     )
     .hint("another host may hold it now: nothing more was changed here; what earlier steps committed stands, and the next run (here or on another host) carries on from the store")
     .into()
-}
-
-/// How long terraform has to stop after the interrupt a lost lease sends, before it is killed.
-pub(crate) fn kill_grace() -> Duration {
-    current().map_or(Duration::from_secs(5), |s| s.timing.kill_grace())
 }
 
 /// The epoch of the lease this process holds: terraform's state writes carry it.
@@ -157,14 +267,15 @@ pub(super) fn try_acquire(
     conn.call(limit, async |c| {
         let row = c
             .query_opt(
-                "WITH prev AS (SELECT holder, released, expires <= clock_timestamp() AS expired \
+                "WITH prev AS (SELECT holder, released, expires <= clock_timestamp() AS expired, \
+                                      released OR expires <= clock_timestamp() OR owner = $3 AS free \
                                FROM infrakit_tf.leases WHERE directory = $1) \
                  INSERT INTO infrakit_tf.leases AS l \
                      (directory, epoch, holder, owner, acquired, renewed, expires, released, applying) \
-                 SELECT $1, 1, $2, $3, clock_timestamp(), clock_timestamp(), \
+                 SELECT $1, nextval('infrakit_tf.lease_epochs'), $2, $3, clock_timestamp(), clock_timestamp(), \
                         clock_timestamp() + $4 * interval '1 millisecond', false, false \
-                 WHERE pg_try_advisory_xact_lock($5, $6) \
-                 ON CONFLICT (directory) DO UPDATE SET epoch = l.epoch + 1, holder = excluded.holder, \
+                 WHERE coalesce((SELECT free FROM prev), true) AND pg_try_advisory_xact_lock($5, $6) \
+                 ON CONFLICT (directory) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, \
                      owner = excluded.owner, acquired = excluded.acquired, renewed = excluded.renewed, \
                      expires = excluded.expires, released = false, applying = false \
                  WHERE l.released OR l.expires <= clock_timestamp() OR l.owner = excluded.owner \
@@ -281,6 +392,11 @@ impl Lease {
             timing,
             state: Mutex::new(State { renewed: sent, gone: None, last_error: None, released: false }),
         });
+        if let Some(page) = page() {
+            page.gone.store(0, Ordering::SeqCst);
+            page.renewed.store(0, Ordering::SeqCst);
+        }
+        shared.renewed(sent);
         let (stop, stopped) = mpsc::channel();
         let beat = Heartbeat { pg: pg.clone(), shared: shared.clone() };
         // Detached: at release it is told to stop, and a renewal after the release cannot
@@ -305,13 +421,12 @@ impl Lease {
 
     /// A commit renewed it (its statement was sent at `sent`).
     pub(super) fn renewed(&self, sent: Instant) {
-        let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.renewed = state.renewed.max(sent);
+        self.shared.renewed(sent);
     }
 
     /// The server said it is not ours any more.
     pub(super) fn gone(&self, why: &str) {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).gone.get_or_insert_with(|| why.to_string());
+        self.shared.gone(why);
     }
 
     /// Gives it back (best effort: unreleased, it expires): `conn` runs the release.
@@ -362,16 +477,11 @@ impl Heartbeat {
             let sent = Instant::now();
             match self.renew(&mut conn, every) {
                 Ok(true) => {
-                    let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-                    state.renewed = state.renewed.max(sent);
-                    state.last_error = None;
+                    self.shared.renewed(sent);
                     wait = every;
                 }
                 Ok(false) => {
-                    let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-                    if !state.released {
-                        state.gone.get_or_insert_with(|| "it expired, or another host holds it now".into());
-                    }
+                    self.shared.gone("it expired, or another host holds it now");
                     return;
                 }
                 Err(why) => {

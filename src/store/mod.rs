@@ -58,6 +58,8 @@ pub(crate) struct Store {
     owner: String,
     /// The configuration records as [`Store::files`] read them under the lease, by part.
     configs: Option<BTreeMap<String, ConfigRecord>>,
+    /// Configuration records to write with the first write (see [`Store::set_config`]).
+    pending: Vec<(String, String, String)>,
 }
 
 /// One file as the store holds it.
@@ -126,7 +128,15 @@ impl Store {
             std::process::id(),
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos()
         );
-        Ok(Store { conn: Some(conn), config: config.clone(), display, lease: None, owner, configs: None })
+        Ok(Store {
+            conn: Some(conn),
+            config: config.clone(),
+            display,
+            lease: None,
+            owner,
+            configs: None,
+            pending: Vec::new(),
+        })
     }
 
     /// The logical directory's name, for messages.
@@ -256,22 +266,26 @@ impl Store {
         Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
     }
 
-    /// Records that `host` runs part `part` of the configuration as `files` now (the time is
-    /// the server's), under the lease; the directory's row is created if it is new, so that
-    /// the first run's configuration is the one the next host compares with.
+    /// Records that `host` runs part `part` of the configuration as `files` (the time is the
+    /// server's), with the command's first write to the store (so that a command that fails
+    /// before it writes, or only checks, records nothing); the directory's row is created if
+    /// it is new, so that the first run's configuration is the one the next host compares with.
     pub(crate) fn set_config(&mut self, part: &str, files: &BTreeMap<String, String>, host: &str) -> Result<()> {
-        let (part, host) = (part.to_string(), host.to_string());
-        let files = serde_json::to_string(files)?;
-        self.fenced(
+        self.pending.push((part.to_string(), serde_json::to_string(files)?, host.to_string()));
+        Ok(())
+    }
+
+    /// Writes the configuration records [`Store::set_config`] keeps for the first write.
+    fn write_configs(&mut self) -> Result<()> {
+        for (part, files, host) in std::mem::take(&mut self.pending) {
+            self.fenced_now(
             "rec AS (INSERT INTO infrakit_tf.directories AS d (name, config) \
                  SELECT $1, jsonb_build_object($4::text, jsonb_build_object('files', $5::text::jsonb, 'host', $6::text, \
                      'at', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))) FROM lease \
                  ON CONFLICT (name) DO UPDATE SET config = coalesce(d.config, '{}'::jsonb) || excluded.config RETURNING 1) \
              SELECT EXISTS (SELECT 1 FROM lease)",
             &[&part, &files, &host],
-        )?;
-        if let Some(configs) = &mut self.configs {
-            configs.remove(&part); // its time is the server's: not known here
+            )?;
         }
         Ok(())
     }
@@ -315,6 +329,12 @@ impl Store {
     /// was. `params` are `$4` on. A host that lost the lease writes nothing (exit 16). Returns
     /// the result's row.
     fn fenced(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row> {
+        self.write_configs()?;
+        self.fenced_now(sql, params)
+    }
+
+    /// [`Store::fenced`], and nothing more.
+    fn fenced_now(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<tokio_postgres::Row> {
         let lease = self.lease.as_ref().expect("a store change needs the lease");
         let (name, epoch, ms) = (self.config.name.clone(), lease.epoch(), lease::fence_params(lease.timing()));
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&name, &epoch, &ms];

@@ -8,14 +8,16 @@
 //! infrakit_tf.directories    (id bigserial primary key, name text unique, created timestamptz,
 //!                             config_fingerprint text, config_host text,   -- version 1, unused
 //!                             config jsonb,                 -- what each part was last run with
-//!                             state_lineage text, state_serial bigint)  -- terraform's state, as
+//!                             state_lineage text, state_serial bigint,  -- terraform's state, as
 //!                                                                       -- our last run left it
+//!                             errored text)   -- the host holding a state terraform could not save
 //! infrakit_tf.files          (directory bigint references directories on delete cascade,
 //!                             name text, content bytea, mode integer, updated timestamptz,
 //!                             primary key (directory, name))
 //! infrakit_tf.leases         (directory text primary key, epoch bigint, holder text,
 //!                             owner text, acquired, renewed, expires timestamptz,
 //!                             released boolean, applying boolean)           -- see `lease`
+//! infrakit_tf.lease_epochs   -- a sequence: every acquisition's epoch, never twice
 //! infrakit_tf.fence()        -- the trigger function on each state table (see `fence_state`)
 //! ```
 
@@ -52,7 +54,9 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
                 "SELECT has_schema_privilege('public', 'CREATE'), \
                         has_database_privilege(current_database(), 'CREATE'), \
                         to_regnamespace('infrakit_tf') IS NOT NULL AND to_regnamespace($1) IS NOT NULL, \
-                        quote_ident(current_database()), quote_ident(current_user)",
+                        quote_ident(current_database()), quote_ident(current_user), \
+                        to_regnamespace('infrakit_tf') IS NULL OR has_schema_privilege('infrakit_tf', 'USAGE') \
+                            AND has_table_privilege('infrakit_tf.leases', 'SELECT, INSERT, UPDATE, DELETE')",
                 &params,
             ),
             c.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]),
@@ -60,8 +64,15 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         let row = privileges?;
         let (public, database, schemas_exist): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));
         let (db, role): (String, String) = (row.get(3), row.get(4));
+        let ours: bool = row.get(5);
         let missing = if !database && !schemas_exist {
             Some(format!("GRANT CREATE ON DATABASE {db} TO {role}"))
+        } else if !ours {
+            // Another role created the store's schema: every host must be allowed its tables.
+            Some(format!(
+                "GRANT USAGE ON SCHEMA infrakit_tf TO {role}; GRANT ALL ON ALL TABLES IN SCHEMA infrakit_tf TO {role}; \
+                 GRANT ALL ON ALL SEQUENCES IN SCHEMA infrakit_tf TO {role}"
+            ))
         } else if !public {
             Some(format!("GRANT CREATE ON SCHEMA public TO {role}"))
         } else {
@@ -70,6 +81,8 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         let version = match version {
             Ok(row) => row.get(0),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => None,
+            // Told as the missing GRANT above.
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => None,
             Err(e) => return Err(e),
         };
         Ok(Probe { version, missing })
@@ -93,7 +106,8 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
              ALTER TABLE infrakit_tf.directories
                  ADD COLUMN IF NOT EXISTS config jsonb,
                  ADD COLUMN IF NOT EXISTS state_lineage text,
-                 ADD COLUMN IF NOT EXISTS state_serial bigint;
+                 ADD COLUMN IF NOT EXISTS state_serial bigint,
+                 ADD COLUMN IF NOT EXISTS errored text;
              CREATE TABLE IF NOT EXISTS infrakit_tf.files (
                  directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
                  name text NOT NULL,
@@ -101,6 +115,7 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
                  mode integer NOT NULL,
                  updated timestamptz NOT NULL DEFAULT now(),
                  PRIMARY KEY (directory, name));
+             CREATE SEQUENCE IF NOT EXISTS infrakit_tf.lease_epochs;
              CREATE TABLE IF NOT EXISTS infrakit_tf.leases (
                  directory text PRIMARY KEY,
                  epoch bigint NOT NULL,

@@ -27,6 +27,8 @@ pub(crate) struct StateFacts {
     pub(crate) observed: Observed,
     /// What the last run through the store left.
     pub(crate) recorded: Option<Stamp>,
+    /// The host (`HOST:DIR`) that holds a state terraform could not save, if any.
+    pub(crate) errored: Option<String>,
 }
 
 impl Store {
@@ -35,7 +37,8 @@ impl Store {
     pub(crate) fn state_facts(&mut self) -> Result<StateFacts> {
         let (name, table) = (self.config.name.clone(), self.state_table());
         let recorded = "(SELECT state_lineage FROM infrakit_tf.directories WHERE name = $1), \
-                        (SELECT state_serial FROM infrakit_tf.directories WHERE name = $1)";
+                        (SELECT state_serial FROM infrakit_tf.directories WHERE name = $1), \
+                        (SELECT errored FROM infrakit_tf.directories WHERE name = $1)";
         let sql = format!(
             "SELECT {recorded}, \
                     EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($2) AND tgname = 'infrakit_tf_fence'), \
@@ -54,38 +57,40 @@ impl Store {
             Err(e) if no_table(&e) => {
                 let only = format!("SELECT {recorded}");
                 let row = self.query(async |c| c.query_one(only.as_str(), &[&name]).await)?;
-                return Ok(StateFacts { observed: Observed::Missing, recorded: stamp(&row, 0) });
+                return Ok(StateFacts { observed: Observed::Missing, recorded: stamp(&row, 0), errored: row.get(2) });
             }
             row => row?,
         };
-        if !row.get::<_, bool>(2) && self.lease.is_some() {
+        if !row.get::<_, bool>(3) && self.lease.is_some() {
             let (schema, name) = (self.config.state_schema(), self.config.name.clone());
             self.with(|conn, limit| schema::fence_state(conn, limit, &schema, &name))?;
         }
-        let observed = match (row.get::<_, bool>(3), row.get::<_, Option<bool>>(4)) {
+        let observed = match (row.get::<_, bool>(4), row.get::<_, Option<bool>>(5)) {
             (false, _) => Observed::Missing,
             (true, Some(true) | None) => Observed::Empty,
-            (true, Some(false)) => match stamp(&row, 5) {
+            (true, Some(false)) => match stamp(&row, 6) {
                 Some(stamp) => Observed::State(stamp),
                 None => Observed::Unreadable("no lineage and serial at its top".into()),
             },
         };
-        Ok(StateFacts { observed, recorded: stamp(&row, 0) })
+        Ok(StateFacts { observed, recorded: stamp(&row, 0), errored: row.get(2) })
     }
 
     /// Records the state's stamp as it is now (after a run that may have changed it), under
-    /// the lease. Nothing when there is no state yet.
-    pub(crate) fn record_state(&mut self) -> Result<()> {
+    /// the lease, and whether this host (`me`, `HOST:DIR`) holds a state terraform could not
+    /// save (`errored`: `errored.tfstate`): then every other host refuses to plan or apply
+    /// until it is pushed (see `state_guard::check_store`).
+    pub(crate) fn record_state(&mut self, me: &str, errored: bool) -> Result<()> {
         let sql = format!(
             "rec AS (UPDATE infrakit_tf.directories d SET \
-                 state_lineage = substring(left(s.data, 4096) FROM {LINEAGE}), \
-                 state_serial = substring(left(s.data, 4096) FROM {SERIAL})::bigint \
-             FROM {} s, lease WHERE d.name = $1 AND s.name = 'default' \
-             AND substring(left(s.data, 4096) FROM {LINEAGE}) IS NOT NULL RETURNING 1) \
+                 state_lineage = coalesce(substring(left(s.data, 4096) FROM {LINEAGE}), d.state_lineage), \
+                 state_serial = coalesce(substring(left(s.data, 4096) FROM {SERIAL})::bigint, d.state_serial), \
+                 errored = CASE WHEN $4 THEN $5 WHEN d.errored = $5 THEN NULL ELSE d.errored END \
+             FROM lease LEFT JOIN {} s ON s.name = 'default' WHERE d.name = $1 RETURNING 1) \
              SELECT EXISTS (SELECT 1 FROM lease)",
             self.state_table()
         );
-        match self.fenced(&sql, &[]) {
+        match self.fenced(&sql, &[&errored, &me]) {
             Err(e) if no_table(&e) => Ok(()),
             done => done.map(drop),
         }
@@ -121,6 +126,11 @@ impl Store {
             "UPDATE infrakit_tf.directories SET state_lineage = NULL, state_serial = NULL WHERE name = '{}'",
             self.config.name
         )
+    }
+
+    /// The SQL that forgets which host holds an unsaved state (for hints).
+    pub(crate) fn forget_errored_sql(&self) -> String {
+        format!("UPDATE infrakit_tf.directories SET errored = NULL WHERE name = '{}'", self.config.name)
     }
 
     /// `"<schema>".states`.

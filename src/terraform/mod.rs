@@ -16,6 +16,7 @@ mod conclude;
 mod follow;
 mod probe_cache;
 mod supervise;
+mod watchdog;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -9,10 +9,11 @@
 //!   SIGINT; after either we wait up to [`STOP_GRACE`] for it to stop. `--terraform-timeout`:
 //!   one SIGINT when the run is over time, then SIGKILL after a grace period as long as the
 //!   timeout (at most a minute). A stop asked for before the run means it never starts.
-//! - With a store (several hosts), terraform may not outlive its lease: when the lease is lost
-//!   (`store::lease`), it is interrupted, then killed after the lease's grace, well before the
-//!   lease can expire and another host start; and it dies with us (`PR_SET_PDEATHSIG`), since
-//!   a dead infrakit-tf renews nothing. Its plugins may outlive it; they cannot write the state.
+//! - With a store (several hosts), terraform may not outlive its lease: its watchdog (a
+//!   process of its own, `watchdog.rs`) interrupts it when the lease is not renewed in time,
+//!   then kills it before the lease can expire and another host start, whether we are alive,
+//!   frozen or dead; and when we die the kernel interrupts it (`PR_SET_PDEATHSIG`, SIGINT), so
+//!   that it saves what it made before it goes.
 #![allow(clippy::disallowed_methods)] // the one place that spawns
 
 use std::process::{Command, ExitStatus};
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::follow::{Collected, Followed, Sink};
+use super::watchdog::Watchdog;
 use super::{Invocation, Terraform};
 use crate::exit::{Code, Failure};
 use crate::signals::{self, ChildRunning};
@@ -64,6 +66,7 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     let mut child: std::process::Child =
         command(tf, &inv.args).stdout(stdout_w).stderr(stderr_w).spawn().map_err(|e| tf.spawn_error(e))?;
     let pid = child.id();
+    let watchdog = if tf.dies_with_us { lease::watch().and_then(|w| Watchdog::start(pid, w)) } else { None };
     fault::point(|| format!("spawned {display}"));
     // Best effort: without the record, terraform's own state lock still guards its state.
     if inv.touches_dir {
@@ -83,18 +86,21 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
             collected.finish(&mut stdout, &mut stderr, &mut sink);
             break status;
         }
-        let lost = if tf.dies_with_us { lease::lost() } else { None };
-        if fenced.is_none() {
-            fenced = lost.clone();
+        if fenced.is_none() && tf.dies_with_us {
+            fenced = lease::lost(); // the watchdog stops terraform
         }
-        let seen = Seen {
-            terminated: running.terminated(),
-            stop_requested: signals::stop_requested(),
-            fence_lost: lost.is_some().then(lease::kill_grace),
-        };
+        let seen = Seen { terminated: running.terminated(), stop_requested: signals::stop_requested() };
+        if seen.stop_requested {
+            lease::note_interrupted(); // a terminal's Ctrl-C reached terraform
+        }
         match policy.next(Instant::now(), seen) {
             Action::Wait => {}
-            Action::Interrupt => signals::interrupt(pid),
+            // Never a second interrupt: the watchdog may have sent one (a lost lease).
+            Action::Interrupt => {
+                if lease::claim_interrupt() {
+                    signals::interrupt(pid);
+                }
+            }
             Action::Kill => signals::kill(pid),
             Action::GiveUp => {
                 return Err(Failure::new(
@@ -114,6 +120,12 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
         }
     };
     drop(running);
+    if let Some(watchdog) = watchdog {
+        watchdog.stop();
+    }
+    if fenced.is_none() && tf.dies_with_us {
+        fenced = lease::lost(); // lost while we were frozen: terraform was stopped meanwhile
+    }
     if inv.touches_dir {
         let _ = lock::note_done(); // a stale record names a dead process: the next lock drops it
     }
@@ -142,10 +154,10 @@ fn command(tf: &Terraform, args: &[String]) -> Command {
         // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid, _exit).
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT as libc::c_ulong, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                // We died before the prctl: nobody would kill it then.
+                // We died before the prctl: nobody would stop it then.
                 if libc::getppid() != parent {
                     libc::_exit(1);
                 }
@@ -160,7 +172,7 @@ fn command(tf: &Terraform, args: &[String]) -> Command {
 #[derive(Debug, PartialEq, Eq)]
 enum Action {
     Wait,
-    /// SIGINT: stop gracefully (a forwarded SIGTERM, the timeout, a lost lease).
+    /// SIGINT: stop gracefully (a forwarded SIGTERM, the timeout).
     Interrupt,
     /// SIGKILL: the grace after the interrupt is over.
     Kill,
@@ -176,8 +188,6 @@ struct Seen {
     terminated: bool,
     /// SIGINT or SIGTERM arrived.
     stop_requested: bool,
-    /// The lease was lost: terraform must be gone within this grace.
-    fence_lost: Option<Duration>,
 }
 
 /// The signal and deadline policy of one run, decided from the time and the signals seen.
@@ -190,7 +200,6 @@ struct Policy {
     /// An interrupt was sent (never a second one: terraform would exit at once).
     interrupted: bool,
     timed_out: bool,
-    fenced: bool,
     stop_deadline: Option<Instant>,
     kill_at: Option<Instant>,
     killed: bool,
@@ -208,7 +217,6 @@ impl Policy {
             forwarded: false,
             interrupted: false,
             timed_out: false,
-            fenced: false,
             stop_deadline: None,
             kill_at: None,
             killed: false,
@@ -235,10 +243,6 @@ impl Policy {
         if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
             self.killed = true;
             return Action::Kill;
-        }
-        if let Some(grace) = seen.fence_lost.filter(|_| !self.fenced) {
-            self.fenced = true;
-            return self.interrupt(Some(now + grace));
         }
         if self.stop_deadline.is_some_and(|d| now > d) {
             if !self.must_end {
@@ -267,9 +271,9 @@ mod tests {
     use super::*;
 
     const S: Duration = Duration::from_secs(1);
-    const QUIET: Seen = Seen { terminated: false, stop_requested: false, fence_lost: None };
-    const INT: Seen = Seen { terminated: false, stop_requested: true, fence_lost: None };
-    const TERM: Seen = Seen { terminated: true, stop_requested: true, fence_lost: None };
+    const QUIET: Seen = Seen { terminated: false, stop_requested: false };
+    const INT: Seen = Seen { terminated: false, stop_requested: true };
+    const TERM: Seen = Seen { terminated: true, stop_requested: true };
 
     #[test]
     fn a_run_over_time_is_interrupted_once_then_killed_after_the_grace() {
@@ -311,28 +315,6 @@ mod tests {
         assert_eq!(p.next(t0, INT), Action::Wait);
         assert_eq!(p.next(t0 + S, INT), Action::Wait);
         assert_eq!(p.next(t0 + STOP_GRACE + 2 * S, INT), Action::GiveUp);
-    }
-
-    #[test]
-    fn a_lost_lease_interrupts_once_then_kills_within_its_grace() {
-        let t0 = Instant::now();
-        let mut p = Policy::new(t0, 3600 * S);
-        let lost = Seen { fence_lost: Some(7 * S), ..QUIET };
-        assert_eq!(p.next(t0, QUIET), Action::Wait);
-        assert_eq!(p.next(t0 + S, lost), Action::Interrupt);
-        assert_eq!(p.next(t0 + 7 * S, lost), Action::Wait);
-        assert_eq!(p.next(t0 + 8 * S, lost), Action::Kill, "the lease's grace, not the timeout's");
-        assert_eq!(p.next(t0 + 9 * S, lost), Action::Wait, "killed once");
-    }
-
-    #[test]
-    fn after_a_timeout_a_lost_lease_shortens_the_grace_without_a_second_interrupt() {
-        let t0 = Instant::now();
-        let mut p = Policy::new(t0, 10 * S);
-        assert_eq!(p.next(t0 + 10 * S, QUIET), Action::Interrupt);
-        let lost = Seen { fence_lost: Some(2 * S), ..QUIET };
-        assert_eq!(p.next(t0 + 11 * S, lost), Action::Wait, "never a second interrupt");
-        assert_eq!(p.next(t0 + 13 * S, lost), Action::Kill);
     }
 
     #[test]

@@ -408,6 +408,15 @@ impl<'a> Workspace<'a> {
             let facts = store.state_facts()?;
             let env = config.shell_env();
             let accept = store.forget_state_sql();
+            let me = sync::me(&self.dir);
+            match facts.errored {
+                // Pushed and removed here (the local check above passed): every host goes on.
+                Some(host) if host == me => store.record_state(&me, false)?,
+                Some(host) => {
+                    return Err(crate::state_guard::errored_elsewhere(&host, &env, &store.forget_errored_sql()))
+                }
+                None => {}
+            }
             crate::state_guard::check_store(
                 &self.dir,
                 &facts.observed,
@@ -423,8 +432,9 @@ impl<'a> Workspace<'a> {
     /// After a terraform run that may have changed the state: with a store, its stamp is
     /// recorded there (see `state_guard`). The run's own error comes first.
     fn recorded<T>(&mut self, ran: Result<T>) -> Result<T> {
+        let errored = crate::state_guard::errored(self.dir.path());
         let recorded = match &mut self.store {
-            Some(store) => store.record_state(),
+            Some(store) => store.record_state(&sync::me(&self.dir), errored),
             None => Ok(()),
         };
         let value = ran?;

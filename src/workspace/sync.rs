@@ -115,7 +115,7 @@ pub(super) fn check_config(
     accept: bool,
     printer: &Printer,
 ) -> Result<()> {
-    let me = format!("{}:{}", store::hostname(), dir.shown().display());
+    let me = me(dir);
     let last = store.config(part)?;
     match &last {
         Some(last) if last.files == *files => {
@@ -148,6 +148,11 @@ pub(super) fn check_config(
         }
         None => store.set_config(part, files, &me),
     }
+}
+
+/// This host's directory as the store names it: `HOST:DIR`.
+pub(super) fn me(dir: &Directory) -> String {
+    format!("{}:{}", store::hostname(), dir.shown().display())
 }
 
 /// The configuration part every command checks.

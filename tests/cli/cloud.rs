@@ -248,6 +248,10 @@ impl Started {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL to infrakit-tf's whole process group (`group`), or to infrakit-tf alone.
     pub fn kill(&mut self, group: bool) {
         let pid = self.child.id() as i32;

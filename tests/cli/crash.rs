@@ -9,8 +9,6 @@
 //! starts once no process works in the directory any more, as the next cron run would find it.
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -208,7 +206,7 @@ fn crash_everywhere(scenario: &Scenario) {
         let at = k.to_string();
         let run = c.run_env(&command, &[("INFRAKIT_TF_CRASH_AT", &at)]);
         assert_eq!(run.code, -libc::SIGKILL, "{}: not killed at point {what}: {run:#?}", scenario.name);
-        wait_until_idle(&c.s.dir);
+        crate::support::wait_until_idle(&c.s.dir);
         let recovery = c.run(&["reconcile", "--output", "json"]);
         let context = format!("{}, killed at point {what}", scenario.name);
         assert_eq!(recovery.code, 0, "{context}: recovery failed: {recovery:#?}");
@@ -255,20 +253,4 @@ fn assert_whole(c: &Cloud, scenario: &Scenario, before: &BTreeSet<String>, conte
     assert_eq!(vms, after.len() + adopted_or_not, "{context}: one VM per instance");
     let check = c.run(&["reconcile", "--check"]);
     assert_eq!(check.code, 0, "{context}: not converged: {check:#?}");
-}
-
-/// Waits until no process works in `dir` (a killed run's terraform and its providers finish),
-/// polling `/proc/*/cwd`; bounded.
-pub fn wait_until_idle(dir: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let busy = || {
-        std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|e| {
-            e.file_name().to_string_lossy().chars().all(|ch| ch.is_ascii_digit())
-                && std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd == dir)
-        })
-    };
-    while busy() {
-        assert!(Instant::now() < deadline, "a process still works in {} after 2 minutes", dir.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

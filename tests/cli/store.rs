@@ -279,32 +279,135 @@ fn a_host_that_dies_mid_apply_is_taken_over_by_the_other() {
     assert_eq!(db.state(), declared(&db.files()));
 }
 
-// With a store, terraform may not outlive its infrakit-tf (no lease would cover it): killed
-// alone, infrakit-tf takes its terraform with it, and the other host takes over once the
-// lease has expired.
+/// Starts `provision --count 3` on `host`, one create at a time (each `ms` long), and waits
+/// until two resources have been created.
+fn provisioning_three(host: &Cloud, ms: u64) -> crate::cloud::Started {
+    host.delay_creates(ms);
+    let mut run = host.start(&["--parallelism", "1", "provision", "--count", "3", &host.spec()], &[]);
+    for _ in 0..2 {
+        assert!(run.wait_for("created fakecloud_").is_some(), "{:?}", run.seen);
+    }
+    run
+}
+
+/// Waits until no process works in `host`'s directory (its terraform, its watchdog, plugins).
+fn gone_from(host: &Cloud) {
+    crate::support::wait_until_idle(&host.s.dir);
+}
+
+// Infrakit-tf alone is killed (cron's timeout, the OOM killer) while its terraform creates
+// machines one after another: its terraform is interrupted (it dies with infrakit-tf, which
+// renews no lease any more), stops gracefully and saves what it made; the other host takes
+// over once the lease has expired, and makes nothing twice.
 #[test]
-fn a_killed_run_takes_its_terraform_with_it_and_the_other_host_takes_over() {
+fn infrakit_tf_killed_alone_lets_its_terraform_save_then_the_other_host_takes_over() {
     let db = Db::new();
     let (a, b) = hosts(&db);
-    lease(&[&a, &b], "4s");
-    a.delay_creates(1500);
-    // Only infrakit-tf is killed (cron's timeout, the OOM killer).
-    a.kill_at(&["provision", &a.spec()], "creating", false);
-    let running: Value = a.s.read(".infrakit-tf-terraform.json");
-    let pid = running["pid"].as_u64().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while crate::support::alive(pid as u32, running["start"].as_u64().unwrap()) {
-        assert!(std::time::Instant::now() < deadline, "terraform (pid {pid}) outlived its infrakit-tf");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    lease(&[&a, &b], "12s");
+    let mut on_a = provisioning_three(&a, 2000);
+    on_a.kill(false);
+    on_a.finish();
+    gone_from(&a);
+    a.delay_creates(0);
     let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
     assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
-    assert_eq!(census(&b), (1, 1, 1), "created once: {}", run.stderr);
-    a.delay_creates(0);
-    let rows = b.describe();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0]["status"], "created");
+    assert_eq!(census(&b), (3, 3, 1), "created once: {}", run.stderr);
+    assert!(machines_per_instance(&b).values().all(|n| *n == 1));
+    assert_eq!(db.state(), declared(&db.files()));
+    assert_eq!(a.objects().into_keys().collect::<BTreeSet<_>>(), db.managed_ids(), "nothing leaked");
     b.run(&["reconcile", "--check"]).ok();
+}
+
+// Infrakit-tf alone is frozen (SIGSTOP, swapped out) while its terraform applies: it renews
+// nothing, so its watchdog stops terraform before the lease can expire; the other host takes
+// over and makes nothing twice; resumed, infrakit-tf says it lost the lease (exit 16).
+#[test]
+fn infrakit_tf_frozen_alone_has_its_terraform_stopped_before_the_lease_expires() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    lease(&[&a, &b], "8s");
+    let on_a = provisioning_three(&a, 1000);
+    let pid = on_a.pid() as i32;
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    a.delay_creates(0);
+    let run = b.run(&["--lock-timeout", "10m", "reconcile"]);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let run = run.ok();
+    assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
+    let on_a = on_a.finish().code(STORE_UNAVAILABLE);
+    assert!(on_a.stderr.contains("error: lost the lease on store directory `web`"), "{}", on_a.stderr);
+    assert_eq!(census(&b), (3, 3, 1), "created once: {}", run.stderr);
+    assert!(machines_per_instance(&b).values().all(|n| *n == 1));
+    assert_eq!(db.state(), declared(&db.files()));
+    b.run(&["reconcile", "--check"]).ok();
+}
+
+// A host's terraform could not save its state (here the database refuses the write; in life, a
+// failover to a host terraform was not told of): that host has `errored.tfstate`, and every
+// other host refuses to plan or apply (exit 13) until it is pushed there, rather than make its
+// machines again.
+#[test]
+fn a_state_one_host_could_not_save_stops_every_host_until_it_is_pushed() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    db.client()
+        .batch_execute(
+            "ALTER TABLE infrakit_tf_state_web.states ADD CONSTRAINT refuse CHECK (length(data) < 10) NOT VALID",
+        )
+        .unwrap();
+    a.run(&["provision", &a.spec()]).code(7);
+    assert!(a.s.dir.join("errored.tfstate").exists());
+    db.client().batch_execute("ALTER TABLE infrakit_tf_state_web.states DROP CONSTRAINT refuse").unwrap();
+    let before = census(&a);
+    let refused = b.run(&["reconcile"]).code(13);
+    let me = format!("{}:{}", hostname(), a.s.dir.display());
+    assert_eq!(
+        refused.error_lines(),
+        [format!("error: refusing to run terraform: `errored.tfstate` on `{me}` holds a state terraform could not save there; applying here would make what it made again").as_str()]
+    );
+    assert!(
+        refused.stderr.contains("terraform state push errored.tfstate`, remove it, and run any command there"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(census(&a), before);
+    // Pushed on A (with the environment the hint gives), and A runs: every host goes on.
+    let env = [
+        ("PG_CONN_STR", format!("host=127.0.0.1 port={} user=infrakit dbname={} sslmode=disable", db.port(), db.name)),
+        ("PG_SCHEMA_NAME", "infrakit_tf_state_web".to_string()),
+        ("PGPASSWORD", db.password()),
+        ("TF_CLI_CONFIG_FILE", a.s.cli_config().to_str().unwrap().to_string()),
+    ];
+    let pushed = std::process::Command::new(crate::terraform::terraform_program())
+        .args(["state", "push", "errored.tfstate"])
+        .current_dir(&a.s.dir)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+    std::fs::remove_file(a.s.dir.join("errored.tfstate")).unwrap();
+    a.run(&["reconcile"]).ok();
+    b.run(&["reconcile"]).ok();
+    assert_eq!(census(&b), (2, 2, 1), "nothing twice");
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+// A command given --accept-config that fails before it writes (an unknown instance) records
+// nothing: the other host's configuration stays the one.
+#[test]
+fn accept_config_on_a_command_that_fails_records_nothing() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    let main = std::fs::read_to_string(b.s.dir.join("main.tf")).unwrap();
+    b.s.write("main.tf", &format!("{main}\n# only on B\n"));
+    b.run(&["--accept-config", "destroy", "--yes", "instance-123"]).code(4);
+    b.run(&["--accept-config", "reconcile", "--check"]).ok();
+    a.run(&["reconcile"]).ok();
+    b.run(&["reconcile"]).code(INVALID);
 }
 
 #[test]
@@ -766,7 +869,7 @@ fn a_provision_killed_at_every_point_is_finished_by_the_other_host() {
         let b = a.another_host();
         let recovery = b.run(&["--lock-timeout", "5m", "reconcile"]);
         assert_eq!(recovery.code, 0, "{context}: host B's recovery failed: {recovery:#?}");
-        crate::crash::wait_until_idle(&a.s.dir);
+        crate::support::wait_until_idle(&a.s.dir);
         let caught_up = a.run(&["reconcile"]);
         assert_eq!(caught_up.code, 0, "{context}: host A's next run failed: {caught_up:#?}");
 

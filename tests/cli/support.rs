@@ -261,3 +261,19 @@ pub fn alive(pid: u32, start: u64) -> bool {
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().collect();
     fields[0] != "Z" && fields[19].parse::<u64>().ok() == Some(start)
 }
+
+/// Waits until no process works in `dir` (a killed run's terraform and its providers finish),
+/// polling `/proc/*/cwd`; bounded.
+pub fn wait_until_idle(dir: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let busy = || {
+        std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|e| {
+            e.file_name().to_string_lossy().chars().all(|ch| ch.is_ascii_digit())
+                && std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd == dir)
+        })
+    };
+    while busy() {
+        assert!(std::time::Instant::now() < deadline, "a process still works in {} after 2 minutes", dir.display());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
