@@ -279,11 +279,12 @@ fn a_host_that_dies_mid_apply_is_taken_over_by_the_other() {
     assert_eq!(db.state(), declared(&db.files()));
 }
 
-/// Starts `provision --count 3` on `host`, one create at a time (each `ms` long), and waits
+/// Starts `provision --count N` on `host`, one create at a time (each `ms` long), and waits
 /// until two resources have been created.
-fn provisioning_three(host: &Cloud, ms: u64) -> crate::cloud::Started {
+fn provisioning(host: &Cloud, count: u32, ms: u64) -> crate::cloud::Started {
     host.delay_creates(ms);
-    let mut run = host.start(&["--parallelism", "1", "provision", "--count", "3", &host.spec()], &[]);
+    let count = count.to_string();
+    let mut run = host.start(&["--parallelism", "1", "provision", "--count", &count, &host.spec()], &[]);
     for _ in 0..2 {
         assert!(run.wait_for("created fakecloud_").is_some(), "{:?}", run.seen);
     }
@@ -304,7 +305,7 @@ fn infrakit_tf_killed_alone_lets_its_terraform_save_then_the_other_host_takes_ov
     let db = Db::new();
     let (a, b) = hosts(&db);
     lease(&[&a, &b], "12s");
-    let mut on_a = provisioning_three(&a, 2000);
+    let mut on_a = provisioning(&a, 3, 2000);
     on_a.kill(false);
     on_a.finish();
     gone_from(&a);
@@ -325,12 +326,12 @@ fn infrakit_tf_killed_alone_lets_its_terraform_save_then_the_other_host_takes_ov
 fn infrakit_tf_frozen_alone_has_its_terraform_stopped_before_the_lease_expires() {
     let db = Db::new();
     let (a, b) = hosts(&db);
-    lease(&[&a, &b], "8s");
-    let on_a = provisioning_three(&a, 1000);
+    // Eleven creates of 2 s one after another: what remains after the freeze outlasts the lease.
+    lease(&[&a, &b], "12s");
+    let on_a = provisioning(&a, 5, 2000);
     let pid = on_a.pid() as i32;
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    a.delay_creates(0);
     let run = b.run(&["--lock-timeout", "10m", "reconcile"]);
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -338,7 +339,7 @@ fn infrakit_tf_frozen_alone_has_its_terraform_stopped_before_the_lease_expires()
     assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
     let on_a = on_a.finish().code(STORE_UNAVAILABLE);
     assert!(on_a.stderr.contains("error: lost the lease on store directory `web`"), "{}", on_a.stderr);
-    assert_eq!(census(&b), (3, 3, 1), "created once: {}", run.stderr);
+    assert_eq!(census(&b), (5, 5, 1), "created once: {}", run.stderr);
     assert!(machines_per_instance(&b).values().all(|n| *n == 1));
     assert_eq!(db.state(), declared(&db.files()));
     b.run(&["reconcile", "--check"]).ok();
