@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use base64::Engine;
 use serde_json::{Map, Value};
 
+use crate::group::GROUP_TAG;
 use crate::names::{self, InstanceId, Scope};
 use crate::profile::Profiles;
 use crate::spec::{lookup_mut, Spec};
@@ -173,6 +174,14 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         let Value::Object(mut props) = value else { unreachable!() };
         if is_vm {
             platform(&mut props, req, &id);
+        }
+        // A type that can be looked up (after a cut apply) carries the tags that find it.
+        if let Some(path) = req.profiles.lookup(rtype).and_then(|l| l.tags.as_deref()) {
+            let kind = names::classify(&file).expect("a file of ours");
+            let mut identity = tfconfig::identity(&kind);
+            identity.extend(tags.get(GROUP_TAG).map(|g| (GROUP_TAG.to_string(), g.clone())));
+            let path: Vec<String> = path.split('.').map(str::to_string).collect();
+            tfconfig::add_tags(&mut props, &path, &identity);
         }
         files.entry(file).or_default().push((rtype, name, Value::Object(props)));
     }

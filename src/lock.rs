@@ -32,6 +32,19 @@ use crate::output::Printer;
 #[derive(Debug)]
 pub(crate) struct DirLock {
     _dir: File,
+    /// An apply that an earlier run started and that did not end (see [`DirLock::cut`]).
+    cut: Option<String>,
+}
+
+impl DirLock {
+    /// What says that an apply of an earlier run was cut short (killed with its terraform, or
+    /// its terraform killed): the record of a terraform `apply` whose process is gone without
+    /// having been seen to end. (Not terraform's `.terraform.tfstate.lock.info`: a terraform
+    /// run by hand holds it too.) Machines it was making may exist without being recorded
+    /// (see `unrecorded`).
+    pub(crate) fn cut(&self) -> Option<&str> {
+        self.cut.as_deref()
+    }
 }
 
 /// The record of a terraform running for the locked directory.
@@ -104,6 +117,7 @@ pub(crate) fn lock(dir: &Path, wait: Wait, printer: &Printer) -> Result<DirLock>
     }
     let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let record = abs.join(RUNNING);
+    let mut cut = None;
     loop {
         match read_running(&record) {
             None => break,
@@ -111,14 +125,17 @@ pub(crate) fn lock(dir: &Path, wait: Wait, printer: &Printer) -> Result<DirLock>
                 "terraform (pid {}, `{}`, left running by an earlier infrakit-tf run)",
                 r.pid, r.command
             ))?,
-            Some(_) => {
+            Some(r) => {
+                if r.command.contains(" apply ") {
+                    cut = Some(format!("{} did not end", r.command));
+                }
                 fsio::remove(&record)?;
                 break;
             }
         }
     }
     *HELD.lock().unwrap_or_else(|e| e.into_inner()) = Some(abs);
-    Ok(DirLock { _dir: file })
+    Ok(DirLock { _dir: file, cut })
 }
 
 /// Records that terraform runs as `pid` for the locked directory (nothing when this process
@@ -130,7 +147,8 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
     fsio::write_atomic(&dir.join(RUNNING), &serde_json::to_vec(&running)?, fsio::Perms::Public).map(drop)
 }
 
-/// Terraform has ended (and been reaped): forget its record.
+/// Terraform has ended (and been reaped), on its own: forget its record. (One killed by a
+/// signal keeps it, naming a process that is gone: the next lock learns that it was cut.)
 pub(crate) fn note_done() -> Result<()> {
     let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
     fsio::remove(&dir.join(RUNNING)).map(drop)

@@ -69,10 +69,75 @@ fn path(dotted: &str) -> Vec<String> {
     dotted.split('.').map(str::to_string).collect()
 }
 
-/// The set of VM profiles in force for one run.
+/// How to find, through terraform, the objects of one resource type that an apply cut short
+/// made but never recorded (see `unrecorded`): a data source, given the tags infrakit-tf
+/// writes on every resource of the type, that lists the matching objects' IDs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lookup {
+    /// The data source's type, e.g. `aws_instances`.
+    pub data_source: String,
+    /// Its arguments. A string `"{{tags}}"` stands for the identifying tags (an object);
+    /// `{{instance}}`, `{{slot}}`, `{{global}}` for those tags' values and `{{name}}` for the
+    /// resource's own `name` attribute, within strings.
+    pub arguments: serde_json::Value,
+    /// Where the data source lists the IDs: an attribute (`ids`), or a path through a list of
+    /// objects (`droplets.*.id`).
+    pub ids: String,
+    /// Where the resource takes tags (dotted path, a map): the identifying tags are added there
+    /// when the spec leaves room (no value there, or a map). `null`: the type is looked up by
+    /// something else (a name).
+    #[serde(default)]
+    pub tags: Option<String>,
+}
+
+impl Lookup {
+    fn new(data_source: &str, arguments: serde_json::Value, ids: &str, tags: Option<&str>) -> Self {
+        Lookup { data_source: data_source.into(), arguments, ids: ids.into(), tags: tags.map(str::to_string) }
+    }
+
+    /// The built-in look-ups, for the types a cloud can make twice (a create retried after a
+    /// crash makes a second object: IDs are the cloud's, names need not be unique). Not built
+    /// in, because a second create fails instead of making a twin: `google_compute_instance`
+    /// (names are unique in a project's zone), `azurerm_virtual_machine` (unique in a resource
+    /// group; the provider refuses an existing one); `softlayer_virtual_guest` and
+    /// `ibm_compute_vm_instance` can be made twice but have no data source that lists by
+    /// tags: declare one in `infrakit-tf.json`; `terraform_data` is not in a cloud.
+    fn builtin() -> BTreeMap<String, Lookup> {
+        use serde_json::json;
+        BTreeMap::from([
+            (
+                "aws_instance".into(),
+                Lookup::new(
+                    "aws_instances",
+                    json!({"instance_tags": "{{tags}}",
+                           "instance_state_names": ["pending", "running", "shutting-down", "stopping", "stopped"]}),
+                    "ids",
+                    Some("tags"),
+                ),
+            ),
+            ("aws_ebs_volume".into(), Lookup::new("aws_ebs_volumes", json!({"tags": "{{tags}}"}), "ids", Some("tags"))),
+            (
+                // Droplet tags cannot hold `.` or `=`: by name, which a spec makes unique with
+                // `{{ var "/self/instId" }}` (a name shared by several droplets is ambiguous:
+                // refused, never guessed).
+                "digitalocean_droplet".into(),
+                Lookup::new(
+                    "digitalocean_droplets",
+                    json!({"filter": [{"key": "name", "values": ["{{name}}"]}]}),
+                    "droplets.*.id",
+                    None,
+                ),
+            ),
+        ])
+    }
+}
+
+/// The set of VM profiles (and look-ups) in force for one run.
 #[derive(Debug, Clone)]
 pub struct Profiles {
     by_type: BTreeMap<String, VmProfile>,
+    lookups: BTreeMap<String, Lookup>,
 }
 
 impl Profiles {
@@ -96,15 +161,17 @@ impl Profiles {
         .into_iter()
         .map(|(t, p)| (t.to_string(), p))
         .collect();
-        Profiles { by_type }
+        Profiles { by_type, lookups: Lookup::builtin() }
     }
 
     /// Built-ins, then the configuration file in `dir` (if any), then `--vm-type` names.
     pub fn load(dir: &Path, declared: &[String]) -> Result<Self> {
         let mut profiles = Profiles::builtin();
-        for (name, declared) in read_config(dir)?.map(|c| c.vm_types).unwrap_or_default() {
+        let config = read_config(dir)?;
+        for (name, declared) in config.as_ref().map(|c| c.vm_types.clone()).unwrap_or_default() {
             profiles.by_type.insert(name, declared.into_profile());
         }
+        profiles.lookups.extend(config.map(|c| c.lookups).unwrap_or_default());
         for name in declared {
             profiles.by_type.entry(name.clone()).or_insert_with(VmProfile::aws_like);
         }
@@ -117,6 +184,11 @@ impl Profiles {
 
     pub fn is_vm(&self, resource_type: &str) -> bool {
         self.by_type.contains_key(resource_type)
+    }
+
+    /// How objects of `resource_type` are looked up, if they can be.
+    pub fn lookup(&self, resource_type: &str) -> Option<&Lookup> {
+        self.lookups.get(resource_type)
     }
 }
 
@@ -131,6 +203,10 @@ struct Config {
     groups: Vec<String>,
     /// Where the managed files and the lock live for several hosts (`store`).
     store: Option<StoreSection>,
+    /// Look-ups of the objects an interrupted apply may have made, by resource type, over the
+    /// built-in ones.
+    #[serde(default)]
+    lookups: BTreeMap<String, Lookup>,
 }
 
 /// The `store` section of `infrakit-tf.json` (see `store`).
@@ -168,7 +244,7 @@ fn read_config(dir: &Path) -> Result<Option<Config>> {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeclaredVm {
     /// Dotted attribute path of the tags; default `tags`.

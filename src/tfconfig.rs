@@ -17,6 +17,38 @@ use crate::spec::{lookup, lookup_mut};
 pub const NAME_TAG: &str = "infrakit.instance.name";
 pub const ATTACH_TAG: &str = "infrakit.attach";
 pub const LOGICAL_ID_TAG: &str = "infrakit.logical_id";
+/// On a dedicated resource that can be looked up: its slot (`<scopeID>_dedicated_<key>`).
+pub const SLOT_TAG: &str = "infrakit.slot";
+/// On a global resource that can be looked up: its scope.
+pub const GLOBAL_TAG: &str = "infrakit.global";
+
+/// The tags that tell which file a resource of a cloud belongs to (see `unrecorded`): its
+/// instance's name, its dedicated slot, or its global scope.
+pub fn identity(kind: &crate::names::Kind) -> BTreeMap<String, String> {
+    use crate::names::{dedicated_base, Kind};
+    let (key, value) = match kind {
+        Kind::Instance(id) => (NAME_TAG, id.to_string()),
+        Kind::Dedicated { scope_id, key } => (SLOT_TAG, dedicated_base(scope_id, key)),
+        Kind::Global { scope } => (GLOBAL_TAG, scope.clone()),
+    };
+    BTreeMap::from([(key.to_string(), value)])
+}
+
+/// Adds `tags` to the map of tags at `path` of a resource's properties, where the spec leaves
+/// room: no value there yet, or a map (a tag the spec sets itself is kept). An expression in
+/// its place (`"${var.tags}"`) leaves no room: nothing is added, and the resource cannot be
+/// looked up by them.
+pub fn add_tags(props: &mut Map<String, Value>, path: &[String], tags: &BTreeMap<String, String>) {
+    let Some(slot) = lookup_mut(props, path, true) else { return };
+    if slot.is_null() {
+        *slot = Value::Object(Map::new());
+    }
+    if let Some(map) = slot.as_object_mut() {
+        for (k, v) in tags {
+            map.entry(k.clone()).or_insert_with(|| Value::String(v.clone()));
+        }
+    }
+}
 
 /// The bytes of a document: sorted keys (serde_json's map is a BTreeMap), two-space pretty
 /// print, trailing newline. The same value always gives the same bytes.

@@ -287,5 +287,18 @@ pub fn parse_plan_imports(json: &str) -> Result<BTreeMap<String, Value>, String>
         .collect())
 }
 
+/// The data sources a saved plan read (`show -json PLAN`), by address: their values. They
+/// are in its `prior_state` (read during the plan), root module only.
+pub fn parse_plan_reads(json: &str) -> Result<BTreeMap<String, Value>, String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| format!("`show -json` of the plan is not JSON: {e}"))?;
+    Ok(v.pointer("/prior_state/values/root_module/resources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|r| r.get("mode").and_then(Value::as_str) == Some("data"))
+        .filter_map(|r| Some((r.get("address")?.as_str()?.to_string(), r.get("values")?.clone())))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests;

@@ -64,9 +64,12 @@ fn worked_example() {
                          "infrakit.group": "workers", "infrakit.instance.name": "instance-1500000000"},
                 "user_data": "ZWNobyBoaQ=="}}}})
     );
+    // Beyond the reference: a volume that can be looked up after a cut apply carries its slot
+    // and group (`unrecorded`).
     assert_eq!(
         e.files["workers_dedicated_1"],
-        json!({"resource": {"aws_ebs_volume": {"workers-1-data": {"size": 10}}}})
+        json!({"resource": {"aws_ebs_volume": {"workers-1-data": {"size": 10,
+            "tags": {"infrakit.group": "workers", "infrakit.slot": "workers_dedicated_1"}}}}})
     );
     assert_eq!(e.files["workers_global"], json!({"resource": {"aws_security_group": {"workers-sg": {"name": "wsg"}}}}));
 

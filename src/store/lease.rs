@@ -271,13 +271,13 @@ pub(super) fn try_acquire(
                                       released OR expires <= clock_timestamp() OR owner = $3 AS free \
                                FROM infrakit_tf.leases WHERE directory = $1) \
                  INSERT INTO infrakit_tf.leases AS l \
-                     (directory, epoch, holder, owner, acquired, renewed, expires, released, applying) \
+                     (directory, epoch, holder, owner, acquired, renewed, expires, released) \
                  SELECT $1, nextval('infrakit_tf.lease_epochs'), $2, $3, clock_timestamp(), clock_timestamp(), \
-                        clock_timestamp() + $4 * interval '1 millisecond', false, false \
+                        clock_timestamp() + $4 * interval '1 millisecond', false \
                  WHERE coalesce((SELECT free FROM prev), true) AND pg_try_advisory_xact_lock($5, $6) \
                  ON CONFLICT (directory) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, \
                      owner = excluded.owner, acquired = excluded.acquired, renewed = excluded.renewed, \
-                     expires = excluded.expires, released = false, applying = false \
+                     expires = excluded.expires, released = false \
                  WHERE l.released OR l.expires <= clock_timestamp() OR l.owner = excluded.owner \
                  RETURNING l.epoch, (SELECT holder FROM prev), (SELECT NOT released AND expired FROM prev)",
                 &[&directory, &holder, &owner, &ms, &key.0, &key.1],
@@ -442,7 +442,7 @@ impl Lease {
         let (directory, epoch) = (self.shared.directory.as_str(), self.shared.epoch);
         let _ = conn.call(self.shared.timing.call_limit(), async |c| {
             c.execute(
-                "UPDATE infrakit_tf.leases SET expires = clock_timestamp(), released = true, applying = false \
+                "UPDATE infrakit_tf.leases SET expires = clock_timestamp(), released = true \
                  WHERE directory = $1 AND epoch = $2",
                 &[&directory, &epoch],
             )

@@ -60,6 +60,8 @@ pub(crate) struct Store {
     configs: Option<BTreeMap<String, ConfigRecord>>,
     /// Configuration records to write with the first write (see [`Store::set_config`]).
     pending: Vec<(String, String, String)>,
+    /// Why an apply may have been cut short, as the store says under the lease.
+    unsettled: Option<String>,
 }
 
 /// One file as the store holds it.
@@ -136,6 +138,7 @@ impl Store {
             owner,
             configs: None,
             pending: Vec::new(),
+            unsettled: None,
         })
     }
 
@@ -177,6 +180,9 @@ impl Store {
                     printer.warn(&format!(
                         "took over store directory `{name}` from {previous}, whose lease expired without being released (its host died or lost the server){sessions}"
                     ));
+                    // It may have been applying: what it was making is looked up before the
+                    // next plan or apply, by whichever host runs next (see `unrecorded`).
+                    self.set_unsettled(Some(&format!("{previous} lost its lease")))?;
                 }
                 return Ok(());
             }
@@ -215,28 +221,50 @@ impl Store {
     /// [`Store::config`] (nobody else writes them meanwhile).
     pub(crate) fn files(&mut self) -> Result<Option<StoredDir>> {
         let name = self.config.name.clone();
-        let (dir, config) = self.query(async |c| {
+        let (dir, config, unsettled) = self.query(async |c| {
             let rows = c
                 .query(
-                    "SELECT d.id, f.name, f.content, f.mode, d.config::text FROM infrakit_tf.directories d \
+                    "SELECT d.id, f.name, f.content, f.mode, d.config::text, d.unsettled FROM infrakit_tf.directories d \
                      LEFT JOIN infrakit_tf.files f ON f.directory = d.id WHERE d.name = $1",
                     &[&name],
                 )
                 .await?;
-            let Some(first) = rows.first() else { return Ok((None, None)) };
-            let (id, config): (i64, Option<String>) = (first.get(0), first.get(4));
+            let Some(first) = rows.first() else { return Ok((None, None, None)) };
+            let (id, config, unsettled): (i64, Option<String>, Option<String>) =
+                (first.get(0), first.get(4), first.get(5));
             let mut files = BTreeMap::new();
             for row in rows {
                 let Some(name) = row.get::<_, Option<String>>(1) else { continue };
                 let mode: i32 = row.get(3);
                 files.insert(name, StoredFile { content: row.get(2), mode: self::mode(mode as u32) });
             }
-            Ok((Some(StoredDir { id, files }), config))
+            Ok((Some(StoredDir { id, files }), config, unsettled))
         })?;
         if self.lease.is_some() {
             self.configs = Some(config.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default());
+            self.unsettled = self.unsettled.take().or(unsettled);
         }
         Ok(dir)
+    }
+
+    /// Why an apply of this directory may have been cut short (its machines not recorded), as
+    /// the store knew under this lease; `None`: none was.
+    pub(crate) fn unsettled(&self) -> Option<&str> {
+        self.unsettled.as_deref()
+    }
+
+    /// Records that an apply may have been cut short (`Some`: why), or that its machines have
+    /// been looked up (`None`), for every host, under the lease.
+    pub(crate) fn set_unsettled(&mut self, why: Option<&str>) -> Result<()> {
+        let why = why.map(str::to_string);
+        self.fenced(
+            "rec AS (INSERT INTO infrakit_tf.directories AS d (name, unsettled) SELECT $1, $4 FROM lease \
+                 ON CONFLICT (name) DO UPDATE SET unsettled = excluded.unsettled RETURNING 1) \
+             SELECT EXISTS (SELECT 1 FROM lease)",
+            &[&why],
+        )?;
+        self.unsettled = why;
+        Ok(())
     }
 
     /// Whether schema `schema` holds a terraform state (its pg backend's `default` one).

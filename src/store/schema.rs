@@ -10,13 +10,14 @@
 //!                             config jsonb,                 -- what each part was last run with
 //!                             state_lineage text, state_serial bigint,  -- terraform's state, as
 //!                                                                       -- our last run left it
-//!                             errored text)   -- the host holding a state terraform could not save
+//!                             errored text,   -- the host holding a state terraform could not save
+//!                             unsettled text) -- an apply was cut short: look up what it made
 //! infrakit_tf.files          (directory bigint references directories on delete cascade,
 //!                             name text, content bytea, mode integer, updated timestamptz,
 //!                             primary key (directory, name))
 //! infrakit_tf.leases         (directory text primary key, epoch bigint, holder text,
 //!                             owner text, acquired, renewed, expires timestamptz,
-//!                             released boolean, applying boolean)           -- see `lease`
+//!                             released boolean)                             -- see `lease`
 //! infrakit_tf.lease_epochs   -- a sequence: every acquisition's epoch, never twice
 //! infrakit_tf.fence()        -- the trigger function on each state table (see `fence_state`)
 //! ```
@@ -107,7 +108,8 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
                  ADD COLUMN IF NOT EXISTS config jsonb,
                  ADD COLUMN IF NOT EXISTS state_lineage text,
                  ADD COLUMN IF NOT EXISTS state_serial bigint,
-                 ADD COLUMN IF NOT EXISTS errored text;
+                 ADD COLUMN IF NOT EXISTS errored text,
+                 ADD COLUMN IF NOT EXISTS unsettled text;
              CREATE TABLE IF NOT EXISTS infrakit_tf.files (
                  directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
                  name text NOT NULL,
@@ -124,8 +126,7 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
                  acquired timestamptz NOT NULL,
                  renewed timestamptz NOT NULL,
                  expires timestamptz NOT NULL,
-                 released boolean NOT NULL,
-                 applying boolean NOT NULL);
+                 released boolean NOT NULL);
              CREATE OR REPLACE FUNCTION infrakit_tf.fence() RETURNS trigger LANGUAGE plpgsql AS $fence$
              DECLARE
                  token text := current_setting('infrakit_tf.lease', true);

@@ -325,6 +325,13 @@ impl Terraform {
         tfoutput::parse_plan_imports(&out).map_err(|e| crate::exit::invalid(e).into())
     }
 
+    /// `show -json PLAN` of a saved plan: the values of the data sources it read, by address.
+    pub(crate) fn show_plan_reads(&self, plan: &Path) -> Result<BTreeMap<String, Value>> {
+        let plan = plan.to_str().context("plan path is not UTF-8")?;
+        let out = self.capture(&Invocation::new(&["show", "-json", plan]))?;
+        tfoutput::parse_plan_reads(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
+    }
+
     /// `state rm ADDRESS`: forget an object, leaving it alone.
     pub(crate) fn state_rm(&self, address: &str) -> Result<()> {
         let mut inv = Invocation::new(&["state", "rm", "-no-color"]).writes_state();

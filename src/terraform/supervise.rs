@@ -126,8 +126,10 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     if fenced.is_none() && tf.dies_with_us {
         fenced = lease::lost(); // lost while we were frozen: terraform was stopped meanwhile
     }
-    if inv.touches_dir {
-        let _ = lock::note_done(); // a stale record names a dead process: the next lock drops it
+    // A stale record names a dead process: the next lock drops it, and takes a killed apply
+    // for one that was cut short (`lock::DirLock::cut`).
+    if inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(&status).is_none() {
+        let _ = lock::note_done();
     }
     if inv.writes_state && tf.records_state {
         // A failed write leaves an older record, which the check still accepts.

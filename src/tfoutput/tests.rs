@@ -95,3 +95,14 @@ fn state_with_modules_taint_and_sensitive_values() {
     assert!(!attrs.contains_key("password") && !attrs.contains_key("public_ip"), "{attrs:?}");
     assert!(parse_state(r#"{"format_version":"1.0"}"#).unwrap().is_empty());
 }
+
+#[test]
+fn a_saved_plans_data_reads_come_from_its_prior_state() {
+    let plan = r#"{"prior_state": {"values": {"root_module": {"resources": [
+        {"address": "data.fakecloud_instances.infrakit_tf_lookup_0", "mode": "data", "values": {"ids": ["i-1"]}},
+        {"address": "fakecloud_instance.a", "mode": "managed", "values": {"id": "i-9"}}]}}}}"#;
+    let reads = parse_plan_reads(plan).unwrap();
+    assert_eq!(reads.len(), 1);
+    assert_eq!(reads["data.fakecloud_instances.infrakit_tf_lookup_0"]["ids"][0], "i-1");
+    assert!(parse_plan_reads("{}").unwrap().is_empty(), "no data source read");
+}

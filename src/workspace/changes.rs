@@ -138,6 +138,10 @@ pub(crate) struct Outcome {
     /// A dry run's planned changes, `{address, action}`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) planned: Vec<ResourceChange>,
+    /// Machines an apply cut short had made without recording them, adopted by this one
+    /// (`{address, id}`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) adopted: Vec<crate::unrecorded::Adopted>,
     /// The error, in the JSON report, when terraform failed after the files were written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,

@@ -31,6 +31,7 @@ mod imports;
 mod init;
 mod mirror;
 mod sync;
+mod unrecorded;
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,6 +72,9 @@ pub(crate) struct Workspace<'a> {
     /// With a store: whether the directory is marked as its mirror (`sync::mark`); the first
     /// change into a store directory that did not exist yet marks it.
     marked: bool,
+    /// Why an apply of this directory was cut short, until what it made is looked up (see
+    /// `unrecorded`); `None`: none was.
+    unsettled: Option<String>,
 }
 
 /// What [`Workspace::migrate`] did (`migrate --output json`).
@@ -122,6 +126,8 @@ impl<'a> Workspace<'a> {
             sync::check_config(store, &ws.dir, sync::BASE, &base, ctx.accept_config, &ctx.printer)?;
             sync::check_migrated(store, &ws.dir)?;
         }
+        let cut = ws._lock.as_ref().and_then(|l| l.cut()).map(str::to_string);
+        ws.note_cut(cut.as_deref())?;
         Ok(ws)
     }
 
@@ -159,6 +165,7 @@ impl<'a> Workspace<'a> {
             _lock: Some(lock),
             _snapshot: None,
             marked: false,
+            unsettled: None,
         })
     }
 
@@ -263,6 +270,7 @@ impl<'a> Workspace<'a> {
             _lock: None,
             _snapshot: snapshot,
             marked: false,
+            unsettled: None,
         })
     }
 
@@ -326,14 +334,16 @@ impl<'a> Workspace<'a> {
         // Each file to write is read once, and all before any write: one that cannot be
         // replaced (a link, not JSON) leaves all as it was.
         let existing = self.existing(&changes)?;
+        let mut adopted = Vec::new();
         let (providers, targets) = if mode == CommitMode::Apply {
             self.terraform()?;
             let queued = self.preflight(&changes)?;
+            adopted = self.find_unrecorded(false, &changes.removals)?;
             (init::providers_of(changes.docs().chain(&queued)), self.targets(&changes, &existing, &queued)?)
         } else {
             (BTreeSet::new(), Vec::new())
         };
-        let mut outcome = Outcome { files: self.write_read(changes, existing)?, ..Outcome::default() };
+        let mut outcome = Outcome { files: self.write_read(changes, existing)?, adopted, ..Outcome::default() };
         if mode == CommitMode::Queue {
             return Ok(Committed { outcome, failure: None });
         }

@@ -158,6 +158,59 @@ impl Cloud {
         Started { child, lines, stdout: Some(stdout), seen: Vec::new() }
     }
 
+    /// Declares the fakecloud types' look-ups in `infrakit-tf.json` (by the tags infrakit-tf
+    /// writes, through the provider's data sources), as a user of another provider would.
+    pub fn with_lookups(&self) {
+        let mut config: Value = self.s.read("infrakit-tf.json");
+        for (rtype, data_source) in
+            [("fakecloud_instance", "fakecloud_instances"), ("fakecloud_volume", "fakecloud_volumes")]
+        {
+            config["lookups"][rtype] = serde_json::json!({"data_source": data_source, "arguments": {"tags": "{{tags}}"}, "ids": "ids", "tags": "tags"});
+        }
+        self.s.write("infrakit-tf.json", &config.to_string());
+    }
+
+    /// Runs infrakit-tf ARGS in its own process group and SIGKILLs the whole group as soon as
+    /// the cloud holds an object it did not hold before (with a boot delay, `boot`, terraform
+    /// has not recorded it yet). Returns the objects the killed run made.
+    pub fn kill_at_first_new_object(&self, args: &[&str]) -> std::collections::BTreeSet<String> {
+        let before: std::collections::BTreeSet<String> = self.objects().into_keys().collect();
+        let mut run = self.start(args, &[]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let now: std::collections::BTreeSet<String> = self.objects().into_keys().collect();
+            if now.difference(&before).next().is_some() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no new object in 120 s: {:?}", run.seen);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        run.kill(true);
+        run.finish();
+        crate::support::wait_until_idle(&self.s.dir);
+        let after: std::collections::BTreeSet<String> = self.objects().into_keys().collect();
+        after.difference(&before).cloned().collect()
+    }
+
+    /// Makes every create report its machine `ms` milliseconds after it exists (0: at once).
+    pub fn boot(&self, ms: u64) {
+        let knob = self.cloud.join("boot-ms");
+        if ms == 0 {
+            let _ = std::fs::remove_file(&knob);
+        } else {
+            std::fs::write(&knob, ms.to_string().as_bytes()).unwrap();
+        }
+    }
+
+    /// How many VMs in the cloud carry each instance's name tag.
+    pub fn machines_per_instance(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut out = std::collections::BTreeMap::new();
+        for o in self.objects().values().filter(|o| o["type"] == "fakecloud_instance") {
+            *out.entry(o["tags"]["infrakit.instance.name"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+        }
+        out
+    }
+
     /// Makes every create sleep `ms` milliseconds (0: no delay).
     pub fn delay_creates(&self, ms: u64) {
         let knob = self.cloud.join("delay-ms");

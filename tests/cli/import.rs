@@ -263,7 +263,9 @@ fn a_crashed_import_is_finished_by_reconcile() {
     assert!(c.s.files().contains(&"infrakit-tf-import.tf.json".to_string()), "{:?}", c.s.files());
 
     // The killed run's record of its terraform is dropped by the next run that takes the lock
-    // (that terraform is dead): that is the only change the refused import makes.
+    // (that terraform is dead), and kept as the record that an apply was cut short (so that
+    // the run that applies next looks up what it made): that is the only change the refused
+    // import makes.
     let running = c.s.dir.join(".infrakit-tf-terraform.json");
     assert!(running.exists(), "the killed run recorded its terraform");
     let mut before = c.s.snapshot();
@@ -279,7 +281,9 @@ hint: run `infrakit-tf reconcile` to finish it (it adopts what that import wrote
 
 "#]],
     );
-    assert!(c.s.snapshot() == before, "the refused import changed something");
+    let mut after = c.s.snapshot();
+    assert!(after.remove(&c.s.dir.join(".infrakit-tf-unsettled")).is_some(), "the cut apply is remembered");
+    assert!(after == before, "the refused import changed something");
 
     let out = c.run(&["reconcile", "--output", "json"]).ok().json();
     assert!(out["applied"].as_bool().unwrap(), "{out}");

@@ -5,6 +5,7 @@
 // Test code may print, and its helpers are `pub` for the sibling modules.
 #![allow(clippy::print_stdout, clippy::print_stderr, unreachable_pub)]
 
+mod adopt;
 mod apply;
 mod cases;
 mod cloud;

@@ -313,7 +313,7 @@ fn infrakit_tf_killed_alone_lets_its_terraform_save_then_the_other_host_takes_ov
     let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
     assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
     assert_eq!(census(&b), (3, 3, 1), "created once: {}", run.stderr);
-    assert!(machines_per_instance(&b).values().all(|n| *n == 1));
+    assert!(b.machines_per_instance().values().all(|n| *n == 1));
     assert_eq!(db.state(), declared(&db.files()));
     assert_eq!(a.objects().into_keys().collect::<BTreeSet<_>>(), db.managed_ids(), "nothing leaked");
     b.run(&["reconcile", "--check"]).ok();
@@ -340,7 +340,7 @@ fn infrakit_tf_frozen_alone_has_its_terraform_stopped_before_the_lease_expires()
     let on_a = on_a.finish().code(STORE_UNAVAILABLE);
     assert!(on_a.stderr.contains("error: lost the lease on store directory `web`"), "{}", on_a.stderr);
     assert_eq!(census(&b), (5, 5, 1), "created once: {}", run.stderr);
-    assert!(machines_per_instance(&b).values().all(|n| *n == 1));
+    assert!(b.machines_per_instance().values().all(|n| *n == 1));
     assert_eq!(db.state(), declared(&db.files()));
     b.run(&["reconcile", "--check"]).ok();
 }
@@ -900,15 +900,6 @@ fn a_provision_killed_at_every_point_is_finished_by_the_other_host() {
     }
 }
 
-/// The VMs in the cloud whose tags name each instance: how many machines each has.
-fn machines_per_instance(c: &Cloud) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for o in c.objects().values().filter(|o| o["type"] == "fakecloud_instance") {
-        *out.entry(o["tags"]["infrakit.instance.name"].as_str().unwrap_or_default().to_string()).or_default() += 1;
-    }
-    out
-}
-
 // The server restarts (every session ends: ours, the lease's heartbeat, terraform's with its
 // state lock) while host A's terraform creates a machine; host B reconciles as soon as the
 // server is back. The lease is a row, not a session: A's heartbeat renews it on a new
@@ -927,7 +918,7 @@ fn a_server_restart_mid_apply_makes_nothing_twice() {
     assert!(on_b.stderr.contains("waiting up to 120s for another run"), "B waited for A: {}", on_b.stderr);
     let on_a = on_a.finish().ok();
     assert!(!on_a.stderr.contains("warning"), "{}", on_a.stderr);
-    let machines = machines_per_instance(&a);
+    let machines = a.machines_per_instance();
     assert_eq!(machines.len(), 2, "{machines:?}");
     assert!(machines.values().all(|n| *n == 1), "one machine per instance: {machines:?}");
     assert_eq!(census(&a), (2, 2, 1), "nothing twice");
@@ -980,7 +971,7 @@ fn an_idle_session_timeout_mid_apply_ends_no_session_and_makes_nothing_twice() {
     assert!(on_b.stderr.contains("waiting up to 120s for another run"), "B waited for A: {}", on_b.stderr);
     on_a.finish().ok();
     assert_eq!(census(&a), (2, 2, 1), "nothing twice");
-    assert!(machines_per_instance(&a).values().all(|n| *n == 1));
+    assert!(a.machines_per_instance().values().all(|n| *n == 1));
     assert_eq!(db.state(), declared(&db.files()));
     b.run(&["reconcile", "--check"]).ok();
 }
@@ -996,6 +987,8 @@ fn a_frozen_network_holds_the_other_host_up_for_the_lease_only() {
     let proxy = crate::proxy::Proxy::to(&format!("127.0.0.1:{port}"));
     let (a, b) = hosts(&db);
     lease(&[&a, &b], "10s");
+    a.with_lookups();
+    b.with_lookups();
     let via_proxy = db.url().replace(&format!(":{port}/"), &format!(":{}/", proxy.port()));
     // The URL is not part of the configuration every host must share.
     point_at(&a, &via_proxy);
@@ -1022,18 +1015,41 @@ fn a_frozen_network_holds_the_other_host_up_for_the_lease_only() {
     assert!(on_a.stderr.contains("error: lost the lease on store directory `web`"), "{}", on_a.stderr);
     assert!(on_a.stderr.contains("was interrupted"), "A's terraform was stopped: {}", on_a.stderr);
     proxy.thaw();
-    // Nothing A's terraform did after the freeze reached the state: it is B's, and whole.
+    // Nothing A's terraform did after the freeze reached the state: it is B's, and whole. The
+    // machine in flight when the network froze was made by A's terraform and never recorded:
+    // B, taking over a lease that was not released, looked it up and adopted it.
+    assert!(on_b.stderr.contains("an apply was cut short"), "{}", on_b.stderr);
     assert_eq!(db.state(), declared(&db.files()));
     b.run(&["reconcile", "--check"]).ok();
-    let managed = db.managed_ids();
-    let machines = machines_per_instance(&b);
-    for id in db.files().keys().filter_map(|n| n.strip_suffix(".tf.json")).filter(|n| n.starts_with("instance-")) {
-        assert!(machines.get(id).is_some_and(|n| *n >= 1), "{id} has its machine: {machines:?}");
-    }
-    assert!(
-        a.objects().keys().filter(|id| managed.contains(*id)).count() == managed.len(),
-        "every machine in the state exists"
-    );
+    assert!(b.machines_per_instance().values().all(|n| *n == 1), "nothing made twice: {:?}", b.machines_per_instance());
+    assert_eq!(a.objects().into_keys().collect::<BTreeSet<_>>(), db.managed_ids(), "nothing leaked");
+    assert_eq!(census(&a), (2, 2, 1));
+}
+
+// A host's whole process group is killed (its terraform with it) while the machines it
+// creates boot: the cloud has them, no state does. The next host to take the lease (once it
+// has expired) looks them up and adopts them, the very machines, nothing made twice.
+#[test]
+fn machines_a_dead_host_made_without_recording_are_adopted_by_the_next() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    lease(&[&a, &b], "4s");
+    a.with_lookups();
+    b.with_lookups();
+    a.run(&["provision", &a.spec()]).ok();
+    a.boot(3000);
+    let made = a.kill_at_first_new_object(&["provision", "--count", "2", &a.spec()]);
+    a.boot(0);
+    let run = b.run(&["--lock-timeout", "10m", "reconcile", "--output", "json"]).ok();
+    assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
+    let adopted: BTreeSet<String> =
+        run.json()["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(adopted, made, "{}", run.stderr);
+    assert!(b.machines_per_instance().values().all(|n| *n == 1), "{:?}", b.machines_per_instance());
+    assert_eq!(census(&b), (3, 3, 1));
+    assert_eq!(a.objects().into_keys().collect::<BTreeSet<_>>(), db.managed_ids(), "nothing leaked");
+    b.run(&["reconcile", "--check"]).ok();
+    a.run(&["reconcile", "--check"]).ok();
 }
 
 // Terraform's state row is deleted, or put back to an older serial, while instances are live:

@@ -69,6 +69,9 @@ struct Report {
     duration_seconds: f64,
     /// The groups converged (`--group`, or infrakit-tf.json's `groups`).
     groups: Vec<GroupReport>,
+    /// Machines an apply that was cut short made but never recorded, found by their tags:
+    /// adopted by this run (`{address, id}`); in `--check`, those the next run adopts (drift).
+    adopted: Vec<crate::unrecorded::Adopted>,
 }
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
@@ -90,8 +93,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     ws.check_groups(&specs)?;
     ws.terraform()?;
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
+    let adopted = ws.find_unrecorded(args.check, &[])?;
     let instances = ws.dir().instances(&profiles);
-    let mut report = Report { check: args.check, ..Report::default() };
+    let mut report = Report { check: args.check, adopted, ..Report::default() };
     let failure = if args.check {
         check(&ws, &groups, &instances, &mut report)?;
         None
@@ -116,6 +120,7 @@ fn check(ws: &Workspace<'_>, groups: &[Group], instances: &[Instance], report: &
         report.groups.push(GroupReport::new(group, &members, &decision));
     }
     report.pending = plan.has_changes
+        || !report.adopted.is_empty()
         || !report.drift.is_empty()
         || !report.promoted.is_empty()
         || report.groups.iter().any(|g| g.pending);
@@ -632,6 +637,14 @@ fn summary(r: &Report) -> String {
         r.drift.len() - vanished,
         r.promoted.len()
     );
+    if !r.adopted.is_empty() {
+        let unrecorded: Vec<String> = r.adopted.iter().map(|a| format!("{} = {}", a.address, a.id)).collect();
+        summary.push_str(&format!(
+            "; {} unrecorded machine(s) an apply cut short made: {}",
+            unrecorded.len(),
+            unrecorded.join(", ")
+        ));
+    }
     for g in r.groups.iter().filter(|g| g.pending) {
         summary.push_str(&format!("; group {}: {}", g.id, g.todo));
     }
@@ -656,8 +669,10 @@ fn line(r: &Report) -> String {
             r.destroyed
         )
     };
+    let adopted = if r.adopted.is_empty() || r.check { String::new() } else { format!(" adopted={}", r.adopted.len()) };
     let now = utc_now();
-    let mut out = format!("{now} {head}: {what} terraform_runs={} in {:.2}s", r.terraform_runs, r.duration_seconds);
+    let mut out =
+        format!("{now} {head}: {what}{adopted} terraform_runs={} in {:.2}s", r.terraform_runs, r.duration_seconds);
     for g in &r.groups {
         out.push_str(&format!("\n{now} {head}: {}", g.line()));
     }
@@ -671,6 +686,10 @@ fn table(r: &Report) -> Table {
     t.add_row(["pruned".to_string(), list(r.pruned.iter().map(|p| format!("{} ({} vanished)", p.id, p.vm)).collect())]);
     t.add_row(["promoted".to_string(), list(r.promoted.clone())]);
     t.add_row(["drift".to_string(), list(r.drift.iter().map(|d| format!("{} {}", d.action, d.address)).collect())]);
+    if !r.adopted.is_empty() {
+        let name = if r.check { "unrecorded" } else { "adopted" };
+        t.add_row([name.to_string(), list(r.adopted.iter().map(|a| format!("{} = {}", a.address, a.id)).collect())]);
+    }
     if r.check {
         t.add_row([
             "planned".to_string(),

@@ -1,0 +1,343 @@
+//! Machines that an apply cut short made but terraform never recorded. A cloud creates a
+//! machine at once and reports it running later; terraform records it only then. Killed in
+//! between (the OOM killer, `systemctl stop`, a host that dies), the machine is in the cloud,
+//! carrying our tags, and in no state: the next apply would create it again, the first one
+//! leaked (docker/deploykit#791). So the run after an interrupted apply looks up, through
+//! terraform itself, every resource the live files declare that the state does not hold, by
+//! the tags infrakit-tf writes on it (`tfconfig::identity`), and adopts what it finds with
+//! import blocks into the addresses the files define. More than one match, or a match whose
+//! group tag names another group, is never guessed at.
+//!
+//! Pure: what to look up ([`candidates`]), the data sources that do it ([`lookup_document`]),
+//! what they found ([`found`]), and the verdicts ([`judge`]). The workspace runs terraform.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::group::GROUP_TAG;
+use crate::names;
+use crate::profile::Profiles;
+use crate::spec::lookup;
+
+/// A resource to look up: declared by a live file, not in the state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// `type.name`.
+    pub address: String,
+    /// The file's base name (`instance-1`, `web_dedicated_1`).
+    pub file: String,
+    /// The data source and its arguments, rendered.
+    pub data_source: String,
+    pub arguments: Value,
+    /// Where the data source lists the IDs.
+    pub ids: String,
+    /// Where the resource's tags are (to check a match's group), when the look-up has one.
+    pub tags: Option<Vec<String>>,
+    /// The group tag the resource's file gives it, if any.
+    pub group: Option<String>,
+}
+
+/// An object adopted (or, in `reconcile --check`, that would be).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Adopted {
+    pub address: String,
+    pub id: String,
+}
+
+/// What the look-up says of one candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not in the cloud: the apply creates it.
+    Absent,
+    /// One object: adopt it (after its group is checked, [`judge`]).
+    One(String),
+    /// Several objects: which one is ours is not guessed.
+    Several(Vec<String>),
+}
+
+/// The resources of the live `files` (file name, document) that a look-up can find and that
+/// `state` (addresses) does not hold.
+pub fn candidates(files: &[(String, Value)], state: &BTreeSet<String>, profiles: &Profiles) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for (name, doc) in files {
+        let Some((base, _)) = names::split_file_name(name) else { continue };
+        let Some(kind) = names::classify(base) else { continue };
+        let identity = crate::tfconfig::identity(&kind);
+        for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
+            let Some(rule) = profiles.lookup(rtype) else { continue };
+            for (rname, props) in by_name.as_object().into_iter().flatten() {
+                let address = format!("{rtype}.{rname}");
+                if state.contains(&address) {
+                    continue;
+                }
+                let props = props.as_object().cloned().unwrap_or_default();
+                let tags = rule.tags.as_deref().map(|p| p.split('.').map(str::to_string).collect::<Vec<_>>());
+                let group = tags
+                    .as_deref()
+                    .and_then(|p| lookup(&props, p).ok().flatten())
+                    .and_then(|t| t.get(GROUP_TAG))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                let Some(arguments) = render(&rule.arguments, &identity, &props) else { continue };
+                out.push(Candidate {
+                    address,
+                    file: base.to_string(),
+                    data_source: rule.data_source.clone(),
+                    arguments,
+                    ids: rule.ids.clone(),
+                    tags,
+                    group,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A look-up's arguments for one resource: `"{{tags}}"` (the whole string) becomes the
+/// identifying tags; `{{instance}}`, `{{slot}}`, `{{global}}` in strings their values, `{{name}}`
+/// the resource's `name`. `None` when a variable has no value for it (a global's
+/// `{{instance}}`, a resource without a literal `name`): it cannot be looked up this way.
+fn render(args: &Value, identity: &BTreeMap<String, String>, props: &Map<String, Value>) -> Option<Value> {
+    use crate::tfconfig::{GLOBAL_TAG, NAME_TAG, SLOT_TAG};
+    Some(match args {
+        Value::String(s) if s == "{{tags}}" => {
+            Value::Object(identity.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
+        }
+        Value::String(s) => {
+            let mut out = s.clone();
+            for (var, value) in [
+                ("{{instance}}", identity.get(NAME_TAG).map(String::as_str)),
+                ("{{slot}}", identity.get(SLOT_TAG).map(String::as_str)),
+                ("{{global}}", identity.get(GLOBAL_TAG).map(String::as_str)),
+                ("{{name}}", props.get("name").and_then(Value::as_str).filter(|n| !n.contains("${"))),
+            ] {
+                if out.contains(var) {
+                    out = out.replace(var, value?);
+                }
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| render(v, identity, props)).collect::<Option<_>>()?),
+        Value::Object(map) => Value::Object(
+            map.iter().map(|(k, v)| Some((k.clone(), render(v, identity, props)?))).collect::<Option<_>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// The name of the data source that looks up candidate `i`.
+fn lookup_name(i: usize) -> String {
+    format!("infrakit_tf_lookup_{i}")
+}
+
+/// The document of data sources that look `candidates` up, and their addresses (in order).
+pub fn lookup_document(candidates: &[Candidate]) -> (Value, Vec<String>) {
+    let mut data: Map<String, Value> = Map::new();
+    let mut addresses = Vec::new();
+    for (i, c) in candidates.iter().enumerate() {
+        let by_name = data.entry(c.data_source.clone()).or_insert_with(|| Value::Object(Map::new()));
+        by_name.as_object_mut().expect("an object").insert(lookup_name(i), c.arguments.clone());
+        addresses.push(format!("data.{}.{}", c.data_source, lookup_name(i)));
+    }
+    (serde_json::json!({ "data": data }), addresses)
+}
+
+/// What each candidate's data source found, from the values of the data sources read (by
+/// address, as terraform's saved plan holds them).
+pub fn found(candidates: &[Candidate], read: &BTreeMap<String, Value>) -> Vec<Verdict> {
+    candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let address = format!("data.{}.{}", c.data_source, lookup_name(i));
+            let mut ids = read.get(&address).map(|v| ids_at(v, &c.ids)).unwrap_or_default();
+            ids.sort();
+            ids.dedup();
+            match ids.len() {
+                0 => Verdict::Absent,
+                1 => Verdict::One(ids.remove(0)),
+                _ => Verdict::Several(ids),
+            }
+        })
+        .collect()
+}
+
+/// The IDs at `path` of a data source's values: `ids`, or `droplets.*.id` (`*`: every item).
+fn ids_at(value: &Value, path: &str) -> Vec<String> {
+    let mut here = vec![value];
+    for step in path.split('.') {
+        here = here
+            .into_iter()
+            .flat_map(|v| match (step, v) {
+                ("*", Value::Array(items)) => items.iter().collect::<Vec<_>>(),
+                (key, Value::Object(map)) => map.get(key).into_iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+    }
+    here.into_iter()
+        .flat_map(|v| match v {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        })
+        .filter_map(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Why the look-up cannot be acted on: each ambiguous candidate, one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub lines: Vec<String>,
+}
+
+/// The objects to adopt, or why none may be: several matches for one resource, or a match
+/// whose group tag (`live`: the imported objects' values, by address) is not the one its file
+/// gives. An object found for two resources is not adopted twice either.
+pub fn judge(
+    candidates: &[Candidate],
+    verdicts: &[Verdict],
+    live: &BTreeMap<String, Value>,
+) -> Result<Vec<Adopted>, Refusal> {
+    let mut adopted = Vec::new();
+    let mut lines = Vec::new();
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    for (c, v) in candidates.iter().zip(verdicts) {
+        match v {
+            Verdict::Absent => {}
+            Verdict::Several(ids) => lines.push(format!("{}: {} objects carry its tags: {}", c.address, ids.len(), ids.join(", "))),
+            Verdict::One(id) => {
+                let theirs = c
+                    .tags
+                    .as_deref()
+                    .and_then(|p| live.get(&c.address).and_then(Value::as_object).and_then(|v| lookup(v, p).ok().flatten()))
+                    .and_then(|t| t.get(GROUP_TAG))
+                    .and_then(Value::as_str);
+                if c.tags.is_some() && live.contains_key(&c.address) && theirs != c.group.as_deref() {
+                    lines.push(format!(
+                        "{}: the object {id} that carries its tags belongs to group `{}`, not `{}`",
+                        c.address,
+                        theirs.unwrap_or("(none)"),
+                        c.group.as_deref().unwrap_or("(none)")
+                    ));
+                } else if let Some(other) = seen.insert(id, &c.address) {
+                    lines.push(format!("{}: the object {id} was found for {other} too", c.address));
+                } else {
+                    adopted.push(Adopted { address: c.address.clone(), id: id.clone() });
+                }
+            }
+        }
+    }
+    if lines.is_empty() {
+        Ok(adopted)
+    } else {
+        Err(Refusal { lines })
+    }
+}
+
+/// The import blocks that adopt `adopted`, over those of `existing` (an import-blocks file
+/// already there), one per address.
+pub fn import_blocks(existing: Option<&Value>, adopted: &[Adopted]) -> Value {
+    let mut blocks: Vec<Value> =
+        existing.and_then(|d| d.get("import")).and_then(Value::as_array).cloned().unwrap_or_default();
+    for a in adopted {
+        blocks.retain(|b| b.get("to").and_then(Value::as_str) != Some(&a.address));
+        blocks.push(serde_json::json!({"to": a.address, "id": a.id}));
+    }
+    serde_json::json!({ "import": blocks })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn profiles() -> Profiles {
+        Profiles::builtin()
+    }
+
+    fn files() -> Vec<(String, Value)> {
+        vec![
+            (
+                "instance-7.tf.json".into(),
+                json!({"resource": {"aws_instance": {"instance-7": {"tags": {"infrakit.instance.name": "instance-7", "infrakit.group": "web"}}}}}),
+            ),
+            (
+                "web_dedicated_2.tf.json".into(),
+                json!({"resource": {"aws_ebs_volume": {"web-2-data": {"tags": {"infrakit.slot": "web_dedicated_2", "infrakit.group": "web"}}}}}),
+            ),
+            (
+                "instance-8.tf.json".into(),
+                json!({"resource": {"digitalocean_droplet": {"instance-8": {"name": "instance-8"}}, "terraform_data": {"x": {}}}}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn what_the_state_lacks_and_a_look_up_can_find_is_looked_up_by_its_tags() {
+        let state = BTreeSet::from(["aws_ebs_volume.web-2-data".to_string()]);
+        let c = candidates(&files(), &state, &profiles());
+        assert_eq!(c.iter().map(|c| c.address.as_str()).collect::<Vec<_>>(), ["aws_instance.instance-7", "digitalocean_droplet.instance-8"]);
+        assert_eq!(c[0].arguments["instance_tags"], json!({"infrakit.instance.name": "instance-7"}));
+        assert_eq!(c[0].group.as_deref(), Some("web"));
+        assert_eq!(c[1].arguments, json!({"filter": [{"key": "name", "values": ["instance-8"]}]}));
+        let (doc, addresses) = lookup_document(&c);
+        assert_eq!(addresses, ["data.aws_instances.infrakit_tf_lookup_0", "data.digitalocean_droplets.infrakit_tf_lookup_1"]);
+        assert_eq!(doc["data"]["aws_instances"]["infrakit_tf_lookup_0"]["instance_state_names"][0], "pending");
+    }
+
+    #[test]
+    fn a_resource_without_a_literal_name_cannot_be_looked_up_by_name() {
+        let files = vec![("instance-8.tf.json".to_string(), json!({"resource": {"digitalocean_droplet": {"instance-8": {"name": "${var.x}"}}}}))];
+        assert!(candidates(&files, &BTreeSet::new(), &profiles()).is_empty());
+    }
+
+    #[test]
+    fn the_look_up_answers_become_verdicts() {
+        let c = candidates(&files(), &BTreeSet::new(), &profiles());
+        let read = BTreeMap::from([
+            ("data.aws_instances.infrakit_tf_lookup_0".to_string(), json!({"ids": ["i-2", "i-1"]})),
+            ("data.aws_ebs_volumes.infrakit_tf_lookup_1".to_string(), json!({"ids": ["vol-1"]})),
+            ("data.digitalocean_droplets.infrakit_tf_lookup_2".to_string(), json!({"droplets": []})),
+        ]);
+        assert_eq!(
+            found(&c, &read),
+            [Verdict::Several(vec!["i-1".into(), "i-2".into()]), Verdict::One("vol-1".into()), Verdict::Absent]
+        );
+        let droplets = json!({"droplets": [{"id": 4242, "name": "instance-8"}]});
+        assert_eq!(ids_at(&droplets, "droplets.*.id"), ["4242"]);
+    }
+
+    #[test]
+    fn several_matches_or_another_groups_object_are_refused_never_guessed() {
+        let c = candidates(&files(), &BTreeSet::new(), &profiles());
+        let verdicts = [Verdict::One("i-1".into()), Verdict::One("vol-1".into()), Verdict::Absent];
+        let ours = json!({"tags": {"infrakit.group": "web"}});
+        let live = BTreeMap::from([("aws_instance.instance-7".into(), ours.clone()), ("aws_ebs_volume.web-2-data".into(), ours)]);
+        assert_eq!(
+            judge(&c, &verdicts, &live).unwrap(),
+            [
+                Adopted { address: "aws_instance.instance-7".into(), id: "i-1".into() },
+                Adopted { address: "aws_ebs_volume.web-2-data".into(), id: "vol-1".into() }
+            ]
+        );
+        let theirs = BTreeMap::from([("aws_instance.instance-7".into(), json!({"tags": {"infrakit.group": "db"}}))]);
+        let refused = judge(&c, &verdicts[..1], &theirs).unwrap_err();
+        assert_eq!(refused.lines, ["aws_instance.instance-7: the object i-1 that carries its tags belongs to group `db`, not `web`"]);
+        let several = [Verdict::Several(vec!["i-1".into(), "i-2".into()])];
+        assert_eq!(judge(&c, &several, &live).unwrap_err().lines, ["aws_instance.instance-7: 2 objects carry its tags: i-1, i-2"]);
+    }
+
+    #[test]
+    fn import_blocks_join_those_already_there() {
+        let existing = json!({"import": [{"to": "a.b", "id": "1"}, {"to": "c.d", "id": "old"}]});
+        let blocks = import_blocks(Some(&existing), &[Adopted { address: "c.d".into(), id: "new".into() }]);
+        assert_eq!(blocks, json!({"import": [{"to": "a.b", "id": "1"}, {"to": "c.d", "id": "new"}]}));
+    }
+}

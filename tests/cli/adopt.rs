@@ -1,0 +1,192 @@
+//! Machines an apply cut short made but never recorded: the whole process group is SIGKILLed
+//! (the OOM killer, `systemctl stop`, a reboot) as soon as the cloud holds a new object, while
+//! the provider waits for it to boot (`boot-ms`: the object exists, terraform has not been
+//! told). The next run looks the machines up by their tags (fakecloud's data sources, declared
+//! as a user would) and adopts them: one machine per instance and per slot, the very ones the
+//! killed run made, nothing leaked.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::cloud::Cloud;
+
+const PENDING: i32 = 10;
+const STATE_LOST: i32 = 13;
+
+/// A cloud whose fakecloud types can be looked up.
+fn cloud() -> Cloud {
+    let c = Cloud::new();
+    c.with_lookups();
+    c
+}
+
+/// The cloud IDs the state manages.
+fn managed(c: &Cloud) -> BTreeSet<String> {
+    c.state().into_values().filter(|id| !id.is_empty()).collect()
+}
+
+/// What must hold after recovery: every instance one VM, every object of the cloud managed
+/// (nothing leaked, nothing twice), the killed run's objects among them (adopted, not made
+/// again), and nothing left to do.
+fn whole(c: &Cloud, made_by_the_killed_run: &BTreeSet<String>) {
+    let machines = c.machines_per_instance();
+    assert!(machines.values().all(|n| *n == 1), "one machine per instance: {machines:?}");
+    let cloud: BTreeSet<String> = c.objects().into_keys().collect();
+    assert_eq!(cloud, managed(c), "the cloud holds what the state manages, nothing more");
+    assert!(
+        made_by_the_killed_run.is_subset(&cloud),
+        "the killed run's machines were adopted: {made_by_the_killed_run:?}"
+    );
+    c.run(&["reconcile", "--check"]).ok();
+}
+
+// A provision of a third instance, with two more queued, killed with its terraform while the
+// machines boot: the next reconcile adopts what it made.
+#[test]
+fn a_provision_killed_with_its_terraform_while_machines_boot_is_adopted() {
+    let c = cloud();
+    c.run(&["provision", &c.spec()]).ok();
+    c.run(&["provision", &c.spec()]).ok();
+    c.run(&["provision", "--no-apply", &c.spec()]).ok();
+    c.run(&["provision", "--no-apply", &c.spec()]).ok();
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
+    assert!(!made.is_empty());
+    c.boot(0);
+    let run = c.run(&["reconcile", "--output", "json"]).ok();
+    assert!(run.stderr.contains("an apply was cut short"), "{}", run.stderr);
+    let report = run.json();
+    let adopted: BTreeSet<String> =
+        report["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(adopted, made, "adopted exactly what the killed run made: {}", run.stderr);
+    for id in &made {
+        assert!(run.stderr.contains(&format!(" = {id}: made by the apply that was cut short")), "{}", run.stderr);
+    }
+    assert_eq!(c.machines_per_instance().len(), 5);
+    whole(&c, &made);
+}
+
+// A reconcile promoting queued instances, killed likewise: the next one adopts.
+#[test]
+fn a_reconcile_killed_while_queued_machines_boot_is_adopted() {
+    let c = cloud();
+    c.run(&["provision", &c.spec()]).ok();
+    c.run(&["provision", "--no-apply", &c.spec()]).ok();
+    c.run(&["provision", "--no-apply", &c.spec()]).ok();
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["reconcile"]);
+    c.boot(0);
+    let run = c.run(&["reconcile"]).ok();
+    assert!(run.stdout.contains(&format!("adopted={}", made.len())), "{}", run.stdout);
+    assert_eq!(c.machines_per_instance().len(), 3);
+    whole(&c, &made);
+}
+
+// A rolling update of a group, killed while a replacement boots: the next reconcile adopts it
+// and finishes the update, the members' volumes kept.
+#[test]
+fn a_rolling_update_killed_while_a_replacement_boots_is_adopted() {
+    let c = cloud();
+    let group = |user_data: &str| c.s.write("web-group.json", &crate::groups::web(r#"{"Size": 2}"#, user_data));
+    let spec = c.s.dir.join("web-group.json").to_str().unwrap().to_string();
+    group("v1");
+    c.run(&["reconcile", "--group", &spec]).ok();
+    let volumes =
+        |c: &Cloud| c.objects().values().filter(|o| o["type"] == "fakecloud_volume" && o["size"] == 5).count();
+    group("v2");
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["reconcile", "--group", &spec]);
+    c.boot(0);
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    let report = run.json();
+    assert!(!report["adopted"].as_array().unwrap().is_empty(), "{}", run.stderr);
+    assert_eq!(report["groups"][0]["current"], 2, "{report}");
+    assert_eq!(c.machines_per_instance().len(), 2);
+    assert_eq!(volumes(&c), 2, "the members' volumes kept through the update");
+    c.run(&["reconcile", "--group", &spec, "--check"]).ok();
+    whole(&c, &made);
+}
+
+// Two objects carry one resource's tags (a twin made by hand, or by another tool): which one
+// is this directory's is not guessed. Exit 13, both listed, nothing applied.
+#[test]
+fn two_machines_with_one_resources_tags_are_refused_not_guessed() {
+    let c = cloud();
+    c.run(&["provision", &c.spec()]).ok();
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
+    c.boot(0);
+    // The VM if the killed run made it, else the volume it made.
+    let original = made.iter().find(|id| id.starts_with("i-")).unwrap_or_else(|| made.iter().next().unwrap()).clone();
+    let twin = format!("{}-twin", original);
+    std::fs::copy(c.cloud.join(format!("{original}.json")), c.cloud.join(format!("{twin}.json"))).unwrap();
+    let before = c.objects();
+    let state = c.state();
+    let run = c.run(&["reconcile"]).code(STATE_LOST);
+    assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+    let line = run.error_lines()[0];
+    assert!(
+        line.starts_with(
+            "error: refusing to apply: an apply was cut short, and which machine is this directory's is not clear: "
+        ),
+        "{line}"
+    );
+    assert!(line.contains(&format!("2 objects carry its tags: {original}, {twin}")), "{line}");
+    assert_eq!(c.objects(), before, "nothing applied");
+    assert_eq!(c.state(), state);
+    // The twin removed: the next run adopts the original.
+    std::fs::remove_file(c.cloud.join(format!("{twin}.json"))).unwrap();
+    c.run(&["reconcile"]).ok();
+    whole(&c, &made);
+}
+
+// `reconcile --check` after a cut apply reports the unrecorded machines as drift (exit 10),
+// changes nothing, and leaves the adoption to the next reconcile.
+#[test]
+fn reconcile_check_reports_an_unrecorded_machine_before_anything_is_applied() {
+    let c = cloud();
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
+    c.boot(0);
+    let before = c.objects();
+    let check = c.run(&["reconcile", "--check", "--output", "json"]).code(PENDING);
+    let unrecorded: BTreeSet<String> =
+        check.json()["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(unrecorded, made);
+    assert!(check.stderr.contains("unrecorded machine(s) an apply cut short made"), "{}", check.stderr);
+    assert_eq!(c.objects(), before, "a check changes nothing");
+    c.run(&["reconcile", "--check"]).code(PENDING); // still pending: nothing was settled
+    c.run(&["reconcile"]).ok();
+    whole(&c, &made);
+}
+
+// A run after no interrupted apply looks nothing up: no message, no extra terraform run.
+#[test]
+fn a_run_after_no_cut_apply_looks_nothing_up() {
+    let c = cloud();
+    c.run(&["provision", &c.spec()]).ok();
+    let run = c.run(&["--verbose", "provision", &c.spec()]).ok();
+    assert!(!run.stderr.contains("looking up"), "{}", run.stderr);
+    let runs: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("running `")).collect();
+    assert_eq!(runs.len(), 1, "one terraform run, the apply: {runs:?}");
+    let reconcile = c.run(&["--verbose", "reconcile"]).ok();
+    assert!(!reconcile.stderr.contains("looking up"), "{}", reconcile.stderr);
+}
+
+// The tags that find a resource are on every resource of a type that can be looked up: the
+// VM's instance name, the dedicated volume's slot, the global's scope, and the group.
+#[test]
+fn resources_that_can_be_looked_up_carry_the_tags_that_find_them() {
+    let c = cloud();
+    let id = c.run(&["provision", &c.spec()]).ok().stdout.trim().to_string();
+    let tags = |file: &str, rtype: &str| -> Value {
+        let doc = c.s.read(file);
+        doc["resource"][rtype].as_object().unwrap().values().next().unwrap()["tags"].clone()
+    };
+    assert_eq!(tags(&format!("{id}.tf.json"), "fakecloud_instance")["infrakit.instance.name"], id.as_str());
+    let slot = tags("default_dedicated_1.tf.json", "fakecloud_volume");
+    assert_eq!(slot, serde_json::json!({"infrakit.slot": "default_dedicated_1", "infrakit.group": "web"}));
+    let global = tags("shared_global.tf.json", "fakecloud_volume");
+    assert_eq!(global, serde_json::json!({"infrakit.global": "shared", "infrakit.group": "web"}));
+}
