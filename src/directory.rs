@@ -31,6 +31,18 @@ pub(crate) struct Directory {
     /// stands for.
     shown: PathBuf,
     names: BTreeSet<String>,
+    /// A reader's view ([`Directory::read_view`]): the managed files' bytes as of one
+    /// moment, read from here rather than from the disk.
+    contents: Option<BTreeMap<String, Vec<u8>>>,
+    /// A reader's copy of terraform's local state, as of that moment (see `read_view`).
+    state: Option<Vec<u8>>,
+}
+
+/// What a reader's view found besides the files.
+pub(crate) struct View {
+    pub(crate) dir: Directory,
+    /// The files of a change half done (a pending journal), shown as they were before it.
+    pub(crate) half_done: Option<Vec<String>>,
 }
 
 /// One managed file of the listing.
@@ -85,6 +97,27 @@ impl Instance {
     }
 }
 
+/// Terraform's local state at `path`, read whole. Terraform rewrites it in place (truncating
+/// first) after each resource of an apply; one read mid-write does not parse. Then its backup
+/// (`terraform.tfstate.backup`, the state as it was before the run that is writing began: an
+/// earlier moment, whole) is read instead; while neither parses, both are read again, for up to
+/// a second. `None` when there is none, or none parsed (then terraform reads it as it is).
+fn copy_state(path: &Path) -> Option<Vec<u8>> {
+    let mut backup = path.as_os_str().to_owned();
+    backup.push(".backup");
+    let whole = |p: &Path| std::fs::read(p).ok().filter(|b| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok());
+    if !path.exists() {
+        return None;
+    }
+    for _ in 0..100 {
+        if let Some(bytes) = whole(path).or_else(|| whole(Path::new(&backup))) {
+            return Some(bytes);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}
+
 /// The error for a managed directory that does not exist.
 pub(crate) fn missing(path: &Path) -> crate::exit::Failure {
     not_found(format!("directory `{}` does not exist", path.display()))
@@ -107,7 +140,65 @@ impl Directory {
                 names.insert(name);
             }
         }
-        Ok(Directory { shown: abs.clone(), path: abs, names })
+        Ok(Directory { shown: abs.clone(), path: abs, names, contents: None, state: None })
+    }
+
+    /// For a command that only reads (no lock): the directory as of one moment, never half of
+    /// a change. Under the shared generation lock (`lock::reading`: writers hold it only while
+    /// they change files), it is listed and every managed file is read into memory, and
+    /// terraform's local state is copied (retried while it does not parse: terraform rewrites
+    /// it in place during an apply). A change left half done (a pending journal: its writer
+    /// was killed, or its undo failed) is shown as it was before that change, the files it
+    /// touched named in `half_done`.
+    pub(crate) fn read_view(path: &Path) -> Result<View> {
+        let abs = std::path::absolute(path).with_context(|| format!("failed to resolve `{}`", path.display()))?;
+        let reading = crate::lock::reading(&abs);
+        let mut dir = Directory::open(path)?; // listed under the lock
+        let mut contents = BTreeMap::new();
+        for name in dir.names.iter().filter(|n| crate::store::keeps(n)) {
+            match std::fs::read(dir.path.join(name)) {
+                Ok(bytes) => {
+                    contents.insert(name.clone(), bytes);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", dir.path.join(name).display())),
+            }
+        }
+        let pending = crate::journal::pending(&dir.path)?;
+        dir.state = crate::state_guard::local_state_path(&dir.path).and_then(|p| copy_state(&p));
+        drop(reading);
+        let half_done = pending.map(|files| {
+            let mut names = Vec::new();
+            for (name, before) in files {
+                match before {
+                    Some(bytes) => {
+                        dir.names.insert(name.clone());
+                        contents.insert(name.clone(), bytes);
+                    }
+                    None => {
+                        dir.names.remove(&name);
+                        contents.remove(&name);
+                    }
+                }
+                names.push(name);
+            }
+            names
+        });
+        dir.contents = Some(contents);
+        Ok(View { dir, half_done })
+    }
+
+    /// A reader's copy of terraform's local state ([`Directory::read_view`]), if it has one.
+    pub(crate) fn state_copy(&self) -> Option<&[u8]> {
+        self.state.as_deref()
+    }
+
+    /// A file's bytes: from the reader's view if there is one, else from the disk.
+    pub(crate) fn bytes(&self, name: &str) -> io::Result<Vec<u8>> {
+        match &self.contents {
+            Some(contents) => contents.get(name).cloned().ok_or_else(|| io::ErrorKind::NotFound.into()),
+            None => std::fs::read(self.path.join(name)),
+        }
     }
 
     /// Opens `path`, a snapshot standing for `shown` (named in messages).
@@ -230,13 +321,14 @@ impl Directory {
     /// The ID record: the highest instance number whose file was ever removed (an ID whose
     /// file exists needs no record: the file holds it). See [`Directory::next_id`].
     pub(crate) fn last_issued(&self) -> Option<u64> {
-        std::fs::read_to_string(self.path.join(LAST_ID)).ok().and_then(|s| s.trim().parse::<u64>().ok())
+        let bytes = self.bytes(LAST_ID).ok()?;
+        String::from_utf8_lossy(&bytes).trim().parse::<u64>().ok()
     }
 
     /// Reads and parses one managed file.
     pub(crate) fn read_doc(&self, name: &str) -> Result<Value> {
         let path = self.path.join(name);
-        let text = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+        let text = self.bytes(name).with_context(|| format!("failed to read `{}`", path.display()))?;
         serde_json::from_slice(&text)
             .map_err(|e| invalid(format!("`{}` is not valid JSON: {e}", path.display())).into())
     }
@@ -276,7 +368,7 @@ impl Directory {
         // One read per file, no stat: this is describe's hot path.
         let (file, suffix, doc) = candidates.iter().find_map(|(name, suffix)| {
             let path = self.path.join(name);
-            let doc = match std::fs::read(&path) {
+            let doc = match self.bytes(name) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
                 Err(e) => Err(format!("failed to read `{}`: {e}", path.display())),
                 Ok(bytes) => {

@@ -61,9 +61,11 @@ exit_codes! {
     TooManyDestroys = 11 => "`reconcile` would destroy more than `--max-destroy` resources; nothing applied",
     /// The directory cannot be written: read-only, full, or no permission. Nothing was changed.
     Unwritable = 12 => "the directory cannot be written (read-only, full disk, permissions); nothing was changed",
-    /// Terraform's state is missing, empty, unreadable, of another lineage or older than the
-    /// last run recorded, while the directory has live instances: nothing was planned or applied.
-    StateLost = 13 => "Terraform's state is missing, empty, of another lineage or older than the last run, while live instances exist; nothing applied (see \"Crashes and recovery\")",
+    /// Terraform's state cannot be trusted: missing, empty, unreadable, of another lineage or
+    /// older than the last run recorded while the directory has live instances; or a state
+    /// terraform could not save waits to be pushed; or machines an apply cut short made cannot
+    /// be told apart. Nothing was planned or applied.
+    StateLost = 13 => "Terraform's state cannot be trusted (missing, empty, of another lineage or older than the last run while live instances exist; an unsaved state waits to be pushed; a cut apply's machines cannot be told apart); nothing applied (see \"Crashes and recovery\")",
     /// Terraform ran longer than `--terraform-timeout`: it was interrupted, then killed.
     TerraformTimeout = 14 => "terraform ran longer than `--terraform-timeout`: it was interrupted, then killed",
     /// `reconcile`: a rolling update stopped because a replacement was not healthy

@@ -119,6 +119,18 @@ pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
     fs::create_dir_all(path).map_err(|e| error(e, "create", path))
 }
 
+/// Opens (creating it, empty, if need be) a file held only for its `flock` (see
+/// `lock::changing`).
+pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| error(e, "open", path))
+}
+
 /// A symbolic link at `link` to `target` (the dry-run mirror).
 pub(crate) fn symlink(target: &Path, link: &Path) -> Result<()> {
     fault::point(|| format!("symlink {}", link.display()));
@@ -137,10 +149,60 @@ pub(crate) fn write_scratch(path: &Path, bytes: &[u8], bits: u32) -> Result<()> 
     write().map_err(|e| error(e, "write", path))
 }
 
-/// Copies a file's bytes (the dry-run mirror).
-pub(crate) fn copy(from: &Path, to: &Path) -> Result<()> {
-    fault::point(|| format!("copy {}", to.display()));
-    fs::copy(from, to).map(drop).map_err(|e| error(e, "copy", to))
+/// The name every temporary directory of ours starts with (in `TMPDIR`).
+const TEMP_DIR_PREFIX: &str = "infrakit-tf-";
+
+/// A new temporary directory of ours for `kind` (`plan`, `mirror`, `snapshot`), removed when
+/// dropped; named `infrakit-tf-KIND-PID.START-XXXXXX`, so that one a killed run left behind
+/// is known as such ([`sweep_temp_dirs`]).
+pub(crate) fn temp_dir(kind: &str) -> Result<tempfile::TempDir> {
+    let prefix = format!("{TEMP_DIR_PREFIX}{kind}-{}-", crate::process::me());
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempdir()
+        .map_err(|e| anyhow::Error::new(e).context("failed to create a temporary directory"))
+}
+
+/// Removes the temporary directories (and files) of ours that runs killed before they could remove them
+/// left in `TMPDIR` (cron kills runs; over months they would fill it): those whose owner (the
+/// PID and start time in the name) is gone, and, from an infrakit-tf before that naming, those
+/// a day old. Only names of exactly our shapes ([`stale_temp_dir`]); best effort: what cannot
+/// be read or removed stays.
+pub(crate) fn sweep_temp_dirs() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let age = || entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+        if stale_temp_dir(name, crate::process::alive, age) {
+            let _ = match entry.file_type() {
+                Ok(t) if t.is_dir() => fs::remove_dir_all(entry.path()),
+                Ok(t) if t.is_file() => fs::remove_file(entry.path()),
+                _ => Ok(()),
+            };
+        }
+    }
+}
+
+/// Whether `name` is a temporary directory of ours that nobody will remove:
+/// `infrakit-tf-KIND-PID.START-XXXXXX` whose process is gone (`alive`), or
+/// `infrakit-tf-KIND-XXXXXX` (an older infrakit-tf's) a day old (`age`).
+fn stale_temp_dir(name: &str, alive: impl Fn(u32, u64) -> bool, age: impl Fn() -> Option<std::time::Duration>) -> bool {
+    let Some(rest) = name.strip_prefix(TEMP_DIR_PREFIX) else { return false };
+    let Some((kind, rest)) = rest.split_once('-') else { return false };
+    let random = |s: &str| s.len() == 6 && s.bytes().all(|b| b.is_ascii_alphanumeric());
+    // `terraform`: the file terraform's output is followed through, unlinked once open.
+    if !["plan", "mirror", "snapshot", "state", "terraform"].contains(&kind) {
+        return false;
+    }
+    match rest.split_once('-') {
+        Some((owner, suffix)) if random(suffix) => match owner.split_once('.').map(|(p, s)| (p.parse(), s.parse())) {
+            Some((Ok(pid), Ok(start))) => !alive(pid, start),
+            _ => false,
+        },
+        None if random(rest) => age().is_some_and(|a| a > std::time::Duration::from_secs(24 * 3600)),
+        _ => false,
+    }
 }
 
 /// Whether a directory entry is one of our temporary files (`.infrakit-tf-*.tmp`): left
@@ -193,6 +255,27 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_our_temporary_directories_whose_owner_is_gone_are_stale() {
+        let day = || Some(std::time::Duration::from_secs(25 * 3600));
+        let now = || Some(std::time::Duration::from_secs(60));
+        let dead = |_: u32, _: u64| false;
+        let live = |_: u32, _: u64| true;
+        assert!(stale_temp_dir("infrakit-tf-plan-123.456-aB3dE9", dead, now));
+        assert!(!stale_temp_dir("infrakit-tf-plan-123.456-aB3dE9", live, day), "its run goes on");
+        assert!(stale_temp_dir("infrakit-tf-mirror-aB3dE9", dead, day), "an older infrakit-tf's, a day old");
+        assert!(!stale_temp_dir("infrakit-tf-mirror-aB3dE9", dead, now));
+        for other in [
+            "infrakit-tf-pg.aB3dE9",
+            "infrakit-tf-bench-pg.x",
+            "infrakit-tf-plan-notours",
+            "tmp.aB3dE9",
+            "infrakit-tf-plan-1.2-toolong",
+        ] {
+            assert!(!stale_temp_dir(other, dead, day), "{other}");
+        }
+    }
 
     #[test]
     fn writes_replace_and_skip_unchanged() {

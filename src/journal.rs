@@ -69,6 +69,7 @@ pub(crate) fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
     if ops.len() <= 1 {
         return ops.iter().try_for_each(|op| perform(dir, op));
     }
+    let changing = crate::lock::changing(dir)?; // readers see all of it or none
     let journal = Journal { version: 1, before: ops.iter().map(|op| save(dir, &op.name)).collect::<Result<_>>()? };
     let journal_path = dir.join(JOURNAL);
     fsio::write_atomic(&journal_path, &serde_json::to_vec_pretty(&journal)?, Perms::Private)?;
@@ -81,6 +82,7 @@ pub(crate) fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
         });
     }
     fsio::remove(&journal_path)?; // the commit point
+    crate::lock::made_changes(dir, &changing);
     Ok(())
 }
 
@@ -93,13 +95,51 @@ pub(crate) fn recover(dir: &Path) -> Result<Vec<String>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", journal_path.display())),
     };
-    let journal: Journal = serde_json::from_slice(&bytes).map_err(|e| {
-        Failure::new(Code::Error, format!("`{}` is not a journal infrakit-tf can read: {e}", journal_path.display()))
-            .hint("it undoes an interrupted change: restore it, or remove it once you have checked the managed files")
-    })?;
+    let journal = parse(&bytes, &journal_path)?;
+    let _changing = crate::lock::changing(dir)?;
     undo(dir, &journal)?;
     fsio::remove(&journal_path)?;
     Ok(journal.before.into_iter().map(|b| b.name).collect())
+}
+
+fn parse(bytes: &[u8], path: &Path) -> Result<Journal> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Failure::new(Code::Error, format!("`{}` is not a journal infrakit-tf can read: {e}", path.display()))
+            .hint("it undoes an interrupted change: restore it, or remove it once you have checked the managed files")
+            .into()
+    })
+}
+
+/// A file as it was before a change: its name, and its bytes (`None`: it did not exist).
+pub(crate) type Was = (String, Option<Vec<u8>>);
+
+/// For a reader: the files a pending journal (a change half done: its writer was killed, or
+/// its undo failed) puts back, as they were before that change (`None`: absent then). `None`
+/// when no change is pending.
+pub(crate) fn pending(dir: &Path) -> Result<Option<Vec<Was>>> {
+    let path = dir.join(JOURNAL);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", path.display())),
+    };
+    let journal = parse(&bytes, &path)?;
+    let files = journal
+        .before
+        .into_iter()
+        .map(|b| {
+            let content = match b.content {
+                None => None,
+                Some(saved) => Some(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(&saved.base64)
+                        .with_context(|| format!("the journal's copy of `{}` is damaged", b.name))?,
+                ),
+            };
+            Ok((b.name, content))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(files))
 }
 
 fn save(dir: &Path, name: &str) -> Result<Before> {
@@ -202,6 +242,7 @@ mod tests {
                 let e = e.unwrap();
                 (e.file_name().into_string().unwrap(), std::fs::read_to_string(e.path()).ok())
             })
+            .filter(|(name, _)| name != crate::lock::GENERATION) // the readers' lock, not a change
             .collect();
         v.sort();
         v

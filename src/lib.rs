@@ -30,6 +30,7 @@ mod health;
 mod journal;
 mod lock;
 mod output;
+mod process;
 mod signals;
 mod state_guard;
 mod store;
@@ -60,6 +61,7 @@ use context::Ctx;
 /// Runs one command and returns its exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let ctx = Ctx::new(cli.global);
+    fsio::sweep_temp_dirs(); // what killed runs left in TMPDIR
     let result = match cli.command {
         Command::Validate(args) => cmd::validate::run(args, &ctx),
         Command::Provision(args) => cmd::provision::run(args, &ctx),

@@ -69,6 +69,45 @@ impl Drop for DirLock {
     }
 }
 
+/// The file whose `flock` orders changes of the managed files against readers' copies of them
+/// (the directory lock cannot: writers hold it for a whole command, terraform included). A
+/// writer holds it exclusively only while it changes files ([`changing`]: a journal's commit
+/// or undo, a promotion), a reader shared only while it lists and reads them ([`reading`]):
+/// a reader sees every change whole or not at all, and never waits for an apply. Writers
+/// create it; readers never create a file.
+pub(crate) const GENERATION: &str = ".infrakit-tf-generation.lock";
+
+/// A held `flock` on [`GENERATION`], released when dropped.
+pub(crate) struct Generation {
+    _file: File,
+}
+
+/// For a writer (under the directory lock), while it changes managed files: readers wait the
+/// milliseconds it takes. `None` before the first change that succeeded in this directory made
+/// the file ([`made_changes`]): a command that fails leaves nothing behind.
+pub(crate) fn changing(dir: &Path) -> Result<Option<Generation>> {
+    let path = dir.join(GENERATION);
+    let Ok(file) = File::open(&path) else { return Ok(None) };
+    FileExt::lock_exclusive(&file).with_context(|| format!("failed to lock `{}`", path.display()))?;
+    Ok(Some(Generation { _file: file }))
+}
+
+/// After a change that succeeded: makes [`GENERATION`] if it is not there yet, so that the
+/// next changes are ordered against readers. Best effort (a full disk may refuse an inode).
+pub(crate) fn made_changes(dir: &Path, held: &Option<Generation>) {
+    if held.is_none() {
+        let _ = fsio::open_lock_file(&dir.join(GENERATION));
+    }
+}
+
+/// For a reader, while it lists and reads the managed files. `None` when no writer ever made
+/// the lock file (no change to order against), or it cannot be opened.
+pub(crate) fn reading(dir: &Path) -> Option<Generation> {
+    let file = File::open(dir.join(GENERATION)).ok()?;
+    FileExt::lock_shared(&file).ok()?;
+    Some(Generation { _file: file })
+}
+
 /// How long a command waits for its locks: `--lock-timeout`, counted once from when it began
 /// to wait, for every lock it takes (with a store: the store's, then the directory's).
 /// Messages name the timeout as given.
@@ -142,7 +181,7 @@ pub(crate) fn lock(dir: &Path, wait: Wait, printer: &Printer) -> Result<DirLock>
 /// holds no lock: a dry run plans in a mirror and changes nothing).
 pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
     let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
-    let Some(start) = start_time(pid) else { return Ok(()) }; // already gone
+    let Some(start) = crate::process::start_time(pid) else { return Ok(()) }; // already gone
     let running = Running { pid, start, command: command.to_string() };
     fsio::write_atomic(&dir.join(RUNNING), &serde_json::to_vec(&running)?, fsio::Perms::Public).map(drop)
 }
@@ -167,18 +206,7 @@ fn read_running(path: &Path) -> Option<Running> {
 }
 
 fn alive(r: &Running) -> bool {
-    r.pid != 0 && start_time(r.pid) == Some(r.start)
-}
-
-/// A live (not zombie) process's start time, from `/proc/<pid>/stat` (field 22).
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces: split after the last.
-    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
-    if fields.first() == Some(&"Z") {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
+    crate::process::alive(r.pid, r.start)
 }
 
 pub(crate) fn human(d: Duration) -> String {
@@ -186,19 +214,5 @@ pub(crate) fn human(d: Duration) -> String {
         format!("{}ms", d.as_millis())
     } else {
         format!("{}s", d.as_secs())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn our_own_process_is_alive_and_a_reused_pid_is_not() {
-        let me = std::process::id();
-        let start = start_time(me).expect("our own start time");
-        assert!(alive(&Running { pid: me, start, command: String::new() }));
-        assert!(!alive(&Running { pid: me, start: start + 1, command: String::new() }), "another process");
-        assert!(!alive(&Running { pid: 0, start, command: String::new() }));
     }
 }

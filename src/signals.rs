@@ -79,23 +79,13 @@ pub(crate) fn kill(pid: u32) {
     let mut tree = vec![pid];
     let mut i = 0;
     while i < tree.len() {
-        tree.extend(children(tree[i]));
+        tree.extend(crate::process::children(tree[i]));
         i += 1;
     }
     // Terraform first: it starts nothing more once it is stopped.
     for pid in tree {
         send(pid, libc::SIGKILL);
     }
-}
-
-/// The children of a process (`/proc/PID/task/*/children`).
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| c.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
-        .collect()
 }
 
 fn send(pid: u32, signal: i32) {

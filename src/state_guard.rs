@@ -66,21 +66,26 @@ pub(crate) fn record(dir: &Path) -> Result<()> {
 /// `env` is what terraform runs with, as a shell prefix, for the command a hint gives (with a
 /// store: where its state is).
 pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
-    if dir.has(ERRORED) {
+    if let Some(file) = errored(dir.path()) {
+        let shown = if file == dir.path().join(ERRORED) { PathBuf::from(ERRORED) } else { file.clone() };
         let push = match env {
-            Some(env) => format!("cd {} && {env} terraform state push {ERRORED}", dir.shown().display()),
-            None => format!("terraform state push {ERRORED}"),
+            Some(env) => format!("cd {} && {env} terraform state push {}", dir.shown().display(), shown.display()),
+            None => format!("terraform state push {}", shown.display()),
+        };
+        let place = if file == dir.path().join(ERRORED) {
+            format!("`{ERRORED}` in `{}`", dir.shown().display())
+        } else {
+            format!("`{}` (kept there for `{}`, which was full)", file.display(), dir.shown().display())
         };
         // Terraform could not save the state after a run (a full disk, a backend gone): what
         // it did is only in this file. Applying again would do it again.
         return Err(Failure::new(
             Code::StateLost,
-            format!(
-                "refusing to run terraform: `{ERRORED}` in `{}` holds a state terraform could not save",
-                dir.shown().display()
-            ),
+            format!("refusing to run terraform: {place} holds a state terraform could not save"),
         )
-        .hint(format!("push it where the state belongs (`{push}`), then remove it and re-run"))
+        .hint(format!(
+            "push it where the state belongs (`{push}`; `-force` when terraform says the serial is the same: the file is the newer), then remove it and re-run"
+        ))
         .into());
     }
     let Some(path) = local_state(dir.path()) else { return Ok(()) };
@@ -109,9 +114,74 @@ pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
     }
 }
 
-/// Whether `dir` holds a state terraform could not save (`errored.tfstate`).
-pub(crate) fn errored(dir: &Path) -> bool {
-    dir.join(ERRORED).exists()
+/// Where a state terraform could not save is, for the directory `dir`: terraform's own
+/// `errored.tfstate` there, or where [`keep_dump`] kept its emergency dump when the
+/// directory could not hold it. `None`: nowhere.
+pub(crate) fn errored(dir: &Path) -> Option<PathBuf> {
+    dump_places(dir).into_iter().map(|p| p.path).find(|p| p.exists())
+}
+
+/// Where an emergency dump of `dir`'s state goes, in order: the directory (as terraform's own
+/// `errored.tfstate`, so that the same guard and push apply), the state directory of the XDG
+/// spec (`$XDG_STATE_HOME`, else `~/.local/state`: `infrakit-tf/errored/<dir's hash>.tfstate`),
+/// the temporary directory (`infrakit-tf-errored-<dir's hash>.tfstate`). Named after the
+/// directory's absolute path, so that its next run finds it.
+fn dump_places(dir: &Path) -> Vec<Place> {
+    let state_home = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".local/state")));
+    places_in(dir, state_home.as_deref(), &std::env::temp_dir())
+}
+
+/// [`dump_places`], the state and temporary directories given.
+fn places_in(dir: &Path, state_home: Option<&Path>, tmp: &Path) -> Vec<Place> {
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let hash = abs
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    let mut places = vec![Place { path: dir.join(ERRORED), ours: false }];
+    places.extend(
+        state_home
+            .map(|d| Place { path: d.join("infrakit-tf/errored").join(format!("{hash:016x}.tfstate")), ours: true }),
+    );
+    places.push(Place { path: tmp.join(format!("infrakit-tf-errored-{hash:016x}.tfstate")), ours: false });
+    places
+}
+
+/// A place for a dump: its path, and whether the directories on its way are ours to make
+/// (under the state directory; never the managed or the temporary directory).
+struct Place {
+    path: PathBuf,
+    ours: bool,
+}
+
+/// Where [`keep_dump`] kept a state.
+pub(crate) enum Kept {
+    File(PathBuf),
+    /// Nowhere could hold it: the caller prints it whole (the text).
+    Nowhere(String),
+}
+
+/// Keeps the state terraform could not save and printed instead (its emergency dump), in the
+/// first of [`dump_places`] that can hold it; the next run refuses to plan or apply until it
+/// is pushed (see [`check`]).
+pub(crate) fn keep_dump(dir: &Path, state: &serde_json::Value) -> Kept {
+    keep_in(&dump_places(dir), state)
+}
+
+fn keep_in(places: &[Place], state: &serde_json::Value) -> Kept {
+    let text = serde_json::to_string_pretty(state).unwrap_or_else(|_| state.to_string());
+    for Place { path, ours } in places {
+        let made = |p: &Path| *ours && fsio::create_dir_all(p).is_ok();
+        let parent_ok = path.parent().is_none_or(|p| p.is_dir() || made(p));
+        if parent_ok && fsio::write_atomic(path, text.as_bytes(), fsio::Perms::Private).is_ok() {
+            return Kept::File(path.clone());
+        }
+    }
+    Kept::Nowhere(text)
 }
 
 /// With a store: another host (`host`, `HOST:DIR`) holds a state terraform could not save; a
@@ -195,6 +265,12 @@ fn backup_of(state: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The local backend's state file (where it would be), or `None` when another backend is
+/// configured.
+pub(crate) fn local_state_path(dir: &Path) -> Option<PathBuf> {
+    local_state(dir)
+}
+
 /// The local backend's state file, or `None` when another backend is configured.
 fn local_state(dir: &Path) -> Option<PathBuf> {
     #[derive(Deserialize)]
@@ -257,6 +333,28 @@ mod tests {
         let state = br#"{"version": 4, "terraform_version": "1.11.4", "serial": 7, "lineage": "abc", "resources": []}"#;
         fsio::write_atomic(&p, state, fsio::Perms::Public).unwrap();
         assert_eq!(observe(&p), Observed::State(Stamp { lineage: "abc".into(), serial: 7 }));
+    }
+
+    #[test]
+    fn a_dump_goes_to_the_first_place_that_can_hold_it_else_it_is_printed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = serde_json::json!({"version": 4, "serial": 3, "lineage": "abc"});
+        let gone = tmp.path().join("no such dir");
+        let state_home = tmp.path().join("state");
+        let tmpdir = tmp.path().join("tmp");
+        fsio::create_dir_all(&tmpdir).unwrap();
+        let places = places_in(&gone, Some(&state_home), &tmpdir);
+        let Kept::File(kept) = keep_in(&places, &state) else { panic!("kept nowhere") };
+        assert!(kept.starts_with(state_home.join("infrakit-tf/errored")), "{}", kept.display());
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(&kept).unwrap()).unwrap(), state);
+        // A state directory that cannot be made (a file in its way): the temporary directory.
+        fsio::write_atomic(&tmp.path().join("file"), b"", fsio::Perms::Public).unwrap();
+        let places = places_in(&gone, Some(&tmp.path().join("file")), &tmpdir);
+        let Kept::File(kept) = keep_in(&places, &state) else { panic!("kept nowhere") };
+        assert!(kept.starts_with(&tmpdir));
+        // Nowhere at all: the text, to print.
+        let places = places_in(&gone, None, &gone);
+        assert!(matches!(keep_in(&places, &state), Kept::Nowhere(text) if text.contains("\"lineage\": \"abc\"")));
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub enum Event {
         action: Action,
         elapsed: u64,
     },
+    /// The state terraform could not save anywhere, printed as its last resort (a `log`
+    /// event, "Emergency state dump", carrying `state`): the only record of what it did.
+    StateDump(Value),
     /// Anything else with a human message (`log`, `version`, `outputs`, provisioner output).
     Message {
         level: String,
@@ -164,6 +167,7 @@ struct Raw {
     changes: Option<Changes>,
     change: Option<Hook>,
     hook: Option<Hook>,
+    state: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +203,7 @@ pub fn parse_line(line: &str) -> Option<Event> {
         "apply_errored" => {
             hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyErrored { address, action, elapsed })?
         }
+        "log" if raw.state.is_some() => Event::StateDump(raw.state?),
         _ => Event::Message { level: raw.level, text: raw.message },
     })
 }

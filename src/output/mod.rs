@@ -1,7 +1,9 @@
 //! The output layer: data to stdout, messages to stderr, progress, confirmations. Commands
 //! build a report and hand it here; nothing else prints (clippy's `print_stdout` and
 //! `print_stderr` are denied everywhere else), and only this layer asks whether stdout or
-//! stderr is a terminal. A closed stdout (`| head`) is not an error.
+//! stderr is a terminal. A closed stdout (`| head`) is not an error. Stderr that cannot be
+//! written (`2>/dev/full`, a closed pipe) loses the messages, nothing more: the exit code and
+//! stdout stay what they would be ([`say`]).
 #![allow(clippy::print_stderr, clippy::print_stdout, clippy::disallowed_methods)]
 
 mod progress;
@@ -77,7 +79,7 @@ impl Printer {
     /// A progress or outcome message on stderr; silenced by `--quiet`.
     pub(crate) fn status(&self, message: &str) {
         if !self.quiet {
-            eprintln!("{message}");
+            say(message);
         }
     }
 
@@ -94,25 +96,31 @@ impl Printer {
     /// Extra detail on stderr, with `--verbose` only.
     pub(crate) fn detail(&self, message: &str) {
         if self.verbose {
-            eprintln!("{message}");
+            say(message);
         }
+    }
+
+    /// A block of text on stderr, whole, whatever `--quiet` says: the last place for a record
+    /// that nothing else could keep.
+    pub(crate) fn block(&self, text: &str) {
+        say(text);
     }
 
     /// A warning on stderr; never silenced.
     pub(crate) fn warn(&self, message: &str) {
-        eprintln!("warning: {message}");
+        say(&format!("warning: {message}"));
     }
 
     /// One problem of a list (spec problems); never silenced.
     pub(crate) fn problem(&self, message: &str) {
-        eprintln!("problem: {message}");
+        say(&format!("problem: {message}"));
     }
 
     /// The final error: the chain on one line, then the hint if there is one.
     pub(crate) fn error(&self, err: &anyhow::Error) {
-        eprintln!("error: {err:#}");
+        say(&format!("error: {err:#}"));
         if let Some(hint) = crate::exit::hint_for(err) {
-            eprintln!("hint: {hint}");
+            say(&format!("hint: {hint}"));
         }
     }
 
@@ -133,4 +141,11 @@ impl Printer {
             Ok(false) | Err(_) => Err(Failure::new(Code::NotConfirmed, "cancelled: nothing was changed").into()),
         }
     }
+}
+
+/// One line on stderr. One that cannot be written (a full disk, a closed pipe) is dropped:
+/// a message is never worth failing, or panicking (`eprintln!` would), over.
+pub(crate) fn say(line: &str) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(line.as_bytes()).and_then(|()| err.write_all(b"\n")).and_then(|()| err.flush());
 }

@@ -76,16 +76,16 @@ impl Progress {
     /// A timestamped line in plain (non-terminal) mode.
     fn line(&self, message: &str) {
         if self.plain {
-            eprintln!("{} {message}", utc_now());
+            super::say(&format!("{} {message}", utc_now()));
         }
     }
 
     /// Always shown, above the bar when there is one.
     fn println(&self, text: &str) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{text}")),
-            None if self.plain => eprintln!("{} {text}", utc_now()),
-            None => eprintln!("{text}"),
+            Some(bar) => bar.suspend(|| super::say(text)),
+            None if self.plain => super::say(&format!("{} {text}", utc_now())),
+            None => super::say(text),
         }
     }
 }

@@ -21,6 +21,9 @@ pub(super) struct Finished {
 pub(super) fn conclude(tf: &Terraform, inv: &Invocation, ran: Ran) -> anyhow::Result<Finished> {
     let Ran { status, collected, timed_out, killed, fenced } = ran;
     let cmd = tf.display(&inv.args);
+    if let Some(state) = collected.dump.as_ref().filter(|_| tf.records_state) {
+        return Err(dumped(tf, &cmd, state));
+    }
     if let Some(why) = fenced {
         let how = if killed { "interrupted, then killed" } else { "interrupted" };
         return Err(crate::store::lease::lost_error(&format!("{why}; {cmd} was {how}")));
@@ -86,6 +89,31 @@ fn failure(cmd: &str, status: ExitStatus, diagnostics: &[Diagnostic], tail: &[St
         failure.hint(tail_hint(tail))
     } else {
         failure
+    }
+}
+
+/// Terraform could not save its state anywhere and printed it instead (its emergency dump): it
+/// is the only record of what the run did. Kept where the next run finds it and refuses until
+/// it is pushed (`state_guard::keep_dump`), or, when nowhere can hold it, printed whole.
+fn dumped(tf: &Terraform, cmd: &str, state: &serde_json::Value) -> anyhow::Error {
+    use crate::state_guard::Kept;
+    let failure = Failure::new(Code::TerraformFailed, format!("{cmd} could not save terraform's state"));
+    match crate::state_guard::keep_dump(&tf.dir, state) {
+        Kept::File(path) => failure
+            .hint(format!(
+                "terraform printed the state instead; it is kept in `{}`: push it where the state belongs (`terraform state push {}`; `-force` when terraform says the serial is the same: this one is the newer), then remove it; until then every plan or apply here is refused",
+                path.display(),
+                path.display()
+            ))
+            .into(),
+        Kept::Nowhere(text) => {
+            tf.printer.block(&format!(
+                "-----BEGIN TERRAFORM STATE (could not be saved anywhere)-----\n{text}\n-----END TERRAFORM STATE-----"
+            ));
+            failure
+                .hint("terraform printed the state instead, and no place could hold it: it is above, between the BEGIN and END lines; save it to a file and push it (`terraform state push FILE`) before anything else runs here")
+                .into()
+        }
     }
 }
 

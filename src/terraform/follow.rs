@@ -35,6 +35,8 @@ pub(super) struct Collected {
     pub(super) tail: VecDeque<String>,
     /// Lines of stdout that are not terraform's JSON stream.
     pub(super) garbage: usize,
+    /// The state terraform could not save and printed instead (see `state_guard::keep_dump`).
+    pub(super) dump: Option<serde_json::Value>,
 }
 
 impl Collected {
@@ -85,6 +87,7 @@ impl Collected {
             Event::Summary(c) => self.applied = Some(*c),
             Event::Drift(c) => self.drift.push(c.clone()),
             Event::PlannedChange(c) => self.changes.push(c.clone()),
+            Event::StateDump(state) => self.dump = Some(state.clone()),
             _ => {}
         }
     }
@@ -108,7 +111,10 @@ impl Followed {
     /// The follower, and the handle to give terraform.
     pub(super) fn create() -> Result<(Followed, File)> {
         let make = || -> io::Result<(Followed, File)> {
-            let tmp = tempfile::Builder::new().prefix("infrakit-tf-terraform-").tempfile()?;
+            // Named for its owner: a kill before the unlink leaves it for the next run to remove
+            // (`fsio::sweep_temp_dirs`).
+            let prefix = format!("infrakit-tf-terraform-{}-", crate::process::me());
+            let tmp = tempfile::Builder::new().prefix(&prefix).tempfile()?;
             // A second open file description: its own offset, independent of terraform's.
             let reader = tmp.reopen()?;
             let (writer, path) = tmp.into_parts();

@@ -317,6 +317,13 @@ impl Terraform {
         tfoutput::parse_state(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
     }
 
+    /// `show -json FILE` of a copy of a state file: the state, by address.
+    pub(crate) fn show_state_file(&self, file: &Path) -> Result<State> {
+        let file = file.to_str().context("state path is not UTF-8")?;
+        let out = self.capture(&Invocation::new(&["show", "-json", "-no-color", file]))?;
+        tfoutput::parse_state(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
+    }
+
     /// `show -json PLAN` of a saved plan: the live values of the objects its import blocks
     /// read, by address.
     pub(crate) fn show_plan_imports(&self, plan: &Path) -> Result<BTreeMap<String, Value>> {

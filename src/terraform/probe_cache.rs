@@ -56,9 +56,10 @@ fn key(program: &Path) -> Option<String> {
 }
 
 fn file(key: &str) -> Option<PathBuf> {
+    // The XDG Base Directory spec: a relative path is invalid and must be ignored.
     let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
         .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
         .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
     // FNV-1a: a file name per binary; the key inside guards against collisions.
     let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));

@@ -106,3 +106,12 @@ fn a_saved_plans_data_reads_come_from_its_prior_state() {
     assert_eq!(reads["data.fakecloud_instances.infrakit_tf_lookup_0"]["ids"][0], "i-1");
     assert!(parse_plan_reads("{}").unwrap().is_empty(), "no data source read");
 }
+
+#[test]
+fn an_emergency_state_dump_is_its_own_event() {
+    let line = r#"{"@level":"info","@message":"Emergency state dump","@module":"terraform.ui","type":"log","state":{"version":4,"serial":3,"lineage":"abc","resources":[]}}"#;
+    match parse_line(line) {
+        Some(Event::StateDump(state)) => assert_eq!(state["lineage"], "abc"),
+        other => panic!("{other:?}"),
+    }
+}

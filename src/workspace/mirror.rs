@@ -17,28 +17,26 @@ use crate::names;
 /// directory (your config, `.terraform`, the state), managed files copied in their promoted
 /// form, changed files written, leftover import blocks settled.
 pub(super) fn build(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::TempDir> {
-    let mirror = tempfile::Builder::new()
-        .prefix("infrakit-tf-mirror-")
-        .tempdir()
-        .context("failed to create a temporary directory")?;
+    let mirror = fsio::temp_dir("mirror")?;
     let m = mirror.path();
     let written: BTreeMap<&str, &Value> = changes.writes.iter().map(|w| (w.name.as_str(), &w.doc)).collect();
-    // Listed afresh: terraform may have made entries since the command listed the directory
-    // (`init` writes `.terraform` and the lock file), and the mirror needs them all.
-    let dir = &Directory::open(dir.path())?;
-    for name in dir.names() {
-        if changes.touches(name) {
-            continue;
-        }
-        let src = dir.path().join(name);
-        match names::split_file_name(name).filter(|(b, _)| names::classify(b).is_some()) {
-            None => fsio::symlink(&src, &m.join(name))?,
-            Some((base, _)) => {
-                // A queued twin wins over the live file, as promotion would have it.
-                if name.ends_with(names::QUEUED) || !dir.has(&format!("{base}{}", names::QUEUED)) {
-                    fsio::copy(&src, &m.join(format!("{base}{}", names::LIVE)))?;
-                }
-            }
+    fn managed(name: &str) -> Option<(&str, names::Suffix)> {
+        names::split_file_name(name).filter(|(b, _)| names::classify(b).is_some())
+    }
+    // Your files, listed afresh: terraform may have made entries since the command listed the
+    // directory (`init` writes `.terraform` and the lock file), and the mirror needs them all.
+    let fresh = Directory::open(dir.path())?;
+    for name in fresh.names().filter(|n| managed(n).is_none() && !changes.touches(n)) {
+        fsio::symlink(&fresh.path().join(name), &m.join(name))?;
+    }
+    // The managed files as the command saw them (a reader's view: one moment, never half a
+    // change), each in its promoted form: a queued twin wins over the live file.
+    for name in dir.names().filter(|n| !changes.touches(n)) {
+        let Some((base, _)) = managed(name) else { continue };
+        if name.ends_with(names::QUEUED) || !dir.has(&format!("{base}{}", names::QUEUED)) {
+            let bytes =
+                dir.bytes(name).with_context(|| format!("failed to read `{}`", dir.path().join(name).display()))?;
+            fsio::write_scratch(&m.join(format!("{base}{}", names::LIVE)), &bytes, 0o600)?;
         }
     }
     for (name, doc) in written {

@@ -259,7 +259,16 @@ impl<'a> Workspace<'a> {
                 let snapshot = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
                 (Directory::open_as(snapshot.path(), &ctx.dir)?, Some(snapshot))
             }
-            None => (ctx.directory()?, None),
+            None => {
+                let view = Directory::read_view(&ctx.dir)?;
+                if let Some(files) = view.half_done {
+                    ctx.printer.warn(&format!(
+                        "a change was left half done ({}: its run was killed, or could not undo it): shown as it was before; the next command that takes the lock (`infrakit-tf reconcile`) undoes it",
+                        files.join(", ")
+                    ));
+                }
+                (view.dir, None)
+            }
         };
         Ok(Workspace {
             ctx,
@@ -297,14 +306,23 @@ impl<'a> Workspace<'a> {
         Ok(self.tf.get_or_init(|| tf))
     }
 
-    /// Terraform's state, by address.
+    /// Terraform's state, by address. A reader reads the copy its view took ([`Directory::read_view`]:
+    /// as of the same moment as the files, never half written).
     pub(crate) fn state(&self) -> Result<State> {
         if self.store.is_some() {
             self.init_if_needed(&BTreeSet::new())?;
         } else {
             self.check_shared_state()?;
         }
-        self.terraform()?.show_state()
+        match self.dir.state_copy() {
+            Some(bytes) => {
+                let tmp = crate::fsio::temp_dir("state")?;
+                let copy = tmp.path().join("terraform.tfstate");
+                crate::fsio::write_scratch(&copy, bytes, 0o600)?;
+                self.terraform()?.show_state_file(&copy)
+            }
+            None => self.terraform()?.show_state(),
+        }
     }
 
     /// With a store, terraform's state must be shared too (`backend "pg"`): a local state on
@@ -442,7 +460,7 @@ impl<'a> Workspace<'a> {
     /// After a terraform run that may have changed the state: with a store, its stamp is
     /// recorded there (see `state_guard`). The run's own error comes first.
     fn recorded<T>(&mut self, ran: Result<T>) -> Result<T> {
-        let errored = crate::state_guard::errored(self.dir.path());
+        let errored = crate::state_guard::errored(self.dir.path()).is_some();
         let recorded = match &mut self.store {
             Some(store) => store.record_state(&sync::me(&self.dir), errored),
             None => Ok(()),
@@ -593,6 +611,7 @@ impl<'a> Workspace<'a> {
                 self.store_commit(&ops)?;
             }
         }
+        let _changing = if queued.is_empty() { None } else { lock::changing(self.dir.path())? };
         for name in &queued {
             let live = live_name(name);
             crate::fsio::rename(&self.dir.path().join(name), &self.dir.path().join(&live))?;
@@ -647,10 +666,7 @@ impl<'a> Workspace<'a> {
 
     /// A refreshing plan of the directory as it is, saved for [`Workspace::apply`].
     pub(crate) fn plan(&self) -> Result<SavedPlan> {
-        let dir = tempfile::Builder::new()
-            .prefix("infrakit-tf-plan-")
-            .tempdir()
-            .context("failed to create a temporary directory")?;
+        let dir = crate::fsio::temp_dir("plan")?;
         let path = dir.path().join("plan");
         let plan = self.terraform()?.plan(PlanOptions { refresh: None, lock: true, out: Some(&path), targets: &[] })?;
         Ok(SavedPlan { plan, _dir: dir, path })

@@ -244,10 +244,7 @@ pub(super) fn snapshot(store: &mut Store, dir: &Path, printer: &Printer) -> Resu
         }
     };
     check_names(store, &stored)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("infrakit-tf-snapshot-")
-        .tempdir()
-        .context("failed to create a temporary directory")?;
+    let tmp = fsio::temp_dir("snapshot")?;
     for name in local.names().filter(|n| !store::keeps(n)) {
         fsio::symlink(&local.path().join(name), &tmp.path().join(name))?;
     }

@@ -18,6 +18,7 @@ mod fakecloud;
 mod faults;
 mod generated;
 mod groups;
+mod hardening;
 mod import;
 mod lock;
 mod provision;

@@ -92,7 +92,7 @@ fn a_state_terraform_could_not_save_is_refused() {
         &run,
         snapbox::str![[r#"
 error: refusing to run terraform: `errored.tfstate` in `[ROOT]/dir` holds a state terraform could not save
-hint: push it where the state belongs (`terraform state push errored.tfstate`), then remove it and re-run
+hint: push it where the state belongs (`terraform state push errored.tfstate`; `-force` when terraform says the serial is the same: the file is the newer), then remove it and re-run
 
 "#]],
     );

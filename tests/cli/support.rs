@@ -192,7 +192,9 @@ pub fn snapshots(root: &Path) -> snapbox::Assert {
     snapbox::Assert::new().action_env("SNAPSHOTS").redact_with(redactions).normalize_paths(false)
 }
 
-/// Every file and directory under `root` with its bytes (a symbolic link: its target) and mode.
+/// Every file and directory under `root` with its bytes (a symbolic link: its target) and mode,
+/// but the readers' lock (`.infrakit-tf-generation.lock`: empty, made once by the first change
+/// that succeeded in a directory; a command that fails never makes it): a mechanism, not content.
 pub fn tree(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = BTreeMap::new();
@@ -200,6 +202,9 @@ pub fn tree(root: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
+            if p.file_name().is_some_and(|n| n == ".infrakit-tf-generation.lock") {
+                continue;
+            }
             let meta = std::fs::symlink_metadata(&p).unwrap();
             if meta.is_dir() {
                 stack.push(p.clone());

@@ -1,0 +1,49 @@
+//! Which process is which, from `/proc`: a PID with its start time names one process for good
+//! (a PID alone may be reused), and what a process started.
+
+/// A live (not zombie) process's start time, in clock ticks since boot (`/proc/PID/stat`,
+/// field 22).
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: split after the last.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// Whether the process that started at `start` as `pid` still runs.
+pub(crate) fn alive(pid: u32, start: u64) -> bool {
+    pid != 0 && start_time(pid) == Some(start)
+}
+
+/// This process, as `PID.START`: a name no other process ever has.
+pub(crate) fn me() -> String {
+    let pid = std::process::id();
+    format!("{pid}.{}", start_time(pid).unwrap_or(0))
+}
+
+/// The children of a process (`/proc/PID/task/*/children`).
+pub(crate) fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| c.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_process_is_alive_and_a_reused_pid_is_not() {
+        let me = std::process::id();
+        let start = start_time(me).expect("our own start time");
+        assert!(alive(me, start));
+        assert!(!alive(me, start + 1), "another process");
+        assert!(!alive(0, start));
+    }
+}
