@@ -48,7 +48,10 @@ pub(super) struct Probe {
 /// schema or the state's (`state_schema`) does not exist yet.
 pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Outcome<Probe> {
     conn.call(limit, async |c| {
-        // Sent together (one round trip): the second fails when there is no schema yet.
+        // Sent together (one round trip): the second fails when there is no schema yet. The
+        // CASE orders the table check after the schema's (a table of a schema we may not use,
+        // or a version-1 store's missing `leases`, is an error, not false): `create` brings a
+        // version 1 up, so its missing table is no missing privilege.
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&state_schema];
         let (privileges, version) = tokio::join!(
             c.query_one(
@@ -56,8 +59,10 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
                         has_database_privilege(current_database(), 'CREATE'), \
                         to_regnamespace('infrakit_tf') IS NOT NULL AND to_regnamespace($1) IS NOT NULL, \
                         quote_ident(current_database()), quote_ident(current_user), \
-                        to_regnamespace('infrakit_tf') IS NULL OR has_schema_privilege('infrakit_tf', 'USAGE') \
-                            AND has_table_privilege('infrakit_tf.leases', 'SELECT, INSERT, UPDATE, DELETE')",
+                        CASE WHEN to_regnamespace('infrakit_tf') IS NULL THEN true \
+                             WHEN NOT has_schema_privilege('infrakit_tf', 'USAGE') THEN false \
+                             WHEN to_regclass('infrakit_tf.leases') IS NULL THEN true \
+                             ELSE has_table_privilege('infrakit_tf.leases', 'SELECT, INSERT, UPDATE, DELETE') END",
                 &params,
             ),
             c.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]),

@@ -595,6 +595,33 @@ fn a_lease_taken_mid_run_stops_it_and_the_next_run_carries_on() {
     assert_eq!(db.state(), declared(&db.files()));
 }
 
+// A store made by the release before leases (schema version 1: no `leases` table, no
+// state stamp) is brought to this version by the first command that uses it.
+#[test]
+fn a_store_of_the_release_before_leases_is_brought_up_on_first_use() {
+    let db = Db::new();
+    db.client()
+        .batch_execute(
+            "CREATE SCHEMA infrakit_tf;
+             CREATE TABLE infrakit_tf.schema_version (version integer NOT NULL);
+             INSERT INTO infrakit_tf.schema_version VALUES (1);
+             CREATE TABLE infrakit_tf.directories (id bigserial PRIMARY KEY, name text NOT NULL UNIQUE,
+                 created timestamptz NOT NULL DEFAULT now(), config_fingerprint text, config_host text);
+             CREATE TABLE infrakit_tf.files (
+                 directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
+                 name text NOT NULL, content bytea NOT NULL, mode integer NOT NULL,
+                 updated timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (directory, name));",
+        )
+        .unwrap();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    b.run(&["reconcile", "--check"]).ok();
+    let version: Option<i32> =
+        db.client().query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]).unwrap().get(0);
+    assert_eq!(version, Some(2));
+    assert_eq!(census(&a), (1, 1, 1));
+}
+
 #[test]
 fn two_directories_in_one_database_have_states_of_their_own() {
     let db = Db::new();
