@@ -185,6 +185,21 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         }
         files.entry(file).or_default().push((rtype, name, Value::Object(props)));
     }
+    // Two resources of one type in one file carry the same tags: each gets its own name too.
+    for resources in files.values_mut() {
+        let mut per_type: BTreeMap<&str, usize> = BTreeMap::new();
+        for (rtype, _, _) in resources.iter() {
+            *per_type.entry(*rtype).or_default() += 1;
+        }
+        for (rtype, name, props) in resources.iter_mut() {
+            let Some(path) = req.profiles.lookup(rtype).and_then(|l| l.tags.as_deref()) else { continue };
+            if per_type[*rtype] > 1 {
+                let path: Vec<String> = path.split('.').map(str::to_string).collect();
+                let own = BTreeMap::from([(tfconfig::RESOURCE_TAG.to_string(), name.clone())]);
+                tfconfig::add_tags(props.as_object_mut().expect("an object"), &path, &own);
+            }
+        }
+    }
     let files = files
         .into_iter()
         .map(|(file, resources)| {

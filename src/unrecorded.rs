@@ -20,6 +20,7 @@ use crate::group::GROUP_TAG;
 use crate::names;
 use crate::profile::Profiles;
 use crate::spec::lookup;
+use crate::tfconfig::RESOURCE_TAG;
 
 /// A resource to look up: declared by a live file, not in the state.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +65,7 @@ pub fn candidates(files: &[(String, Value)], state: &BTreeSet<String>, profiles:
     for (name, doc) in files {
         let Some((base, _)) = names::split_file_name(name) else { continue };
         let Some(kind) = names::classify(base) else { continue };
-        let identity = crate::tfconfig::identity(&kind);
+        let file_identity = crate::tfconfig::identity(&kind);
         for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
             let Some(rule) = profiles.lookup(rtype) else { continue };
             for (rname, props) in by_name.as_object().into_iter().flatten() {
@@ -74,12 +75,14 @@ pub fn candidates(files: &[(String, Value)], state: &BTreeSet<String>, profiles:
                 }
                 let props = props.as_object().cloned().unwrap_or_default();
                 let tags = rule.tags.as_deref().map(|p| p.split('.').map(str::to_string).collect::<Vec<_>>());
-                let group = tags
-                    .as_deref()
-                    .and_then(|p| lookup(&props, p).ok().flatten())
-                    .and_then(|t| t.get(GROUP_TAG))
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
+                let written = tags.as_deref().and_then(|p| lookup(&props, p).ok().flatten());
+                let group = written.and_then(|t| t.get(GROUP_TAG)).and_then(Value::as_str).map(str::to_string);
+                // The resource's own tag, where it carries it (files written before it was
+                // added are looked up by their file's tags alone).
+                let mut identity = file_identity.clone();
+                if let Some(own) = written.and_then(|t| t.get(RESOURCE_TAG)).and_then(Value::as_str) {
+                    identity.insert(RESOURCE_TAG.to_string(), own.to_string());
+                }
                 let Some(arguments) = render(&rule.arguments, &identity, &props) else { continue };
                 out.push(Candidate {
                     address,
@@ -146,14 +149,17 @@ pub fn lookup_document(candidates: &[Candidate]) -> (Value, Vec<String>) {
 }
 
 /// What each candidate's data source found, from the values of the data sources read (by
-/// address, as terraform's saved plan holds them).
-pub fn found(candidates: &[Candidate], read: &BTreeMap<String, Value>) -> Vec<Verdict> {
+/// address, as terraform's saved plan holds them). An object the state already records
+/// (`recorded`: its IDs) is another resource's, never a match: the tags of one file are the
+/// same on each of its resources, so two volumes of one instance find each other.
+pub fn found(candidates: &[Candidate], read: &BTreeMap<String, Value>, recorded: &BTreeSet<String>) -> Vec<Verdict> {
     candidates
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let address = format!("data.{}.{}", c.data_source, lookup_name(i));
             let mut ids = read.get(&address).map(|v| ids_at(v, &c.ids)).unwrap_or_default();
+            ids.retain(|id| !recorded.contains(id));
             ids.sort();
             ids.dedup();
             match ids.len() {
@@ -293,6 +299,18 @@ mod tests {
     }
 
     #[test]
+    fn a_resource_that_carries_its_own_name_is_looked_up_by_it_too() {
+        let volume = |name: &str| json!({"tags": {"infrakit.instance.name": "instance-7", "infrakit.resource": name}});
+        let files = vec![(
+            "instance-7.tf.json".to_string(),
+            json!({"resource": {"aws_ebs_volume": {"instance-7-a": volume("instance-7-a"), "instance-7-b": volume("instance-7-b")}}}),
+        )];
+        let c = candidates(&files, &BTreeSet::new(), &profiles());
+        let looked: Vec<&Value> = c.iter().map(|c| &c.arguments["tags"]["infrakit.resource"]).collect();
+        assert_eq!(looked, [&json!("instance-7-a"), &json!("instance-7-b")]);
+    }
+
+    #[test]
     fn a_resource_without_a_literal_name_cannot_be_looked_up_by_name() {
         let files = vec![("instance-8.tf.json".to_string(), json!({"resource": {"digitalocean_droplet": {"instance-8": {"name": "${var.x}"}}}}))];
         assert!(candidates(&files, &BTreeSet::new(), &profiles()).is_empty());
@@ -307,9 +325,12 @@ mod tests {
             ("data.digitalocean_droplets.infrakit_tf_lookup_2".to_string(), json!({"droplets": []})),
         ]);
         assert_eq!(
-            found(&c, &read),
+            found(&c, &read, &BTreeSet::new()),
             [Verdict::Several(vec!["i-1".into(), "i-2".into()]), Verdict::One("vol-1".into()), Verdict::Absent]
         );
+        // What the state records is some other resource's: i-2 and vol-1 are.
+        let recorded = BTreeSet::from(["i-2".to_string(), "vol-1".to_string()]);
+        assert_eq!(found(&c, &read, &recorded), [Verdict::One("i-1".into()), Verdict::Absent, Verdict::Absent]);
         let droplets = json!({"droplets": [{"id": 4242, "name": "instance-8"}]});
         assert_eq!(ids_at(&droplets, "droplets.*.id"), ["4242"]);
     }

@@ -447,3 +447,25 @@ fn undefined_template_variables_are_errors() {
     let err = try_run(&s, 1, None, &Slots::default()).unwrap_err();
     assert_eq!(err, "`aws_instance.h` at `/name`: `/self/logicalId` is undefined: this instance has no logical ID (give --logical-id or LogicalID)");
 }
+
+// Two resources of one type that can be looked up, in one file, would carry the same tags:
+// each also gets its own name (`infrakit.resource`), so that the look-up after a cut apply
+// tells them apart. A resource alone of its type in its file (the VM) is left as the plugin
+// wrote it.
+#[test]
+fn resources_of_one_type_in_one_file_are_told_apart_by_their_names() {
+    let s = spec(
+        r#"{"Properties": {"resource": {
+            "aws_instance": {"vm": {"ami": "a"}},
+            "aws_ebs_volume": {"logs": {"size": 1}, "data": {"size": 2}}}},
+          "Tags": {"infrakit.group": "web"}}"#,
+    );
+    let e = run(&s, 7, None, &Slots::default());
+    let vm = res(&e, "instance-7", "aws_instance", "instance-7");
+    assert!(vm["tags"].get("infrakit.resource").is_none(), "{vm}");
+    for name in ["instance-7-logs", "instance-7-data"] {
+        let tags = &res(&e, "instance-7", "aws_ebs_volume", name)["tags"];
+        assert_eq!(tags["infrakit.resource"], name, "{tags}");
+        assert_eq!(tags["infrakit.instance.name"], "instance-7", "{tags}");
+    }
+}

@@ -6,7 +6,7 @@
 //! store, a lease taken over from a host that did not release it) is kept until the look-up
 //! has been done: in the store, for whichever host runs next, or in a local marker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use serde_json::Value;
@@ -60,7 +60,9 @@ impl Workspace<'_> {
     pub(crate) fn find_unrecorded(&mut self, check: bool, removing: &[String]) -> Result<Vec<Adopted>> {
         let Some(why) = self.unsettled.clone() else { return Ok(Vec::new()) };
         self.ctx.printer.status(&format!("an apply was cut short ({why}): looking up the machines it may have made"));
-        let state = self.state()?.into_keys().collect();
+        let state = self.state()?;
+        let recorded: BTreeSet<String> = state.values().filter_map(|r| r.attribute("id")).collect();
+        let state = state.into_keys().collect();
         let files: Vec<(String, Value)> = self
             .dir
             .managed()
@@ -77,7 +79,7 @@ impl Workspace<'_> {
             let options = PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &targets };
             self.plan_in_mirror(mirror.path(), &changes, &[], options)?;
             let reads = self.terraform()?.in_dir(mirror.path()).show_plan_reads(&plan)?;
-            let verdicts = unrecorded::found(&candidates, &reads);
+            let verdicts = unrecorded::found(&candidates, &reads, &recorded);
             // The single matches, imported in a mirror: their live tags (a group's), and a
             // check that each can be imported, before anything is written.
             let ones: Vec<Adopted> = candidates
@@ -165,6 +167,6 @@ fn refusal(lines: &[String]) -> anyhow::Error {
             lines.join("; ")
         ),
     )
-    .hint("look at those machines (their tags, when they were made); delete the ones that are not this directory's, or `infrakit-tf import` the one that is, then re-run; nothing was applied")
+    .hint("look at those machines (their tags, when they were made); delete the ones that are not this directory's, or take this directory's tags off them, then re-run (the one left is adopted); nothing was applied")
     .into()
 }

@@ -108,6 +108,33 @@ fn a_rolling_update_killed_while_a_replacement_boots_is_adopted() {
     whole(&c, &made);
 }
 
+// An instance with two volumes of one type: both carry the instance's tags, so each also
+// carries its own name, and the look-up after a cut apply adopts each into its own address
+// (before, each found both: exit 13, or one volume adopted twice).
+#[test]
+fn two_volumes_of_one_instance_are_each_adopted_as_themselves() {
+    let c = cloud();
+    let spec = c.s.write_outside(
+        "disks.json",
+        r##"{"Properties": {"resource": {
+            "fakecloud_instance": {"vm": {"name": "web", "user_data": "#!/bin/sh"}},
+            "fakecloud_volume": {"logs": {"size": 7}, "data": {"size": 8}}}},
+          "Tags": {"infrakit.group": "web"}}"##,
+    );
+    c.run(&["provision", &spec]).ok();
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["provision", &spec]);
+    c.boot(0);
+    let run = c.run(&["reconcile", "--output", "json"]).ok();
+    let adopted: BTreeSet<String> =
+        run.json()["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(adopted, made, "{}", run.stderr);
+    let volumes =
+        |size: u64| c.objects().values().filter(|o| o["type"] == "fakecloud_volume" && o["size"] == size).count();
+    assert_eq!((volumes(7), volumes(8)), (2, 2), "one of each per instance");
+    whole(&c, &made);
+}
+
 // Two objects carry one resource's tags (a twin made by hand, or by another tool): which one
 // is this directory's is not guessed. Exit 13, both listed, nothing applied.
 #[test]
