@@ -82,6 +82,9 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
             .hint("run `infrakit-tf reconcile` to finish it (it adopts what that import wrote), then import again")
             .into());
     }
+    if !args.dry_run {
+        ws.refuse_while_unsettled("import")?;
+    }
     let state = ws.state()?;
     if let Some(report) = already_imported(&spec, &requests, &state, ws.dir())? {
         ctx.printer.status(&format!("already imported: {} manages these objects; nothing to do", report.id));

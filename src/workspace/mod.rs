@@ -352,6 +352,11 @@ impl<'a> Workspace<'a> {
         // Each file to write is read once, and all before any write: one that cannot be
         // replaced (a link, not JSON) leaves all as it was.
         let existing = self.existing(&changes)?;
+        if mode == CommitMode::Queue && !changes.removals.is_empty() {
+            // The look-up runs with an apply: a file removed before it would leave behind the
+            // machine that a cut apply made for it.
+            self.refuse_while_unsettled(&format!("remove {} without an apply", changes.removals.join(", ")))?;
+        }
         let mut adopted = Vec::new();
         let (providers, targets) = if mode == CommitMode::Apply {
             self.terraform()?;
@@ -639,6 +644,20 @@ impl<'a> Workspace<'a> {
             self.change(&[FileOp { name: names::IMPORT_FILE.to_string(), after: None }])?;
         }
         Ok(())
+    }
+
+    /// Drops the import blocks to `done` (carried out by a targeted apply); the file goes
+    /// when none is left. Those of other addresses stay for the next whole apply.
+    pub(crate) fn imports_done(&mut self, done: &[String]) -> Result<()> {
+        let Ok(doc) = self.dir.read_doc(names::IMPORT_FILE) else { return Ok(()) };
+        let mut blocks = doc.get("import").and_then(Value::as_array).cloned().unwrap_or_default();
+        blocks.retain(|b| !b.get("to").and_then(Value::as_str).is_some_and(|to| done.iter().any(|d| d == to)));
+        let after = if blocks.is_empty() {
+            None
+        } else {
+            Some((crate::tfconfig::to_bytes(&serde_json::json!({ "import": blocks })), Perms::Public))
+        };
+        self.change(&[FileOp { name: names::IMPORT_FILE.to_string(), after }])
     }
 
     /// Runs `init` when the directory needs it for documents of `providers` (see `init`).

@@ -141,6 +141,19 @@ impl Workspace<'_> {
         Ok(adopted)
     }
 
+    /// Refuses `what` while an apply that was cut short has not been looked up (exit 13): it
+    /// would write import blocks of its own over the adoption's, or make again what the cut
+    /// apply made. `reconcile` looks up and adopts first.
+    pub(crate) fn refuse_while_unsettled(&self, what: &str) -> Result<()> {
+        let Some(why) = &self.unsettled else { return Ok(()) };
+        Err(Failure::new(
+            Code::StateLost,
+            format!("refusing to {what}: an apply was cut short ({why}) and what it made has not been looked up yet"),
+        )
+        .hint("run `infrakit-tf reconcile` first (it adopts what that apply made), then this command again; nothing was changed")
+        .into())
+    }
+
     /// The machines of the cut apply have been looked up (and are adopted by the import
     /// blocks, if any): forgets that it was cut.
     fn settle_cut(&mut self) -> Result<()> {

@@ -135,6 +135,65 @@ fn two_volumes_of_one_instance_are_each_adopted_as_themselves() {
     whole(&c, &made);
 }
 
+// A group scaled down right after a scale-up was cut while its new member booted: the new
+// member's machine is adopted (imported) before anything is decided, so whichever member the
+// scale-down removes, its machine goes with it. Before, the file of the member being adopted
+// could be removed with its import block pending: the machine leaked.
+#[test]
+fn a_scale_down_after_a_cut_scale_up_leaks_nothing() {
+    let c = cloud();
+    let group = |size: u32| c.s.write("web-group.json", &crate::groups::web(&format!(r#"{{"Size": {size}}}"#), "v1"));
+    let spec = c.s.dir.join("web-group.json").to_str().unwrap().to_string();
+    group(1);
+    c.run(&["reconcile", "--group", &spec]).ok();
+    group(3);
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["reconcile", "--group", &spec]);
+    assert!(!made.is_empty());
+    c.boot(0);
+    group(1);
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    assert!(!run.json()["adopted"].as_array().unwrap().is_empty(), "{}", run.stderr);
+    assert_eq!(c.machines_per_instance().len(), 1, "{}", run.stderr);
+    let cloud: BTreeSet<String> = c.objects().into_keys().collect();
+    assert_eq!(cloud, managed(&c), "nothing leaked: {}", run.stderr);
+    c.run(&["reconcile", "--group", &spec, "--check"]).ok();
+}
+
+// After a cut apply, what would skip the look-up is refused until `reconcile` has adopted
+// what it made: an import (its import blocks would replace the adoption's) and a removal
+// without an apply (the file gone, nothing would look its machine up). Exit 13, nothing
+// changed.
+#[test]
+fn an_import_or_a_removal_without_apply_waits_for_the_look_up() {
+    let c = cloud();
+    let first = c.run(&["provision", &c.spec()]).ok().stdout.trim().to_string();
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
+    c.boot(0);
+    // The first command to take the lock keeps the evidence of the cut apply (its record
+    // becomes the marker); a check changes nothing else.
+    c.run(&["reconcile", "--check"]).code(PENDING);
+    let before = c.s.snapshot();
+    let objects = c.objects();
+    for args in [
+        vec!["import", c.spec().as_str(), "--resource", "fakecloud_instance=i-0000abcd"],
+        vec!["destroy", "--yes", "--no-apply", first.as_str()],
+    ] {
+        let run = c.run(&args).code(STATE_LOST);
+        assert_eq!(run.error_lines().len(), 1, "{run:#?}");
+        assert!(run.error_lines()[0].contains("an apply was cut short"), "{run:#?}");
+        assert!(run.stderr.contains("run `infrakit-tf reconcile` first"), "{}", run.stderr);
+        assert_eq!(c.s.snapshot(), before, "nothing changed: {args:?}");
+        assert_eq!(c.objects(), objects);
+    }
+    c.run(&["reconcile"]).ok();
+    c.run(&["destroy", "--yes", "--no-apply", &first]).ok();
+    c.run(&["reconcile"]).ok();
+    assert_eq!(c.machines_per_instance().len(), 1);
+    whole(&c, &made);
+}
+
 // Two objects carry one resource's tags (a twin made by hand, or by another tool): which one
 // is this directory's is not guessed. Exit 13, both listed, nothing applied.
 #[test]

@@ -94,8 +94,11 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     ws.terraform()?;
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
     let adopted = ws.find_unrecorded(args.check, &[])?;
-    let instances = ws.dir().instances(&profiles);
     let mut report = Report { check: args.check, adopted, ..Report::default() };
+    if !args.check && !report.adopted.is_empty() {
+        adopt_first(&mut ws, &mut report)?;
+    }
+    let instances = ws.dir().instances(&profiles);
     let failure = if args.check {
         check(&ws, &groups, &instances, &mut report)?;
         None
@@ -105,6 +108,21 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     };
     report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     finish(ctx, &report, failure)
+}
+
+/// Imports the machines adopted after a cut apply (a targeted apply of their addresses)
+/// before anything is decided: a scale-down could otherwise remove the instance whose machine
+/// is being adopted, and its import block, left without an address, would leak the machine.
+/// Their import blocks go once carried out (a scale-down may remove their addresses); those
+/// of an import that did not finish stay for the whole apply that follows.
+fn adopt_first(ws: &mut Workspace<'_>, report: &mut Report) -> Result<()> {
+    let targets: Vec<String> = report.adopted.iter().map(|a| a.address.clone()).collect();
+    let c = ws.apply(Apply::Targets(&targets))?;
+    ws.imports_done(&targets)?;
+    report.terraform_runs += 1;
+    report.applied = true;
+    (report.added, report.changed, report.destroyed) = (c.add, c.change, c.remove);
+    Ok(())
 }
 
 /// `--check`: plans the would-be directory (queue promoted) in a mirror, with a refresh that
@@ -222,7 +240,9 @@ impl Run<'_> {
         if let Some(c) = applied {
             report.terraform_runs += 1;
             report.applied = true;
-            (report.added, report.changed, report.destroyed) = (c.add, c.change, c.remove);
+            report.added += c.add;
+            report.changed += c.change;
+            report.destroyed += c.remove;
         }
         if scaling {
             self.settle_counts(ws, report);
@@ -268,7 +288,7 @@ impl Run<'_> {
         let importing = ws.settle_imports()?;
         ws.init_if_needed(&ws.providers(instances))?;
         let saved = ws.plan()?;
-        report.terraform_runs = 1;
+        report.terraform_runs += 1;
         fill_plan(report, &saved.plan);
 
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
