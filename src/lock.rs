@@ -165,10 +165,13 @@ pub(crate) fn lock(dir: &Path, wait: Wait, printer: &Printer) -> Result<DirLock>
                 r.pid, r.command
             ))?,
             Some(r) => {
+                // The record of a cut apply stays until its evidence is kept elsewhere
+                // (`cut_kept`): a run that fails before then leaves it for the next.
                 if r.command.contains(" apply ") {
                     cut = Some(format!("{} did not end", r.command));
+                } else {
+                    fsio::remove(&record)?;
                 }
-                fsio::remove(&record)?;
                 break;
             }
         }
@@ -191,6 +194,12 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
 pub(crate) fn note_done() -> Result<()> {
     let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
     fsio::remove(&dir.join(RUNNING)).map(drop)
+}
+
+/// The evidence of a cut apply (`DirLock::cut`) is kept where the look-up finds it: its
+/// record, naming a process that is gone, can go.
+pub(crate) fn cut_kept() -> Result<()> {
+    note_done()
 }
 
 /// Whether this process holds a directory lock.

@@ -32,6 +32,7 @@ impl Workspace<'_> {
             Some(store) => {
                 if let Some(why) = cut {
                     store.set_unsettled(Some(why))?;
+                    crate::lock::cut_kept()?;
                 }
                 self.unsettled = store.unsettled().map(str::to_string);
             }
@@ -40,6 +41,7 @@ impl Workspace<'_> {
                 if let Some(why) = cut {
                     fsio::write_atomic(&marker, why.as_bytes(), Perms::Public)?;
                     self.dir.note(MARKER, true);
+                    crate::lock::cut_kept()?;
                 }
                 if self.dir.has(MARKER) {
                     self.unsettled = Some(std::fs::read_to_string(&marker).unwrap_or_default().trim().to_string());
