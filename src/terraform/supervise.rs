@@ -63,10 +63,24 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     // Signals are ours to record from before the spawn: terraform can run (and a terminal's
     // Ctrl-C reach us) before `spawn` returns, and with the default action we would die.
     let running = ChildRunning::start();
-    let mut child: std::process::Child =
+    let child: std::process::Child =
         command(tf, &inv.args).stdout(stdout_w).stderr(stderr_w).spawn().map_err(|e| tf.spawn_error(e))?;
     let pid = child.id();
-    let watchdog = if tf.dies_with_us { lease::watch().and_then(|w| Watchdog::start(pid, w)) } else { None };
+    // With a lease, terraform is never left running unwatched: if this supervision ends
+    // before terraform did (an error), it is killed and reaped (see `Supervised`).
+    let mut child = Supervised { child, must_end: tf.dies_with_us };
+    let watchdog = match tf.dies_with_us.then(lease::watch).flatten() {
+        Some(watch) => match Watchdog::start(pid, watch) {
+            Some(dog) => Some(dog),
+            // Nothing would stop it if we froze or died: it must not run.
+            None => {
+                return Err(lease::lost_error(&format!(
+                    "the watchdog of {display} could not be started; it was stopped"
+                )))
+            }
+        },
+        None => None,
+    };
     fault::point(|| format!("spawned {display}"));
     // Best effort: without the record, terraform's own state lock still guards its state.
     if inv.touches_dir {
@@ -80,7 +94,7 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     let mut nap = Duration::from_millis(1);
     let status = loop {
         let got = collected.read(&mut stdout, &mut stderr, &mut sink)?;
-        if let Some(status) = child.try_wait().context("failed to wait for terraform")? {
+        if let Some(status) = child.child.try_wait().context("failed to wait for terraform")? {
             // Terraform has exited: everything it wrote is in the files now.
             while collected.read(&mut stdout, &mut stderr, &mut sink)? {}
             collected.finish(&mut stdout, &mut stderr, &mut sink);
@@ -136,6 +150,23 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
         let _ = state_guard::record(&tf.dir);
     }
     Ok(Ran { status, collected, timed_out: policy.timed_out, killed: policy.killed, fenced })
+}
+
+/// Terraform under a lease, while supervised: dropped before it was reaped (an error ended
+/// the supervision), it is killed with its process tree and reaped, never left to run after
+/// the lease is released. Without a lease it is left alone, as after a stop's grace.
+struct Supervised {
+    child: std::process::Child,
+    must_end: bool,
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        if self.must_end && matches!(self.child.try_wait(), Ok(None)) {
+            signals::kill(self.child.id());
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// The process, its environment cleaned: never let inherited arguments or a workspace change

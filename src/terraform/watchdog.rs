@@ -29,7 +29,7 @@ pub(super) struct Watchdog {
 
 impl Watchdog {
     /// Starts watching terraform (`terraform`, our child) under `watch`. `None` when the
-    /// fork failed: then only our own supervision stops terraform (see `supervise`).
+    /// fork failed: terraform may not run unwatched, so `supervise` stops it and fails.
     pub(super) fn start(terraform: u32, watch: Watch) -> Option<Watchdog> {
         let parent = std::process::id() as libc::pid_t;
         let times = Times {
@@ -77,7 +77,9 @@ fn decide(now: u64, lease: Lease, kill_at: Option<u64>, t: Times) -> Step {
     }
     let lost = lease.gone || now.saturating_sub(lease.renewed) > t.deadline;
     if lease.orphaned {
-        return Step::KillAt(now + t.orphan_grace);
+        // Half the lease to save, but never past the kill a lost lease would get: a death
+        // after renewals had been failing leaves less.
+        return Step::KillAt((now + t.orphan_grace).min(lease.renewed + t.deadline + t.grace));
     }
     if lost && lease.interrupted {
         return Step::KillAt(now + t.grace);
@@ -207,6 +209,12 @@ mod tests {
             let death = lease / 6;
             let Step::KillAt(at) = decide(death, Lease { orphaned: true, ..renewed }, None, t) else { panic!() };
             assert!(at < lease);
+            // Renewals failing since 0, then a death just before the renew deadline: the kill
+            // is the lost lease's, not half a lease after the death.
+            let late = t.deadline - 1;
+            let Step::KillAt(at) = decide(late, Lease { orphaned: true, ..renewed }, None, t) else { panic!() };
+            assert_eq!(at, t.deadline + t.grace);
+            assert!(at <= lease * 3 / 4);
         }
     }
 }
