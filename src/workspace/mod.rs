@@ -458,6 +458,11 @@ impl<'a> Workspace<'a> {
                 &env,
                 &accept,
             )?;
+            // A state no run recorded yet (a store brought up from the release before the
+            // stamp, before its first apply) is recorded now: from here on it is guarded.
+            if facts.recorded.is_none() && matches!(facts.observed, crate::state_guard::Observed::State(_)) {
+                store.record_state(&me, false)?;
+            }
         }
         Ok(queued)
     }

@@ -1114,6 +1114,23 @@ fn a_state_row_deleted_or_rolled_back_is_refused() {
     assert_eq!(census(&a), (4, 4, 1), "nothing created again");
 }
 
+// A state no run recorded (a store brought up from the release before the stamp: its
+// directories have none) is recorded by the first run that checks it, so that a state row
+// deleted afterwards is refused, not taken for a first apply that saved nothing.
+#[test]
+fn a_state_never_recorded_is_guarded_from_the_first_run_on() {
+    let db = Db::new();
+    let (a, b) = hosts(&db);
+    a.run(&["provision", &a.spec()]).ok();
+    a.run(&["provision", &a.spec()]).ok();
+    db.client().batch_execute("UPDATE infrakit_tf.directories SET state_lineage = NULL, state_serial = NULL").unwrap();
+    b.run(&["reconcile"]).ok();
+    db.client().batch_execute("DELETE FROM infrakit_tf_state_web.states").unwrap();
+    let run = a.run(&["reconcile"]).code(13);
+    assert!(run.error_lines()[0].contains("it is missing"), "{run:#?}");
+    assert_eq!(census(&a), (2, 2, 1), "nothing created again");
+}
+
 // Hosts whose group specs differ (Size 2 here, Size 1 there) converge once, then the other
 // host refuses, rather than create and destroy a machine on every run for ever.
 #[test]
