@@ -105,6 +105,12 @@ impl Ctx {
                     env.iter().any(|(k, _)| *k == key) || key != "PGPASSWORD" && std::env::var_os(&key).is_some();
                 if !yours {
                     env.push((key, value));
+                } else if key == "PG_CONN_STR" {
+                    self.printer.warn(
+                        "your PG_CONN_STR replaces infrakit-tf's: terraform's state writes are not fenced by the lease \
+                         (a host that lost it could still save a state) and the server may end its idle session; \
+                         leave PG_CONN_STR to infrakit-tf (set the connection in store.postgres)",
+                    );
                 }
             }
         }

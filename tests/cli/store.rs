@@ -859,6 +859,27 @@ fn the_password_may_come_from_pgpassword_and_is_never_printed() {
     assert_eq!(census(&a), (2, 2, 1));
 }
 
+// A PG_CONN_STR of the user's replaces infrakit-tf's (and its epoch): the run works, and
+// says that terraform's state writes are then not fenced.
+#[test]
+fn a_pg_conn_str_of_the_users_is_warned_about() {
+    let db = Db::new();
+    let a = Cloud::new();
+    use_store(&a, &db.url());
+    let conn = format!("host=127.0.0.1 port={} user=infrakit dbname={} sslmode=disable", db.port(), db.name);
+    let run = a.run_env(&["provision", &a.spec()], &[("PG_CONN_STR", &conn)]).ok();
+    assert!(
+        run.stderr.contains(
+            "warning: your PG_CONN_STR replaces infrakit-tf's: terraform's state writes are not fenced by the lease"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(census(&a), (1, 1, 1));
+    let ours = a.run(&["provision", &a.spec()]).ok();
+    assert!(!ours.stderr.contains("PG_CONN_STR"), "{}", ours.stderr);
+}
+
 /// Crash points with a store: a provision on host A is SIGKILLed at each of its points (its
 /// writes, the store's commit, terraform's spawns; see `crash.rs`), then host B's `reconcile`
 /// (cron on the other host) takes over at once, and host A's own next run catches up. Each
