@@ -647,6 +647,27 @@ fn two_directories_in_one_database_have_states_of_their_own() {
     assert_eq!(census(&other), (1, 1, 1));
 }
 
+// Two directories' first applies at once in one database: each creates its state schema
+// (terraform's pg backend also makes its shared sequence in `public`), neither fails.
+#[test]
+fn two_directories_first_applies_at_once_in_one_database() {
+    let db = Db::new();
+    let (web, _) = hosts(&db);
+    let other = Cloud::new();
+    use_store(&other, &db.url());
+    name_in(&other, &db.url(), "db");
+    std::thread::scope(|s| {
+        let one = s.spawn(|| web.run(&["provision", &web.spec()]));
+        let two = s.spawn(|| other.run(&["provision", &other.spec()]));
+        one.join().unwrap().ok();
+        two.join().unwrap().ok();
+    });
+    assert_eq!(census(&web), (1, 1, 1));
+    assert_eq!(census(&other), (1, 1, 1));
+    web.run(&["reconcile", "--check"]).ok();
+    other.run(&["reconcile", "--check"]).ok();
+}
+
 // The first host into a new store directory follows what the others change afterwards (it
 // is the store's mirror from its first change on), and a state it could not save names the
 // command that puts it where the store keeps it.
