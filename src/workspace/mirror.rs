@@ -14,8 +14,8 @@ use crate::fsio::{self, Perms};
 use crate::names;
 
 /// Builds the mirror of `dir` after `changes`: symlinks to every other entry of the real
-/// directory (your config, `.terraform`, the state), managed files copied in their promoted
-/// form, changed files written, leftover import blocks settled.
+/// directory (your config, `.terraform`, the state, or a reader's own copy of it), managed
+/// files copied in their promoted form, changed files written, leftover import blocks settled.
 pub(super) fn build(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::TempDir> {
     let mirror = fsio::temp_dir("mirror")?;
     let m = mirror.path();
@@ -26,8 +26,18 @@ pub(super) fn build(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::Te
     // Your files, listed afresh: terraform may have made entries since the command listed the
     // directory (`init` writes `.terraform` and the lock file), and the mirror needs them all.
     let fresh = Directory::open(dir.path())?;
+    // A reader's view holds its own copy of the local state, as of the files' moment: the
+    // mirror plans with that copy, never the live state terraform may be rewriting.
+    let state = dir.state_copy().and_then(|bytes| {
+        let path = crate::state_guard::local_state_path(dir.path())?;
+        let name = path.strip_prefix(dir.path()).ok()?.to_str()?.to_string();
+        (!name.contains('/')).then_some((name, bytes))
+    });
     for name in fresh.names().filter(|n| managed(n).is_none() && !changes.touches(n)) {
-        fsio::symlink(&fresh.path().join(name), &m.join(name))?;
+        match &state {
+            Some((state_name, bytes)) if state_name == name => fsio::write_scratch(&m.join(name), bytes, 0o600)?,
+            _ => fsio::symlink(&fresh.path().join(name), &m.join(name))?,
+        }
     }
     // The managed files as the command saw them (a reader's view: one moment, never half a
     // change), each in its promoted form: a queued twin wins over the live file.

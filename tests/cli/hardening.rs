@@ -246,6 +246,13 @@ fn readers_beside_writers_see_one_moment() {
         .flat_map(|r| r["attachments"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
         .chain(old.iter().cloned())
         .collect();
+    // An orphan (a slot file nothing attaches), so that every `sweep-orphans --dry-run` plans
+    // its destroy in a mirror, with the state as of its moment.
+    s.write(
+        "stray_dedicated_1.tf.json",
+        r#"{"resource": {"terraform_data": {"stray-1-data": {"input": {"size_gb": 1}}}}}"#,
+    );
+    s.run(&["reconcile"]).ok();
     let done = std::sync::atomic::AtomicBool::new(false);
     let (reads, bad) = std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -278,7 +285,11 @@ fn readers_beside_writers_see_one_moment() {
                 bad.push(format!("sweep-orphans: {sweep:?}"));
                 continue;
             }
-            for orphan in sweep.json()["orphans"].as_array().unwrap() {
+            let orphans = sweep.json()["orphans"].as_array().unwrap().clone();
+            if !orphans.iter().any(|o| o["file"] == "stray_dedicated_1.tf.json") {
+                bad.push(format!("sweep-orphans: the stray slot is not listed: {orphans:?}"));
+            }
+            for orphan in &orphans {
                 let file = orphan["file"].as_str().unwrap();
                 if old_files.iter().any(|f| file.starts_with(&format!("{f}.tf.json"))) {
                     bad.push(format!("sweep-orphans: a live file listed as an orphan: {file}"));
