@@ -393,3 +393,15 @@ fn a_dump_on_a_full_disk_is_kept_where_there_is_room_and_found() {
     assert!(out.contains(&format!("it is kept in `{}`", kept.display())), "{out}");
     assert!(out.contains("holds a state terraform could not save"), "the next run found it: {out}");
 }
+
+// Terraform's output (its emergency state dump with it) is followed through a file in memory,
+// not a temporary file: a temporary directory that cannot be written (full, or gone) no longer
+// stops a provision, nor loses what terraform printed (before: "failed to create a temporary
+// file for terraform's output", exit 1).
+#[test]
+fn terraforms_output_does_not_need_the_temporary_directory() {
+    let s = Scratch::example();
+    let run = s.run_with(&["provision", &web(&s)], None, &[("TMPDIR", "/nonexistent/tmp")]).ok();
+    assert!(run.stderr.contains("applied: "), "{}", run.stderr);
+    assert_eq!(s.run(&["describe", "--output", "json"]).ok().json().as_array().unwrap().len(), 1);
+}
