@@ -252,6 +252,22 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// A file in memory (`memfd_create`, named `name` in `/proc`): its reader (an open file
+/// description of its own, so its own offset) and its writer. Needs no disk, so what is
+/// written there survives a full or missing temporary directory.
+pub(crate) fn memory_file(name: &std::ffi::CStr) -> io::Result<(File, File)> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name and valid flags; the descriptor is owned by `writer` below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
+    let writer = unsafe { File::from_raw_fd(fd) };
+    let reader = File::open(format!("/proc/self/fd/{fd}"))?;
+    Ok((reader, writer))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

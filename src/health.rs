@@ -1,6 +1,7 @@
 //! `--health-cmd`: the user's check that a replacement made by a rolling update is healthy,
 //! run with `sh -c` and the instance in its environment, bounded by `--health-timeout`. Its
-//! output goes to our stderr (stdout is our data). Besides the terraform runner, the one
+//! output goes to our stderr (stdout is our data) once it has ended, through a file in memory:
+//! a stderr that cannot be written drops it, and never fails the check. Besides the terraform runner, the one
 //! place that spawns.
 #![allow(clippy::disallowed_methods)]
 
@@ -22,8 +23,14 @@ pub(crate) struct Subject<'a> {
 /// Runs `command` for `subject`: `Ok(None)` when it exits 0, `Ok(Some(why))` when it fails or
 /// runs over `timeout` (it is killed then).
 pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
+    let (mut output, writer) =
+        crate::fsio::memory_file(c"infrakit-tf-health").context("failed to run the health command")?;
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(command).stdin(Stdio::null()).stdout(Stdio::from(std::io::stderr())).stderr(Stdio::inherit());
+    cmd.arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone().context("failed to run the health command")?)
+        .stderr(writer);
     cmd.env("INFRAKIT_TF_ID", subject.id)
         .env("INFRAKIT_TF_LOGICAL_ID", subject.logical_id.unwrap_or_default())
         .env("INFRAKIT_TF_GROUP", subject.group);
@@ -33,6 +40,16 @@ pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> 
         cmd.env(format!("INFRAKIT_TF_ATTR_{name}"), value);
     }
     let mut child = cmd.spawn().with_context(|| format!("failed to run the health command `{command}`"))?;
+    drop(cmd); // our copies of the writer
+    let verdict = wait(&mut child, timeout);
+    let mut said = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut output, &mut said);
+    crate::output::relay(&said);
+    verdict
+}
+
+/// Waits for the health command, killing it after `timeout`.
+fn wait(child: &mut std::process::Child, timeout: Duration) -> Result<Option<String>> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(status) = child.try_wait().context("failed to wait for the health command")? {

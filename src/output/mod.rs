@@ -143,6 +143,12 @@ impl Printer {
     }
 }
 
+/// Another program's output, as it is, on stderr; dropped if it cannot be written (see [`say`]).
+pub(crate) fn relay(bytes: &[u8]) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(bytes).and_then(|()| err.flush());
+}
+
 /// One line on stderr. One that cannot be written (a full disk, a closed pipe) is dropped:
 /// a message is never worth failing, or panicking (`eprintln!` would), over.
 pub(crate) fn say(line: &str) {

@@ -107,28 +107,13 @@ pub(super) struct Followed {
     partial: Vec<u8>,
 }
 
-/// A file in memory: the reader (its own open file description, so its own offset, opened
-/// through `/proc`) and the writer.
-fn in_memory() -> io::Result<(File, File)> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: a NUL-terminated name and valid flags; the descriptor is owned by `writer` below.
-    let fd = unsafe { libc::memfd_create(c"infrakit-tf-terraform".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
-    let writer = unsafe { File::from_raw_fd(fd) };
-    let reader = File::open(format!("/proc/self/fd/{fd}"))?;
-    Ok((reader, writer))
-}
-
 impl Followed {
     /// The follower, and the handle to give terraform: a file in memory (`memfd_create`), so
     /// that terraform's output (its emergency state dump above all) is kept when the disk of
     /// the temporary directory is full; an unlinked temporary file where memory files are
     /// not to be had.
     pub(super) fn create() -> Result<(Followed, File)> {
-        if let Ok((reader, writer)) = in_memory() {
+        if let Ok((reader, writer)) = crate::fsio::memory_file(c"infrakit-tf-terraform") {
             return Ok((Followed { reader, partial: Vec::new() }, writer));
         }
         let make = || -> io::Result<(Followed, File)> {

@@ -405,3 +405,24 @@ fn terraforms_output_does_not_need_the_temporary_directory() {
     assert!(run.stderr.contains("applied: "), "{}", run.stderr);
     assert_eq!(s.run(&["describe", "--output", "json"]).ok().json().as_array().unwrap().len(), 1);
 }
+
+// A health command's output goes to our stderr: when that cannot be written, its output is
+// dropped, the check is what the command says (before, `echo` in the check hit the closed
+// pipe, the check failed, and the rolling update stopped: exit 15).
+#[test]
+fn a_health_check_is_not_failed_by_a_stderr_that_cannot_be_written() {
+    let group =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/local/group.json")).unwrap();
+    for (what, stderr) in [("/dev/full", dev_full as fn() -> Stdio), ("a closed pipe", closed_pipe)] {
+        let s = Scratch::example();
+        let spec = s.root.path().join("group.json");
+        std::fs::write(&spec, group.replace(r#""Size": 3"#, r#""Size": 1"#)).unwrap();
+        let spec = spec.to_str().unwrap();
+        s.run(&["reconcile", "--group", spec]).ok();
+        std::fs::write(spec, group.replace(r#""Size": 3"#, r#""Size": 1"#).replace("hello from", "hello again from"))
+            .unwrap();
+        let args = ["reconcile", "--group", spec, "--health-cmd", "echo healthy; echo fine >&2"];
+        assert_eq!(run_to(&s, &args, Stdio::null(), stderr()), 0, "the rolling update, stderr on {what}");
+        s.run(&["reconcile", "--group", spec, "--check"]).ok();
+    }
+}
