@@ -32,20 +32,16 @@ use crate::output::Printer;
 #[derive(Debug)]
 pub(crate) struct DirLock {
     _dir: File,
-    /// An apply that an earlier run started and that did not end (see [`DirLock::cut`]).
-    cut: Option<String>,
 }
 
-impl DirLock {
-    /// What says that an apply of an earlier run was cut short (killed with its terraform, or
-    /// its terraform killed): the record of a terraform `apply` whose process is gone without
-    /// having been seen to end. (Not terraform's `.terraform.tfstate.lock.info`: a terraform
-    /// run by hand holds it too.) Machines it was making may exist without being recorded
-    /// (see `unrecorded`).
-    pub(crate) fn cut(&self) -> Option<&str> {
-        self.cut.as_deref()
-    }
-}
+/// The marker of an apply that was cut short (killed with its terraform, or its terraform
+/// killed): why, as text. The lock that finds the record of a terraform `apply` whose process
+/// is gone without having been seen to end turns it into this marker at once, before anything
+/// else runs terraform (and rewrites the record); it stays until what that apply was making
+/// has been looked up (`workspace::unrecorded`; with a store, the store keeps it for every
+/// host). (Not terraform's `.terraform.tfstate.lock.info`: a terraform run by hand holds it
+/// too.)
+pub(crate) const UNSETTLED: &str = ".infrakit-tf-unsettled";
 
 /// The record of a terraform running for the locked directory.
 pub(crate) const RUNNING: &str = ".infrakit-tf-terraform.json";
@@ -156,7 +152,6 @@ pub(crate) fn lock(dir: &Path, wait: Wait, printer: &Printer) -> Result<DirLock>
     }
     let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let record = abs.join(RUNNING);
-    let mut cut = None;
     loop {
         match read_running(&record) {
             None => break,
@@ -165,19 +160,17 @@ pub(crate) fn lock(dir: &Path, wait: Wait, printer: &Printer) -> Result<DirLock>
                 r.pid, r.command
             ))?,
             Some(r) => {
-                // The record of a cut apply stays until its evidence is kept elsewhere
-                // (`cut_kept`): a run that fails before then leaves it for the next.
                 if r.command.contains(" apply ") {
-                    cut = Some(format!("{} did not end", r.command));
-                } else {
-                    fsio::remove(&record)?;
+                    let why = format!("{} did not end", r.command);
+                    fsio::write_atomic(&abs.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public)?;
                 }
+                fsio::remove(&record)?;
                 break;
             }
         }
     }
     *HELD.lock().unwrap_or_else(|e| e.into_inner()) = Some(abs);
-    Ok(DirLock { _dir: file, cut })
+    Ok(DirLock { _dir: file })
 }
 
 /// Records that terraform runs as `pid` for the locked directory (nothing when this process
@@ -194,12 +187,6 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
 pub(crate) fn note_done() -> Result<()> {
     let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
     fsio::remove(&dir.join(RUNNING)).map(drop)
-}
-
-/// The evidence of a cut apply (`DirLock::cut`) is kept where the look-up finds it: its
-/// record, naming a process that is gone, can go.
-pub(crate) fn cut_kept() -> Result<()> {
-    note_done()
 }
 
 /// Whether this process holds a directory lock.

@@ -141,7 +141,7 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
         fenced = lease::lost(); // lost while we were frozen: terraform was stopped meanwhile
     }
     // A stale record names a dead process: the next lock drops it, and takes a killed apply
-    // for one that was cut short (`lock::DirLock::cut`).
+    // for one that was cut short (`lock::UNSETTLED`).
     if inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(&status).is_none() {
         let _ = lock::note_done();
     }

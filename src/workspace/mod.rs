@@ -126,8 +126,7 @@ impl<'a> Workspace<'a> {
             sync::check_config(store, &ws.dir, sync::BASE, &base, ctx.accept_config, &ctx.printer)?;
             sync::check_migrated(store, &ws.dir)?;
         }
-        let cut = ws._lock.as_ref().and_then(|l| l.cut()).map(str::to_string);
-        ws.note_cut(cut.as_deref())?;
+        ws.note_cut()?;
         Ok(ws)
     }
 

@@ -2,7 +2,7 @@
 //! looked up through terraform and adopted (the decisions are `crate::unrecorded`'s; this is
 //! running them). Only when one was cut short: the look-up costs nothing otherwise.
 //!
-//! The evidence that one was (`DirLock::cut`: a terraform apply that did not end; with a
+//! The evidence that one was (`lock::UNSETTLED`: a terraform apply that did not end; with a
 //! store, a lease taken over from a host that did not release it) is kept until the look-up
 //! has been done: in the store, for whichever host runs next, or in a local marker.
 
@@ -18,35 +18,31 @@ use crate::names;
 use crate::terraform::PlanOptions;
 use crate::unrecorded::{self, Adopted, Verdict};
 
-/// Without a store: why an apply was cut short, until its machines are looked up.
-const MARKER: &str = ".infrakit-tf-unsettled";
+/// Why an apply was cut short, until its machines are looked up (without a store; with one,
+/// until the store keeps it).
+const MARKER: &str = crate::lock::UNSETTLED;
 
 /// The data sources of a look-up, written in a mirror only.
 const LOOKUP_FILE: &str = "infrakit-tf-lookup.tf.json";
 
 impl Workspace<'_> {
-    /// Keeps `cut` (why an apply was cut short, seen when the lock was taken), and learns
-    /// whether one was before: [`Workspace::find_unrecorded`] looks up what it made.
-    pub(super) fn note_cut(&mut self, cut: Option<&str>) -> Result<()> {
+    /// Learns whether an apply was cut short before (the lock's marker, `lock::UNSETTLED`;
+    /// with a store, the store's record, into which a local marker is moved for every host):
+    /// [`Workspace::find_unrecorded`] looks up what it made.
+    pub(super) fn note_cut(&mut self) -> Result<()> {
+        let marker = self.dir.path().join(MARKER);
+        let local =
+            self.dir.has(MARKER).then(|| std::fs::read_to_string(&marker).unwrap_or_default().trim().to_string());
         match &mut self.store {
             Some(store) => {
-                if let Some(why) = cut {
+                if let Some(why) = &local {
                     store.set_unsettled(Some(why))?;
-                    crate::lock::cut_kept()?;
+                    fsio::remove(&marker)?;
+                    self.dir.note(MARKER, false);
                 }
                 self.unsettled = store.unsettled().map(str::to_string);
             }
-            None => {
-                let marker = self.dir.path().join(MARKER);
-                if let Some(why) = cut {
-                    fsio::write_atomic(&marker, why.as_bytes(), Perms::Public)?;
-                    self.dir.note(MARKER, true);
-                    crate::lock::cut_kept()?;
-                }
-                if self.dir.has(MARKER) {
-                    self.unsettled = Some(std::fs::read_to_string(&marker).unwrap_or_default().trim().to_string());
-                }
-            }
+            None => self.unsettled = local,
         }
         Ok(())
     }

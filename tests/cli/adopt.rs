@@ -194,6 +194,28 @@ fn an_import_or_a_removal_without_apply_waits_for_the_look_up() {
     whole(&c, &made);
 }
 
+// A terraform run under the lock before the look-up (a dry run whose plan needs `init`: the
+// configuration changed) does not erase the evidence of the cut apply: the lock turned its
+// record into the marker first (before, `init` rewrote the record and removed it, and the
+// next reconcile made the machines again).
+#[test]
+fn a_dry_run_before_the_look_up_keeps_the_evidence() {
+    let c = cloud();
+    c.run(&["provision", &c.spec()]).ok();
+    c.boot(3000);
+    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
+    c.boot(0);
+    let main = std::fs::read_to_string(c.s.dir.join("main.tf")).unwrap();
+    c.s.write("main.tf", &format!("{main}\n# changed: init runs again\n"));
+    let dry = c.run(&["--verbose", "provision", "--dry-run", &c.spec()]).ok();
+    assert!(dry.stderr.contains("running terraform init in the mirror"), "{}", dry.stderr);
+    let run = c.run(&["reconcile", "--output", "json"]).ok();
+    let adopted: BTreeSet<String> =
+        run.json()["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(adopted, made, "{}", run.stderr);
+    whole(&c, &made);
+}
+
 // Two objects carry one resource's tags (a twin made by hand, or by another tool): which one
 // is this directory's is not guessed. Exit 13, both listed, nothing applied.
 #[test]
