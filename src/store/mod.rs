@@ -124,6 +124,9 @@ impl Store {
             }
             _ => schema::create(&mut conn, limit).map_err(|f| unavailable(&display, &f.why()))?,
         }
+        if !probe.state_sequence {
+            schema::create_state_sequence(&mut conn, limit).map_err(|f| unavailable(&display, &f.why()))?;
+        }
         let owner = format!(
             "{}/{}/{}",
             hostname(),

@@ -40,6 +40,9 @@ pub(super) struct Probe {
     pub(super) version: Option<i32>,
     /// A privilege the role lacks, as the `GRANT` that gives it.
     pub(super) missing: Option<String>,
+    /// Whether terraform's pg backend's shared sequence (`public.global_states_id_seq`) exists:
+    /// see [`create_state_sequence`].
+    pub(super) state_sequence: bool,
 }
 
 /// The schema's version and the privileges this role lacks: `CREATE` on schema `public`
@@ -62,7 +65,8 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
                         CASE WHEN to_regnamespace('infrakit_tf') IS NULL THEN true \
                              WHEN NOT has_schema_privilege('infrakit_tf', 'USAGE') THEN false \
                              WHEN to_regclass('infrakit_tf.leases') IS NULL THEN true \
-                             ELSE has_table_privilege('infrakit_tf.leases', 'SELECT, INSERT, UPDATE, DELETE') END",
+                             ELSE has_table_privilege('infrakit_tf.leases', 'SELECT, INSERT, UPDATE, DELETE') END, \
+                        to_regclass('public.global_states_id_seq') IS NOT NULL",
                 &params,
             ),
             c.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]),
@@ -71,6 +75,7 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         let (public, database, schemas_exist): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));
         let (db, role): (String, String) = (row.get(3), row.get(4));
         let ours: bool = row.get(5);
+        let state_sequence: bool = row.get(6);
         let missing = if !database && !schemas_exist {
             Some(format!("GRANT CREATE ON DATABASE {db} TO {role}"))
         } else if !ours {
@@ -91,7 +96,20 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => None,
             Err(e) => return Err(e),
         };
-        Ok(Probe { version, missing })
+        Ok(Probe { version, missing, state_sequence })
+    })
+}
+
+/// Creates terraform's pg backend's shared sequence, one host at a time. Every directory's
+/// first `terraform init` creates it (`CREATE SEQUENCE IF NOT EXISTS`), and two at once in one
+/// database race: one fails ("duplicate key value violates unique constraint
+/// pg_class_relname_nsp_index"). Made here first, each init finds it.
+pub(super) fn create_state_sequence(conn: &mut Conn, limit: Duration) -> Outcome<()> {
+    conn.call(limit, async |c| {
+        let tx = c.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS]).await?;
+        tx.batch_execute("CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint").await?;
+        tx.commit().await
     })
 }
 
