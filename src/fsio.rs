@@ -264,7 +264,8 @@ pub(crate) fn memory_file(name: &std::ffi::CStr) -> io::Result<(File, File)> {
     }
     // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
     let writer = unsafe { File::from_raw_fd(fd) };
-    let reader = File::open(format!("/proc/self/fd/{fd}"))?;
+    // Writable too: the reader frees what it has read (fallocate needs a writable descriptor).
+    let reader = File::options().read(true).write(true).open(format!("/proc/self/fd/{fd}"))?;
     Ok((reader, writer))
 }
 

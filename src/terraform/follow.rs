@@ -130,9 +130,27 @@ impl Followed {
         make().context("failed to create a temporary file for terraform's output")
     }
 
-    /// Appends what is new to `out`. Whether there was anything.
+    /// Appends what is new to `out`. Whether there was anything. What has been read is freed
+    /// (a hole punched in the file, its size kept): a file in memory holds only what is still
+    /// to be read, however much terraform prints (a `TF_LOG=trace` apply prints gigabytes).
     fn read_into(&mut self, out: &mut Vec<u8>) -> Result<bool> {
         let n = self.reader.read_to_end(out).context("failed to read terraform's output")?;
+        if n > 0 {
+            use std::io::Seek;
+            use std::os::fd::AsRawFd;
+            if let Ok(read) = self.reader.stream_position() {
+                // SAFETY: fallocate(2) on a descriptor we own; failure (a file system without
+                // holes) only means the memory is freed at the end instead.
+                unsafe {
+                    libc::fallocate(
+                        self.reader.as_raw_fd(),
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        0,
+                        read as libc::off_t,
+                    );
+                }
+            }
+        }
         Ok(n > 0)
     }
 
@@ -193,5 +211,23 @@ mod tests {
         assert_eq!(collected.planned.map(|c| c.add), Some(1));
         assert_eq!(collected.garbage, 1);
         assert_eq!(collected.last_words(), ["not json", "last words"]);
+    }
+
+    #[test]
+    fn what_has_been_read_is_freed() {
+        use std::os::unix::fs::MetadataExt;
+        let (mut out, mut out_w) = Followed::create().unwrap();
+        let line = [b'x'; 1023];
+        let mut lines = 0;
+        for _ in 0..8 {
+            for _ in 0..1024 {
+                out_w.write_all(&line).and_then(|()| out_w.write_all(b"\n")).unwrap();
+            }
+            out.read_lines(&mut |_| lines += 1).unwrap();
+        }
+        assert_eq!(lines, 8 * 1024);
+        let meta = out_w.metadata().unwrap();
+        assert_eq!(meta.len(), 8 << 20, "the size is kept");
+        assert!(meta.blocks() * 512 <= 1 << 20, "8 MiB written, {} bytes still held", meta.blocks() * 512);
     }
 }
