@@ -21,6 +21,11 @@ fn cloud() -> Cloud {
     c
 }
 
+/// The cloud IDs a report's `adopted` lists.
+fn adopted(report: &Value) -> BTreeSet<String> {
+    report["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect()
+}
+
 /// The cloud IDs the state manages.
 fn managed(c: &Cloud) -> BTreeSet<String> {
     c.state().into_values().filter(|id| !id.is_empty()).collect()
@@ -57,8 +62,7 @@ fn a_provision_killed_with_its_terraform_while_machines_boot_is_adopted() {
     let run = c.run(&["reconcile", "--output", "json"]).ok();
     assert!(run.stderr.contains("an apply was cut short"), "{}", run.stderr);
     let report = run.json();
-    let adopted: BTreeSet<String> =
-        report["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    let adopted = adopted(&report);
     assert_eq!(adopted, made, "adopted exactly what the killed run made: {}", run.stderr);
     for id in &made {
         assert!(run.stderr.contains(&format!(" = {id}: made by the apply that was cut short")), "{}", run.stderr);
@@ -126,8 +130,7 @@ fn two_volumes_of_one_instance_are_each_adopted_as_themselves() {
     let made = c.kill_at_first_new_object(&["provision", &spec]);
     c.boot(0);
     let run = c.run(&["reconcile", "--output", "json"]).ok();
-    let adopted: BTreeSet<String> =
-        run.json()["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    let adopted = adopted(&run.json());
     assert_eq!(adopted, made, "{}", run.stderr);
     let volumes =
         |size: u64| c.objects().values().filter(|o| o["type"] == "fakecloud_volume" && o["size"] == size).count();
@@ -210,8 +213,7 @@ fn a_dry_run_before_the_look_up_keeps_the_evidence() {
     let dry = c.run(&["--verbose", "provision", "--dry-run", &c.spec()]).ok();
     assert!(dry.stderr.contains("running terraform init in the mirror"), "{}", dry.stderr);
     let run = c.run(&["reconcile", "--output", "json"]).ok();
-    let adopted: BTreeSet<String> =
-        run.json()["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    let adopted = adopted(&run.json());
     assert_eq!(adopted, made, "{}", run.stderr);
     whole(&c, &made);
 }
@@ -259,8 +261,7 @@ fn reconcile_check_reports_an_unrecorded_machine_before_anything_is_applied() {
     c.boot(0);
     let before = c.objects();
     let check = c.run(&["reconcile", "--check", "--output", "json"]).code(PENDING);
-    let unrecorded: BTreeSet<String> =
-        check.json()["adopted"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    let unrecorded = adopted(&check.json());
     assert_eq!(unrecorded, made);
     assert!(check.stderr.contains("unrecorded machine(s) an apply cut short made"), "{}", check.stderr);
     assert_eq!(c.objects(), before, "a check changes nothing");
