@@ -689,9 +689,19 @@ impl<'a> Workspace<'a> {
 
     /// A refreshing plan of the directory as it is, saved for [`Workspace::apply`].
     pub(crate) fn plan(&self) -> Result<SavedPlan> {
+        self.saved_plan(None, &[])
+    }
+
+    /// A plan of `targets` (and their dependencies) without a refresh, saved for
+    /// [`Workspace::apply`].
+    pub(crate) fn plan_targets(&self, targets: &[String]) -> Result<SavedPlan> {
+        self.saved_plan(Some(false), targets)
+    }
+
+    fn saved_plan(&self, refresh: Option<bool>, targets: &[String]) -> Result<SavedPlan> {
         let dir = crate::fsio::temp_dir("plan")?;
         let path = dir.path().join("plan");
-        let plan = self.terraform()?.plan(PlanOptions { refresh: None, lock: true, out: Some(&path), targets: &[] })?;
+        let plan = self.terraform()?.plan(PlanOptions { refresh, lock: true, out: Some(&path), targets })?;
         Ok(SavedPlan { plan, _dir: dir, path })
     }
 

@@ -31,7 +31,7 @@ use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::names::{self, InstanceId, Suffix};
-use crate::output::utc_now;
+use crate::output::{utc_now, Printer};
 use crate::profile::Profiles;
 use crate::terraform::{Apply, Plan};
 use crate::tfoutput::{Action, ResourceChange};
@@ -96,7 +96,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let adopted = ws.find_unrecorded(args.check, &[])?;
     let mut report = Report { check: args.check, adopted, ..Report::default() };
     if !args.check && !report.adopted.is_empty() {
-        adopt_first(&mut ws, &mut report)?;
+        adopt_first(&mut ws, &ctx.printer, &mut report)?;
     }
     let instances = ws.dir().instances(&profiles);
     let failure = if args.check {
@@ -110,14 +110,25 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     finish(ctx, &report, failure)
 }
 
-/// Imports the machines adopted after a cut apply (a targeted apply of their addresses)
-/// before anything is decided: a scale-down could otherwise remove the instance whose machine
-/// is being adopted, and its import block, left without an address, would leak the machine.
-/// Their import blocks go once carried out (a scale-down may remove their addresses); those
-/// of an import that did not finish stay for the whole apply that follows.
-fn adopt_first(ws: &mut Workspace<'_>, report: &mut Report) -> Result<()> {
+/// Imports the machines adopted after a cut apply (a targeted plan of their addresses,
+/// applied) before anything is decided: a scale-down could otherwise remove the instance whose
+/// machine is being adopted, and its import block, left without an address, would leak the
+/// machine. Their import blocks go once carried out (a scale-down may remove their addresses);
+/// those of an import that did not finish stay for the whole apply that follows. A plan that
+/// would destroy anything (an adopted machine replaced) is not applied here: it is left to
+/// the whole apply, which `--max-destroy` checks.
+fn adopt_first(ws: &mut Workspace<'_>, printer: &Printer, report: &mut Report) -> Result<()> {
     let targets: Vec<String> = report.adopted.iter().map(|a| a.address.clone()).collect();
-    let c = ws.apply(Apply::Targets(&targets))?;
+    let saved = ws.plan_targets(&targets)?;
+    report.terraform_runs += 1;
+    if saved.plan.totals.remove > 0 {
+        printer.status(&format!(
+            "importing the adopted machines would destroy {}: left to this run's apply, which --max-destroy checks",
+            saved.plan.totals.remove
+        ));
+        return Ok(());
+    }
+    let c = ws.apply(Apply::Saved(saved.path()))?;
     ws.imports_done(&targets)?;
     report.terraform_runs += 1;
     report.applied = true;
