@@ -23,14 +23,19 @@ pub(crate) struct Subject<'a> {
 /// Runs `command` for `subject`: `Ok(None)` when it exits 0, `Ok(Some(why))` when it fails or
 /// runs over `timeout` (it is killed then).
 pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
-    let (mut output, writer) =
-        crate::fsio::memory_file(c"infrakit-tf-health").context("failed to run the health command")?;
     let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stdout(writer.try_clone().context("failed to run the health command")?)
-        .stderr(writer);
+    cmd.arg("-c").arg(command).stdin(Stdio::null());
+    // Where files in memory are not to be had, its output goes to our stderr directly.
+    let mut output = match crate::fsio::memory_file(c"infrakit-tf-health") {
+        Ok((output, writer)) => {
+            cmd.stdout(writer.try_clone().context("failed to run the health command")?).stderr(writer);
+            Some(output)
+        }
+        Err(_) => {
+            cmd.stdout(Stdio::from(std::io::stderr())).stderr(Stdio::inherit());
+            None
+        }
+    };
     cmd.env("INFRAKIT_TF_ID", subject.id)
         .env("INFRAKIT_TF_LOGICAL_ID", subject.logical_id.unwrap_or_default())
         .env("INFRAKIT_TF_GROUP", subject.group);
@@ -42,9 +47,11 @@ pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> 
     let mut child = cmd.spawn().with_context(|| format!("failed to run the health command `{command}`"))?;
     drop(cmd); // our copies of the writer
     let verdict = wait(&mut child, timeout);
-    let mut said = Vec::new();
-    let _ = std::io::Read::read_to_end(&mut output, &mut said);
-    crate::output::relay(&said);
+    if let Some(output) = &mut output {
+        let mut said = Vec::new();
+        let _ = std::io::Read::read_to_end(output, &mut said);
+        crate::output::relay(&said);
+    }
     verdict
 }
 

@@ -150,16 +150,21 @@ pub fn lookup_document(candidates: &[Candidate]) -> (Value, Vec<String>) {
 
 /// What each candidate's data source found, from the values of the data sources read (by
 /// address, as terraform's saved plan holds them). An object the state already records
-/// (`recorded`: its IDs) is another resource's, never a match: the tags of one file are the
-/// same on each of its resources, so two volumes of one instance find each other.
-pub fn found(candidates: &[Candidate], read: &BTreeMap<String, Value>, recorded: &BTreeSet<String>) -> Vec<Verdict> {
+/// (`recorded`: resource type and ID) is another resource's, never a match: a resource the
+/// look-up cannot tell from another of its file (written before `infrakit.resource`) finds it.
+pub fn found(
+    candidates: &[Candidate],
+    read: &BTreeMap<String, Value>,
+    recorded: &BTreeSet<(String, String)>,
+) -> Vec<Verdict> {
     candidates
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let address = format!("data.{}.{}", c.data_source, lookup_name(i));
             let mut ids = read.get(&address).map(|v| ids_at(v, &c.ids)).unwrap_or_default();
-            ids.retain(|id| !recorded.contains(id));
+            let rtype = c.address.split_once('.').map_or(c.address.as_str(), |(t, _)| t);
+            ids.retain(|id| !recorded.contains(&(rtype.to_string(), id.clone())));
             ids.sort();
             ids.dedup();
             match ids.len() {
@@ -328,9 +333,15 @@ mod tests {
             found(&c, &read, &BTreeSet::new()),
             [Verdict::Several(vec!["i-1".into(), "i-2".into()]), Verdict::One("vol-1".into()), Verdict::Absent]
         );
-        // What the state records is some other resource's: i-2 and vol-1 are.
-        let recorded = BTreeSet::from(["i-2".to_string(), "vol-1".to_string()]);
+        // What the state records is some other resource's: i-2 and vol-1 are; an ID of
+        // another type (a record named `vol-1`) is not.
+        let recorded = BTreeSet::from([
+            ("aws_instance".to_string(), "i-2".to_string()),
+            ("aws_ebs_volume".to_string(), "vol-1".to_string()),
+        ]);
         assert_eq!(found(&c, &read, &recorded), [Verdict::One("i-1".into()), Verdict::Absent, Verdict::Absent]);
+        let other_type = BTreeSet::from([("aws_route53_record".to_string(), "vol-1".to_string())]);
+        assert_eq!(found(&c, &read, &other_type)[1], Verdict::One("vol-1".into()));
         let droplets = json!({"droplets": [{"id": 4242, "name": "instance-8"}]});
         assert_eq!(ids_at(&droplets, "droplets.*.id"), ["4242"]);
     }

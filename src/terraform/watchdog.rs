@@ -47,6 +47,14 @@ impl Watchdog {
 
     /// Stops and reaps it (terraform has ended).
     pub(super) fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Watchdog {
+    /// However the supervision ends (an error too), the watchdog is stopped and reaped: never
+    /// left to signal a PID that has since been given to another process.
+    fn drop(&mut self) {
         // SAFETY: our own child; kill then reap it.
         unsafe {
             libc::kill(self.pid, libc::SIGKILL);

@@ -59,7 +59,8 @@ impl Workspace<'_> {
         let Some(why) = self.unsettled.clone() else { return Ok(Vec::new()) };
         self.ctx.printer.status(&format!("an apply was cut short ({why}): looking up the machines it may have made"));
         let state = self.state()?;
-        let recorded: BTreeSet<String> = state.values().filter_map(|r| r.attribute("id")).collect();
+        let recorded: BTreeSet<(String, String)> =
+            state.values().filter_map(|r| Some((r.rtype.clone(), r.attribute("id")?))).collect();
         let state = state.into_keys().collect();
         let files: Vec<(String, Value)> = self
             .dir
