@@ -175,29 +175,24 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         if is_vm {
             platform(&mut props, req, &id);
         }
-        // A type that can be looked up (after a cut apply) carries the tags that find it.
-        if let Some(path) = req.profiles.lookup(rtype).and_then(|l| l.tags.as_deref()) {
-            let kind = names::classify(&file).expect("a file of ours");
-            let mut identity = tfconfig::identity(&kind);
-            identity.extend(tags.get(GROUP_TAG).map(|g| (GROUP_TAG.to_string(), g.clone())));
-            let path: Vec<String> = path.split('.').map(str::to_string).collect();
-            tfconfig::add_tags(&mut props, &path, &identity);
-        }
         files.entry(file).or_default().push((rtype, name, Value::Object(props)));
     }
-    // Two resources of one type in one file carry the same tags: each gets its own name too.
-    for resources in files.values_mut() {
+    // A type that can be looked up (after a cut apply) carries the tags that find it: its
+    // file's and its group's, and its own name where another of its type shares its file.
+    for (file, resources) in &mut files {
+        let mut identity = tfconfig::identity(&names::classify(file).expect("a file of ours"));
+        identity.extend(tags.get(GROUP_TAG).map(|g| (GROUP_TAG.to_string(), g.clone())));
         let mut per_type: BTreeMap<&str, usize> = BTreeMap::new();
         for (rtype, _, _) in resources.iter() {
             *per_type.entry(*rtype).or_default() += 1;
         }
         for (rtype, name, props) in resources.iter_mut() {
-            let Some(path) = req.profiles.lookup(rtype).and_then(|l| l.tags.as_deref()) else { continue };
+            let Some(path) = req.profiles.lookup(rtype).and_then(|l| l.tag_path()) else { continue };
+            let mut own = identity.clone();
             if per_type[*rtype] > 1 {
-                let path: Vec<String> = path.split('.').map(str::to_string).collect();
-                let own = BTreeMap::from([(tfconfig::RESOURCE_TAG.to_string(), name.clone())]);
-                tfconfig::add_tags(props.as_object_mut().expect("an object"), &path, &own);
+                own.insert(tfconfig::RESOURCE_TAG.to_string(), name.clone());
             }
+            tfconfig::add_tags(props.as_object_mut().expect("an object"), &path, &own);
         }
     }
     let files = files

@@ -92,6 +92,11 @@ pub struct Lookup {
 }
 
 impl Lookup {
+    /// [`Lookup::tags`] as the steps of its path.
+    pub fn tag_path(&self) -> Option<Vec<String>> {
+        self.tags.as_deref().map(|p| p.split('.').map(str::to_string).collect())
+    }
+
     fn new(data_source: &str, arguments: serde_json::Value, ids: &str, tags: Option<&str>) -> Self {
         Lookup { data_source: data_source.into(), arguments, ids: ids.into(), tags: tags.map(str::to_string) }
     }

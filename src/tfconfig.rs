@@ -21,8 +21,8 @@ pub const LOGICAL_ID_TAG: &str = "infrakit.logical_id";
 pub const SLOT_TAG: &str = "infrakit.slot";
 /// On a global resource that can be looked up: its scope.
 pub const GLOBAL_TAG: &str = "infrakit.global";
-/// On every resource that can be looked up: its name in the directory's configuration, which
-/// tells apart the resources of one type in one file (two volumes of one instance).
+/// On a resource that can be looked up and shares its file with another of its type (two
+/// volumes of one instance): its name in the directory's configuration, which tells them apart.
 pub const RESOURCE_TAG: &str = "infrakit.resource";
 
 /// The tags that tell which file a resource of a cloud belongs to (see `unrecorded`): its

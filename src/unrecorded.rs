@@ -74,7 +74,7 @@ pub fn candidates(files: &[(String, Value)], state: &BTreeSet<String>, profiles:
                     continue;
                 }
                 let props = props.as_object().cloned().unwrap_or_default();
-                let tags = rule.tags.as_deref().map(|p| p.split('.').map(str::to_string).collect::<Vec<_>>());
+                let tags = rule.tag_path();
                 let written = tags.as_deref().and_then(|p| lookup(&props, p).ok().flatten());
                 let group = written.and_then(|t| t.get(GROUP_TAG)).and_then(Value::as_str).map(str::to_string);
                 // The resource's own tag, where it carries it (files written before it was
