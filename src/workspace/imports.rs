@@ -26,12 +26,9 @@ pub(super) fn settle(path: &Path) -> Result<usize> {
 /// What settling the import-blocks file in `path` keeps, and the change of that file it
 /// takes (none when every block stays), for the caller to carry out.
 pub(super) fn settled(path: &Path) -> Result<(usize, Option<FileOp>)> {
-    let file = path.join(names::IMPORT_FILE);
-    let Ok(bytes) = std::fs::read(&file) else { return Ok((0, None)) };
-    let blocks: Vec<Value> = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|doc| doc.get("import")?.as_array().cloned())
-        .unwrap_or_default();
+    if !path.join(names::IMPORT_FILE).exists() {
+        return Ok((0, None));
+    }
     let listing = Directory::open(path)?;
     let mut declared = BTreeSet::new();
     for f in listing.managed() {
@@ -40,11 +37,20 @@ pub(super) fn settled(path: &Path) -> Result<(usize, Option<FileOp>)> {
             declared.extend(by_name.as_object().into_iter().flat_map(|m| m.keys()).map(|n| format!("{rtype}.{n}")));
         }
     }
+    Ok(keeping(path, |to| declared.contains(to)))
+}
+
+/// The import blocks in `path` whose target `keep` keeps: how many, and the change of the
+/// file that drops the others (none when every block stays; its removal when none does).
+pub(super) fn keeping(path: &Path, keep: impl Fn(&str) -> bool) -> (usize, Option<FileOp>) {
+    let Ok(bytes) = std::fs::read(path.join(names::IMPORT_FILE)) else { return (0, None) };
+    let blocks: Vec<Value> = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|doc| doc.get("import")?.as_array().cloned())
+        .unwrap_or_default();
     let total = blocks.len();
-    let kept: Vec<Value> = blocks
-        .into_iter()
-        .filter(|b| b.get("to").and_then(Value::as_str).is_some_and(|to| declared.contains(to)))
-        .collect();
+    let kept: Vec<Value> =
+        blocks.into_iter().filter(|b| b.get("to").and_then(Value::as_str).is_some_and(&keep)).collect();
     let name = names::IMPORT_FILE.to_string();
     let op = if kept.is_empty() {
         Some(FileOp { name, after: None })
@@ -54,7 +60,7 @@ pub(super) fn settled(path: &Path) -> Result<(usize, Option<FileOp>)> {
     } else {
         None
     };
-    Ok((kept.len(), op))
+    (kept.len(), op)
 }
 
 #[cfg(test)]

@@ -653,15 +653,8 @@ impl<'a> Workspace<'a> {
     /// Drops the import blocks to `done` (carried out by a targeted apply); the file goes
     /// when none is left. Those of other addresses stay for the next whole apply.
     pub(crate) fn imports_done(&mut self, done: &[String]) -> Result<()> {
-        let Ok(doc) = self.dir.read_doc(names::IMPORT_FILE) else { return Ok(()) };
-        let mut blocks = doc.get("import").and_then(Value::as_array).cloned().unwrap_or_default();
-        blocks.retain(|b| !b.get("to").and_then(Value::as_str).is_some_and(|to| done.iter().any(|d| d == to)));
-        let after = if blocks.is_empty() {
-            None
-        } else {
-            Some((crate::tfconfig::to_bytes(&serde_json::json!({ "import": blocks })), Perms::Public))
-        };
-        self.change(&[FileOp { name: names::IMPORT_FILE.to_string(), after }])
+        let (_, op) = imports::keeping(self.dir.path(), |to| !done.iter().any(|d| d == to));
+        self.change(&Vec::from_iter(op))
     }
 
     /// Runs `init` when the directory needs it for documents of `providers` (see `init`).
