@@ -269,6 +269,24 @@ pub(crate) fn memory_file(name: &std::ffi::CStr) -> io::Result<(File, File)> {
     Ok((reader, writer))
 }
 
+/// Frees what has been read of `file` (its reader, see [`memory_file`]): a hole punched up to
+/// the read offset, the size kept. Best effort: a file system without holes frees it when the
+/// file is closed instead.
+pub(crate) fn forget_read(file: &mut File) {
+    use std::io::Seek;
+    use std::os::fd::AsRawFd;
+    let Ok(read) = file.stream_position() else { return };
+    // SAFETY: fallocate(2) on a descriptor `file` owns; its failure changes nothing.
+    unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            0,
+            read as libc::off_t,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

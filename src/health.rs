@@ -1,8 +1,8 @@
 //! `--health-cmd`: the user's check that a replacement made by a rolling update is healthy,
 //! run with `sh -c` and the instance in its environment, bounded by `--health-timeout`. Its
 //! output goes to our stderr (stdout is our data) once it has ended, through a file in memory:
-//! a stderr that cannot be written drops it, and never fails the check. Besides the terraform runner, the one
-//! place that spawns.
+//! a stderr that cannot be written drops it, and never fails the check. Besides the terraform
+//! runner, the one place that spawns.
 #![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;

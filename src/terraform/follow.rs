@@ -136,20 +136,7 @@ impl Followed {
     fn read_into(&mut self, out: &mut Vec<u8>) -> Result<bool> {
         let n = self.reader.read_to_end(out).context("failed to read terraform's output")?;
         if n > 0 {
-            use std::io::Seek;
-            use std::os::fd::AsRawFd;
-            if let Ok(read) = self.reader.stream_position() {
-                // SAFETY: fallocate(2) on a descriptor we own; failure (a file system without
-                // holes) only means the memory is freed at the end instead.
-                unsafe {
-                    libc::fallocate(
-                        self.reader.as_raw_fd(),
-                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                        0,
-                        read as libc::off_t,
-                    );
-                }
-            }
+            crate::fsio::forget_read(&mut self.reader);
         }
         Ok(n > 0)
     }

@@ -14,13 +14,10 @@ use serde_json::Value;
 use super::{ChangeSet, FileWrite, Workspace};
 use crate::exit::{Code, Failure};
 use crate::fsio::{self, Perms};
+use crate::lock::UNSETTLED;
 use crate::names;
 use crate::terraform::PlanOptions;
 use crate::unrecorded::{self, Adopted, Verdict};
-
-/// Why an apply was cut short, until its machines are looked up (without a store; with one,
-/// until the store keeps it).
-const MARKER: &str = crate::lock::UNSETTLED;
 
 /// The data sources of a look-up, written in a mirror only.
 const LOOKUP_FILE: &str = "infrakit-tf-lookup.tf.json";
@@ -30,15 +27,15 @@ impl Workspace<'_> {
     /// with a store, the store's record, into which a local marker is moved for every host):
     /// [`Workspace::find_unrecorded`] looks up what it made.
     pub(super) fn note_cut(&mut self) -> Result<()> {
-        let marker = self.dir.path().join(MARKER);
+        let marker = self.dir.path().join(UNSETTLED);
         let local =
-            self.dir.has(MARKER).then(|| std::fs::read_to_string(&marker).unwrap_or_default().trim().to_string());
+            self.dir.has(UNSETTLED).then(|| std::fs::read_to_string(&marker).unwrap_or_default().trim().to_string());
         match &mut self.store {
             Some(store) => {
                 if let Some(why) = &local {
                     store.set_unsettled(Some(why))?;
                     fsio::remove(&marker)?;
-                    self.dir.note(MARKER, false);
+                    self.dir.note(UNSETTLED, false);
                 }
                 self.unsettled = store.unsettled().map(str::to_string);
             }
@@ -108,17 +105,10 @@ impl Workspace<'_> {
                 .map(|a| format!("{} ({})", a.address, a.id))
                 .collect();
             if !into_removed.is_empty() {
-                return Err(Failure::new(
-                    Code::StateLost,
-                    format!(
-                        "refusing to remove what an apply cut short made without recording: {}",
-                        into_removed.join(", ")
-                    ),
-                )
-                .hint(
-                    "run `infrakit-tf reconcile` first (it adopts them), then this command again; nothing was changed",
-                )
-                .into());
+                return Err(reconcile_first(format!(
+                    "refusing to remove what an apply cut short made without recording: {}",
+                    into_removed.join(", ")
+                )));
             }
             if check {
                 return Ok(adopted);
@@ -145,12 +135,9 @@ impl Workspace<'_> {
     /// apply made. `reconcile` looks up and adopts first.
     pub(crate) fn refuse_while_unsettled(&self, what: &str) -> Result<()> {
         let Some(why) = &self.unsettled else { return Ok(()) };
-        Err(Failure::new(
-            Code::StateLost,
-            format!("refusing to {what}: an apply was cut short ({why}) and what it made has not been looked up yet"),
-        )
-        .hint("run `infrakit-tf reconcile` first (it adopts what that apply made), then this command again; nothing was changed")
-        .into())
+        Err(reconcile_first(format!(
+            "refusing to {what}: an apply was cut short ({why}) and what it made has not been looked up yet"
+        )))
     }
 
     /// The machines of the cut apply have been looked up (and are adopted by the import
@@ -159,15 +146,22 @@ impl Workspace<'_> {
         match &mut self.store {
             Some(store) => store.set_unsettled(None)?,
             None => {
-                if self.dir.has(MARKER) {
-                    fsio::remove(&self.dir.path().join(MARKER))?;
-                    self.dir.note(MARKER, false);
+                if self.dir.has(UNSETTLED) {
+                    fsio::remove(&self.dir.path().join(UNSETTLED))?;
+                    self.dir.note(UNSETTLED, false);
                 }
             }
         }
         self.unsettled = None;
         Ok(())
     }
+}
+
+/// A refusal (exit 13) until `reconcile` has looked up and adopted what a cut apply made.
+fn reconcile_first(message: String) -> anyhow::Error {
+    Failure::new(Code::StateLost, message)
+        .hint("run `infrakit-tf reconcile` first (it adopts what that apply made), then this command again; nothing was changed")
+        .into()
 }
 
 /// The refusal of a look-up that found what must not be guessed at (exit 13).
