@@ -55,10 +55,8 @@ fn a_provision_killed_with_its_terraform_while_machines_boot_is_adopted() {
     c.run(&["provision", &c.spec()]).ok();
     c.run(&["provision", "--no-apply", &c.spec()]).ok();
     c.run(&["provision", "--no-apply", &c.spec()]).ok();
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
+    let made = c.kill_while_booting(&["provision", &c.spec()]);
     assert!(!made.is_empty());
-    c.boot(0);
     let run = c.run(&["reconcile", "--output", "json"]).ok();
     assert!(run.stderr.contains("an apply was cut short"), "{}", run.stderr);
     let report = run.json();
@@ -78,9 +76,7 @@ fn a_reconcile_killed_while_queued_machines_boot_is_adopted() {
     c.run(&["provision", &c.spec()]).ok();
     c.run(&["provision", "--no-apply", &c.spec()]).ok();
     c.run(&["provision", "--no-apply", &c.spec()]).ok();
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["reconcile"]);
-    c.boot(0);
+    let made = c.kill_while_booting(&["reconcile"]);
     let run = c.run(&["reconcile"]).ok();
     assert!(run.stdout.contains(&format!("adopted={}", made.len())), "{}", run.stdout);
     assert_eq!(c.machines_per_instance().len(), 3);
@@ -99,9 +95,7 @@ fn a_rolling_update_killed_while_a_replacement_boots_is_adopted() {
     let volumes =
         |c: &Cloud| c.objects().values().filter(|o| o["type"] == "fakecloud_volume" && o["size"] == 5).count();
     group("v2");
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["reconcile", "--group", &spec]);
-    c.boot(0);
+    let made = c.kill_while_booting(&["reconcile", "--group", &spec]);
     let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
     let report = run.json();
     assert!(!report["adopted"].as_array().unwrap().is_empty(), "{}", run.stderr);
@@ -126,9 +120,7 @@ fn two_volumes_of_one_instance_are_each_adopted_as_themselves() {
           "Tags": {"infrakit.group": "web"}}"##,
     );
     c.run(&["provision", &spec]).ok();
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["provision", &spec]);
-    c.boot(0);
+    let made = c.kill_while_booting(&["provision", &spec]);
     let run = c.run(&["reconcile", "--output", "json"]).ok();
     let adopted = adopted(&run.json());
     assert_eq!(adopted, made, "{}", run.stderr);
@@ -150,10 +142,8 @@ fn a_scale_down_after_a_cut_scale_up_leaks_nothing() {
     group(1);
     c.run(&["reconcile", "--group", &spec]).ok();
     group(3);
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["reconcile", "--group", &spec]);
+    let made = c.kill_while_booting(&["reconcile", "--group", &spec]);
     assert!(!made.is_empty());
-    c.boot(0);
     group(1);
     let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
     assert!(!run.json()["adopted"].as_array().unwrap().is_empty(), "{}", run.stderr);
@@ -171,9 +161,7 @@ fn a_scale_down_after_a_cut_scale_up_leaks_nothing() {
 fn an_import_or_a_removal_without_apply_waits_for_the_look_up() {
     let c = cloud();
     let first = c.run(&["provision", &c.spec()]).ok().stdout.trim().to_string();
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
-    c.boot(0);
+    let made = c.kill_while_booting(&["provision", &c.spec()]);
     // The first command to take the lock keeps the evidence of the cut apply (its record
     // becomes the marker); a check changes nothing else.
     c.run(&["reconcile", "--check"]).code(PENDING);
@@ -205,9 +193,7 @@ fn an_import_or_a_removal_without_apply_waits_for_the_look_up() {
 fn a_dry_run_before_the_look_up_keeps_the_evidence() {
     let c = cloud();
     c.run(&["provision", &c.spec()]).ok();
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
-    c.boot(0);
+    let made = c.kill_while_booting(&["provision", &c.spec()]);
     let main = std::fs::read_to_string(c.s.dir.join("main.tf")).unwrap();
     c.s.write("main.tf", &format!("{main}\n# changed: init runs again\n"));
     let dry = c.run(&["--verbose", "provision", "--dry-run", &c.spec()]).ok();
@@ -224,9 +210,7 @@ fn a_dry_run_before_the_look_up_keeps_the_evidence() {
 fn two_machines_with_one_resources_tags_are_refused_not_guessed() {
     let c = cloud();
     c.run(&["provision", &c.spec()]).ok();
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
-    c.boot(0);
+    let made = c.kill_while_booting(&["provision", &c.spec()]);
     // The VM if the killed run made it, else the volume it made.
     let original = made.iter().find(|id| id.starts_with("i-")).unwrap_or_else(|| made.iter().next().unwrap()).clone();
     let twin = format!("{}-twin", original);
@@ -256,9 +240,7 @@ fn two_machines_with_one_resources_tags_are_refused_not_guessed() {
 #[test]
 fn reconcile_check_reports_an_unrecorded_machine_before_anything_is_applied() {
     let c = cloud();
-    c.boot(3000);
-    let made = c.kill_at_first_new_object(&["provision", &c.spec()]);
-    c.boot(0);
+    let made = c.kill_while_booting(&["provision", &c.spec()]);
     let before = c.objects();
     let check = c.run(&["reconcile", "--check", "--output", "json"]).code(PENDING);
     let unrecorded = adopted(&check.json());

@@ -192,6 +192,15 @@ impl Cloud {
         after.difference(&before).cloned().collect()
     }
 
+    /// `kill_at_first_new_object` while every create takes 3 s to report its machine: the
+    /// killed terraform never recorded what it made. Creates report at once again afterwards.
+    pub fn kill_while_booting(&self, args: &[&str]) -> std::collections::BTreeSet<String> {
+        self.boot(3000);
+        let made = self.kill_at_first_new_object(args);
+        self.boot(0);
+        made
+    }
+
     /// Makes every create report its machine `ms` milliseconds after it exists (0: at once).
     pub fn boot(&self, ms: u64) {
         let knob = self.cloud.join("boot-ms");

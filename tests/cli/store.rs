@@ -179,6 +179,14 @@ fn point_at(host: &Cloud, url: &str) {
     host.s.write("infrakit-tf.json", &config.to_string());
 }
 
+/// A second directory (`db`) of its own cloud in the store `db`, beside `web`.
+fn other_directory(db: &Db) -> Cloud {
+    let other = Cloud::new();
+    use_store(&other, &db.url());
+    name_in(&other, &db.url(), "db");
+    other
+}
+
 fn name_in(host: &Cloud, url: &str, directory: &str) {
     let config = json!({"vm_types": {"fakecloud_instance": {}}, "store": {"postgres": url, "directory": directory}});
     host.s.write("infrakit-tf.json", &config.to_string());
@@ -628,9 +636,7 @@ fn two_directories_in_one_database_have_states_of_their_own() {
     let (web, _) = hosts(&db);
     web.run(&["provision", &web.spec()]).ok();
     web.run(&["provision", &web.spec()]).ok();
-    let other = Cloud::new();
-    use_store(&other, &db.url());
-    name_in(&other, &db.url(), "db");
+    let other = other_directory(&db);
     other.run(&["provision", &other.spec()]).ok();
     let out = other.run(&["reconcile", "--output", "json"]).ok().json();
     assert_eq!((out["added"].as_u64(), out["destroyed"].as_u64()), (Some(0), Some(0)), "{out}");
@@ -653,9 +659,7 @@ fn two_directories_in_one_database_have_states_of_their_own() {
 fn two_directories_first_applies_at_once_in_one_database() {
     let db = Db::new();
     let (web, _) = hosts(&db);
-    let other = Cloud::new();
-    use_store(&other, &db.url());
-    name_in(&other, &db.url(), "db");
+    let other = other_directory(&db);
     std::thread::scope(|s| {
         let one = s.spawn(|| web.run(&["provision", &web.spec()]));
         let two = s.spawn(|| other.run(&["provision", &other.spec()]));
@@ -1106,9 +1110,7 @@ fn machines_a_dead_host_made_without_recording_are_adopted_by_the_next() {
     a.with_lookups();
     b.with_lookups();
     a.run(&["provision", &a.spec()]).ok();
-    a.boot(3000);
-    let made = a.kill_at_first_new_object(&["provision", "--count", "2", &a.spec()]);
-    a.boot(0);
+    let made = a.kill_while_booting(&["provision", "--count", "2", &a.spec()]);
     let run = b.run(&["--lock-timeout", "10m", "reconcile", "--output", "json"]).ok();
     assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
     let adopted: BTreeSet<String> =
