@@ -306,7 +306,7 @@ impl<'a> Workspace<'a> {
     }
 
     /// Terraform's state, by address. A reader reads the copy its view took ([`Directory::read_view`]:
-    /// as of the same moment as the files, never half written).
+    /// as of the same moment as the files, never half written), away from the live files.
     pub(crate) fn state(&self) -> Result<State> {
         if self.store.is_some() {
             self.init_if_needed(&BTreeSet::new())?;
@@ -315,10 +315,19 @@ impl<'a> Workspace<'a> {
         }
         match self.dir.state_copy() {
             Some(bytes) => {
+                // Read apart from the live configuration, which writers may be changing (a file
+                // gone mid-read failed the read): a state file needs only the providers
+                // (`.terraform` and the lock file) to be read.
                 let tmp = crate::fsio::temp_dir("state")?;
+                for name in [".terraform", init::LOCK_FILE] {
+                    let real = self.dir.path().join(name);
+                    if real.exists() {
+                        crate::fsio::symlink(&real, &tmp.path().join(name))?;
+                    }
+                }
                 let copy = tmp.path().join("terraform.tfstate");
                 crate::fsio::write_scratch(&copy, bytes, 0o600)?;
-                self.terraform()?.show_state_file(&copy)
+                self.terraform()?.in_dir(tmp.path()).show_state_file(&copy)
             }
             None => self.terraform()?.show_state(),
         }
