@@ -119,6 +119,7 @@ impl Ctx {
             // Several hosts: a terraform that a killed run on another host left running holds
             // the state's lock; ours waits for it as for our own lock.
             .with_state_lock_timeout(store.map(|_| self.lock_timeout))
+            .without_env(if store.is_some() { crate::store::tls::UNSAFE_FOR_TERRAFORM } else { &[] })
             .under_lease(store.is_some());
         self.printer.detail(&format!("using {}", tf.describe()));
         Ok(tf)

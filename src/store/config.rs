@@ -17,12 +17,15 @@ use anyhow::Result;
 use tokio_postgres::config::Host;
 
 use super::lease::{self, Timing};
+use super::tls::{Mode, Settings, Tls};
 
 /// A store to use: the connection and the logical directory's name.
 #[derive(Clone)]
 pub(crate) struct StoreConfig {
     pub(crate) name: String,
     pub(crate) pg: tokio_postgres::Config,
+    /// TLS, as the settings ask (libpq's `sslmode` and its files).
+    pub(crate) tls: Tls,
     /// The lease's duration, and the timings that follow from it (`store.lease`).
     pub(crate) timing: Timing,
     /// What the first connection found (see [`StoreConfig::connected`]).
@@ -36,6 +39,8 @@ struct Session {
     port: u16,
     /// Whether the server knows `idle_session_timeout` (PostgreSQL 14 and later).
     idle_sessions: bool,
+    /// Whether the connection is over TLS (`allow` and `prefer` may or may not be).
+    tls: bool,
 }
 
 /// The lease when `store.lease` does not say.
@@ -97,13 +102,13 @@ impl StoreConfig {
                 ))
             })?,
         };
-        let pg = connection(&url, &Env::process())?;
-        Ok(Some(StoreConfig { name, pg, timing: Timing { duration }, session: Arc::default() }))
+        let (pg, tls) = connection(&url, &Env::process())?;
+        Ok(Some(StoreConfig { name, pg, tls, timing: Timing { duration }, session: Arc::default() }))
     }
 
     /// Notes where the first connection went and what it found.
-    pub(super) fn connected(&self, reached: &(Host, u16), idle_sessions: bool) {
-        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, idle_sessions });
+    pub(super) fn connected(&self, reached: &(Host, u16), idle_sessions: bool, tls: bool) {
+        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, idle_sessions, tls });
     }
 
     /// The longest a connection may take to open: `connect_timeout`, else 10 s.
@@ -119,7 +124,7 @@ impl StoreConfig {
     /// What terraform's `backend "pg" {}` gets, so that its state lives in the store's
     /// database, in a schema of this directory's own (two directories never share a state):
     /// `PG_CONN_STR`, `PGPASSWORD`, `PG_SCHEMA_NAME`. The connection is ours: the host that
-    /// answered us (lib/pq takes one host), `sslmode=disable` as ours is made, no password
+    /// answered us (lib/pq takes one host), TLS as ours negotiated it ([`Tls::for_terraform`]), no password
     /// (terraform's errors may print it); then what its session needs (lib/pq passes keys it
     /// does not know to the server as settings): never ended for being idle while it holds
     /// the state's lock through a long apply (`idle_session_timeout=0`, from PostgreSQL 14;
@@ -161,7 +166,10 @@ impl StoreConfig {
         if let Some(db) = self.pg.get_dbname() {
             conn.push(("dbname", db.to_string()));
         }
-        conn.push(("sslmode", "disable".into()));
+        let unix = matches!(host, Some(Host::Unix(_)));
+        // Before connecting (`shell_env` may be asked first), as the settings would go.
+        let tls = self.session.get().map_or(self.tls.mode >= Mode::Require, |s| s.tls);
+        conn.extend(self.tls.for_terraform(tls && !unix));
         conn
     }
 
@@ -210,16 +218,12 @@ impl Env {
 }
 
 /// The connection settings of `url`, completed from the environment as libpq would.
-pub(super) fn connection(url: &str, env: &Env) -> Result<tokio_postgres::Config> {
-    let mut pg = tokio_postgres::Config::from_str(url).map_err(|e| {
+pub(super) fn connection(url: &str, env: &Env) -> Result<(tokio_postgres::Config, Tls)> {
+    let (url, ssl) = take_ssl(url);
+    let mut pg = tokio_postgres::Config::from_str(&url).map_err(|e| {
         invalid(format!("the store URL is not a PostgreSQL connection string: {e}"))
             .hint("write it as postgresql://user@host:5432/database (libpq's URL form)")
     })?;
-    if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err(invalid("the store URL asks for TLS (sslmode=require), which this infrakit-tf cannot do yet")
-            .hint("use sslmode=disable and reach the server over a private network or a tunnel")
-            .into());
-    }
     if pg.get_hosts().is_empty() {
         pg.host(env.get("PGHOST").unwrap_or("localhost"));
     }
@@ -249,7 +253,89 @@ pub(super) fn connection(url: &str, env: &Env) -> Result<tokio_postgres::Config>
         pg.connect_timeout(Duration::from_secs(10));
     }
     pg.application_name(format!("infrakit-tf {} pid {}", hostname(), std::process::id()));
-    Ok(pg)
+    let tls = Tls::resolve(ssl, |key| env.get(key).map(str::to_string), env.home.as_deref())?;
+    Ok((pg, tls))
+}
+
+/// `url` without its `ssl*` settings (tokio-postgres knows few of them), and those settings:
+/// in a URL's query (`?sslmode=verify-full&sslrootcert=...`), or as `key=value` pairs.
+fn take_ssl(url: &str) -> (String, Settings) {
+    let mut ssl = Settings::default();
+    if url.starts_with("postgresql://") || url.starts_with("postgres://") {
+        let Some((base, query)) = url.split_once('?') else { return (url.to_string(), ssl) };
+        let rest: Vec<&str> = query
+            .split('&')
+            .filter(|param| {
+                let (key, value) = param.split_once('=').unwrap_or((param, ""));
+                !ssl.take(&percent_decoded(key), &percent_decoded(value))
+            })
+            .collect();
+        return if rest.is_empty() { (base.to_string(), ssl) } else { (format!("{base}?{}", rest.join("&")), ssl) };
+    }
+    let Some(pairs) = key_values(url) else { return (url.to_string(), ssl) };
+    let rest: Vec<String> =
+        pairs.into_iter().filter(|(k, v)| !ssl.take(k, v)).map(|(k, v)| format!("{k}={}", quote(&v))).collect();
+    (rest.join(" "), ssl)
+}
+
+/// A `key=value` connection string's pairs (values quoted with `'`, `\` escaping), or
+/// `None` when it is not one (tokio-postgres then says what is wrong).
+fn key_values(text: &str) -> Option<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Some(pairs);
+        }
+        let mut key = String::new();
+        while let Some(c) = chars.next_if(|c| *c != '=' && !c.is_whitespace()) {
+            key.push(c);
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        chars.next_if_eq(&'=')?;
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next()? {
+                    '\'' => break,
+                    '\\' => value.push(chars.next()?),
+                    c => value.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                if c == '\\' {
+                    value.push(chars.next()?);
+                } else {
+                    value.push(c);
+                }
+            }
+        }
+        pairs.push((key, value));
+    }
+}
+
+/// A URL component with its `%XX` escapes decoded.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The password the password file gives for this connection: lines
@@ -343,7 +429,7 @@ mod tests {
         .unwrap();
         let passfile = file.to_str().unwrap();
         let password = |url: &str, vars: &[(&str, &str)]| {
-            connection(url, &env(vars, None)).unwrap().get_password().map(|p| String::from_utf8(p.to_vec()).unwrap())
+            connection(url, &env(vars, None)).unwrap().0.get_password().map(|p| String::from_utf8(p.to_vec()).unwrap())
         };
         let url = "postgresql://ops@db.example:5432/infra";
         assert_eq!(password("postgresql://ops:inurl@db.example/infra", &[("PGPASSWORD", "env")]).unwrap(), "inurl");
@@ -353,17 +439,34 @@ mod tests {
         assert_eq!(password(url, &[]), None, "no HOME, no PGPASSFILE: no password");
         // ~/.pgpass when PGPASSFILE is not set.
         crate::fsio::write_atomic(&tmp.path().join(".pgpass"), b"*:*:*:*:home\n", crate::fsio::Perms::Private).unwrap();
-        let pg = connection(url, &env(&[], Some(tmp.path()))).unwrap();
+        let (pg, _) = connection(url, &env(&[], Some(tmp.path()))).unwrap();
         assert_eq!(pg.get_password(), Some(&b"home"[..]));
     }
 
     #[test]
+    fn the_ssl_settings_are_taken_out_of_either_form() {
+        let (rest, ssl) =
+            take_ssl("postgresql://u@h/d?connect_timeout=5&sslmode=verify-full&sslrootcert=%2Fetc%2Fmy%20ca.crt");
+        assert_eq!(rest, "postgresql://u@h/d?connect_timeout=5");
+        let shown = format!("{ssl:?}");
+        assert!(shown.contains("\"verify-full\"") && shown.contains("\"/etc/my ca.crt\""), "{shown}");
+        let (rest, ssl) = take_ssl("postgresql://u@h/d?sslmode=require");
+        assert_eq!(rest, "postgresql://u@h/d");
+        assert!(format!("{ssl:?}").contains("\"require\""));
+        let (rest, ssl) = take_ssl("host=h dbname = 'my db' sslcert='/a b/c\\'d.crt' sslmode=verify-ca");
+        assert_eq!(rest, "host=h dbname='my db'");
+        let shown = format!("{ssl:?}");
+        assert!(shown.contains("verify-ca") && shown.contains("/a b/c'd.crt"), "{shown}");
+        assert_eq!(take_ssl("postgresql://u@h/d").0, "postgresql://u@h/d");
+    }
+
+    #[test]
     fn messages_show_the_connection_without_its_password() {
-        let pg = connection("postgresql://ops:s3cret@db.example:6543/infra", &env(&[], None)).unwrap();
+        let (pg, _) = connection("postgresql://ops:s3cret@db.example:6543/infra", &env(&[], None)).unwrap();
         assert_eq!(display(&pg), "postgresql://ops@db.example:6543/infra");
-        let pg = connection("host=db port=5433 user=u password=s3cret dbname=d", &env(&[], None)).unwrap();
+        let (pg, _) = connection("host=db port=5433 user=u password=s3cret dbname=d", &env(&[], None)).unwrap();
         assert!(!display(&pg).contains("s3cret"));
-        let pg = connection("postgresql:///infra", &env(&[("PGHOST", "h"), ("PGUSER", "u")], None)).unwrap();
+        let (pg, _) = connection("postgresql:///infra", &env(&[("PGHOST", "h"), ("PGUSER", "u")], None)).unwrap();
         assert_eq!(display(&pg), "postgresql://u@h/infra");
     }
 
@@ -380,7 +483,7 @@ mod tests {
         assert!(err(section(Some("postgresql://h/d"), Some("")), None).contains("1 to 40 letters"));
         assert!(err(section(Some("postgresql://h/d"), Some("a b")), None).contains("1 to 40 letters"));
         assert!(err(section(Some("nonsense=x=y"), Some("web")), None).contains("not a PostgreSQL connection"));
-        assert!(err(section(Some("postgresql://h/d?sslmode=require"), Some("web")), None).contains("cannot do yet"));
+        assert!(err(section(Some("postgresql://h/d?sslmode=sure"), Some("web")), None).contains("is not one of"));
         let leased = |lease: &str| {
             let section = Some(StoreSection {
                 postgres: Some("postgresql://h/d".into()),
@@ -418,7 +521,7 @@ mod tests {
         // Of several hosts, the one that answered; from PostgreSQL 14, idle_session_timeout too.
         let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:5432,h2:6432/d"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
-        cfg.connected(&(Host::Tcp("h2".into()), 6432), true);
+        cfg.connected(&(Host::Tcp("h2".into()), 6432), true, false);
         let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],

@@ -12,8 +12,14 @@
 
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio_postgres::config::Host;
-use tokio_postgres::{Client, Config, NoTls};
+
+use tokio_postgres::config::SslMode;
+use tokio_postgres::{Client, Config};
+
+use super::tls::{Mode, Tls};
 
 /// How a call failed.
 #[derive(Debug)]
@@ -78,6 +84,8 @@ pub(super) struct Conn {
     reached: (Host, u16),
     /// Whether the server knows `idle_session_timeout` (PostgreSQL 14 and later).
     idle_sessions: bool,
+    /// Whether the connection is over TLS.
+    tls: bool,
     broken: bool,
 }
 
@@ -88,16 +96,23 @@ impl Conn {
     /// is idle while terraform runs; a server before PostgreSQL 14, which does not know it,
     /// is asked again without it), and never left idle inside a transaction for longer than
     /// `in_transaction` (a host that froze mid-commit must not hold the lease's row for hours).
-    pub(super) fn open(pg: &Config, limit: Duration, in_transaction: Duration) -> Outcome<Conn> {
-        match Self::open_with(pg, limit, in_transaction, true) {
+    /// TLS is as `tls` says (libpq's `allow`: plain first, then TLS if the server refuses).
+    pub(super) fn open(pg: &Config, tls: &Tls, limit: Duration, in_transaction: Duration) -> Outcome<Conn> {
+        match Self::open_with(pg, tls, limit, in_transaction, true) {
             Err(Fault::Db(e)) if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) => {
-                Self::open_with(pg, limit, in_transaction, false)
+                Self::open_with(pg, tls, limit, in_transaction, false)
             }
             opened => opened,
         }
     }
 
-    fn open_with(pg: &Config, limit: Duration, in_transaction: Duration, idle_sessions: bool) -> Outcome<Conn> {
+    fn open_with(
+        pg: &Config,
+        tls: &Tls,
+        limit: Duration,
+        in_transaction: Duration,
+        idle_sessions: bool,
+    ) -> Outcome<Conn> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -109,18 +124,39 @@ impl Conn {
         let mut last = None;
         for (i, host) in pg.get_hosts().iter().enumerate() {
             let port = pg.get_ports().get(i).or(pg.get_ports().first()).copied().unwrap_or(5432);
-            let one = single(pg, host, port, &options);
-            match rt.block_on(async { tokio::time::timeout(limit, one.connect(NoTls)).await }) {
+            let mut modes = vec![tls.for_host(host)];
+            if tls.mode == Mode::Allow && modes[0] == SslMode::Disable && matches!(host, Host::Tcp(_)) {
+                modes.push(SslMode::Require);
+            }
+            let used = Arc::new(AtomicBool::new(false));
+            let mut attempt = None;
+            for mode in modes {
+                let one = single(pg, host, port, &options, mode);
+                let connector = tls.connector(used.clone());
+                let tried = rt.block_on(async { tokio::time::timeout(limit, one.connect(connector)).await });
+                // `allow`: refused in plain text (the server's answer), try again with TLS.
+                let refused = matches!(&tried, Ok(Err(e)) if e.as_db_error().is_some());
+                attempt = Some(tried);
+                if !refused {
+                    break;
+                }
+            }
+            let name = match host {
+                Host::Tcp(h) => h.as_str(),
+                Host::Unix(_) => "",
+            };
+            match attempt.expect("at least one mode") {
                 Ok(Ok((client, connection))) => {
                     // The connection's I/O runs whenever a call is driven (`block_on`).
                     rt.spawn(connection);
-                    return Ok(Conn { rt, client, reached: (host.clone(), port), idle_sessions, broken: false });
+                    let tls = used.load(Ordering::Relaxed);
+                    return Ok(Conn { rt, client, reached: (host.clone(), port), idle_sessions, tls, broken: false });
                 }
                 // Refused for the setting: every host is the same server, or the same version.
                 Ok(Err(e)) if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) => {
                     return Err(Fault::Db(e))
                 }
-                Ok(Err(e)) => last = Some(Fault::from(e)),
+                Ok(Err(e)) => last = Some(tls.why(&e, name).map_or_else(|| Fault::from(e), Fault::Lost)),
                 Err(_) => last = Some(Fault::Lost(format!("no answer within {}", crate::lock::human(limit)))),
             }
         }
@@ -161,10 +197,15 @@ impl Conn {
     pub(super) fn idle_sessions(&self) -> bool {
         self.idle_sessions
     }
+
+    /// Whether the connection is over TLS.
+    pub(super) fn tls(&self) -> bool {
+        self.tls
+    }
 }
 
-/// `pg` with one host, and `options` after the URL's own.
-fn single(pg: &Config, host: &Host, port: u16, options: &str) -> Config {
+/// `pg` with one host, `options` after the URL's own, TLS as `ssl` says.
+fn single(pg: &Config, host: &Host, port: u16, options: &str, ssl: SslMode) -> Config {
     let mut one = Config::new();
     match host {
         Host::Tcp(h) => one.host(h),
@@ -193,7 +234,7 @@ fn single(pg: &Config, host: &Host, port: u16, options: &str) -> Config {
     if let Some(timeout) = pg.get_tcp_user_timeout() {
         one.tcp_user_timeout(*timeout);
     }
-    one.ssl_mode(pg.get_ssl_mode())
+    one.ssl_mode(ssl)
         .keepalives(pg.get_keepalives())
         .keepalives_idle(pg.get_keepalives_idle())
         .target_session_attrs(pg.get_target_session_attrs())

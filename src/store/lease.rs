@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::{Client, Config};
 
 use super::conn::{Conn, Outcome};
+use super::tls::Tls;
 
 /// The lease's timings, all from its duration (`store.lease` in infrakit-tf.json).
 #[derive(Debug, Clone, Copy)]
@@ -385,7 +386,7 @@ impl Lease {
     /// Starts holding `epoch` of `directory`, acquired just now (`sent`: when the acquiring
     /// statement was sent). The heartbeat connects on its first renewal, so a short command
     /// costs a thread, not a connection.
-    pub(super) fn hold(pg: &Config, directory: &str, epoch: i64, timing: Timing, sent: Instant) -> Lease {
+    pub(super) fn hold(pg: &Config, tls: &Tls, directory: &str, epoch: i64, timing: Timing, sent: Instant) -> Lease {
         let shared = Arc::new(Shared {
             directory: directory.to_string(),
             epoch,
@@ -398,7 +399,7 @@ impl Lease {
         }
         shared.renewed(sent);
         let (stop, stopped) = mpsc::channel();
-        let beat = Heartbeat { pg: pg.clone(), shared: shared.clone() };
+        let beat = Heartbeat { pg: pg.clone(), tls: tls.clone(), shared: shared.clone() };
         // Detached: at release it is told to stop, and a renewal after the release cannot
         // revive the lease (it renews only one not released).
         let _ = std::thread::Builder::new().name("lease".into()).spawn(move || beat.run(&stopped));
@@ -460,6 +461,7 @@ impl Drop for Lease {
 /// The renewing thread.
 struct Heartbeat {
     pg: Config,
+    tls: Tls,
     shared: Arc<Shared>,
 }
 
@@ -497,7 +499,7 @@ impl Heartbeat {
     /// One renewal, connecting first if needed; each step bounded by `limit`.
     fn renew(&self, conn: &mut Option<Conn>, limit: Duration) -> Result<bool, String> {
         if conn.is_none() {
-            *conn = Some(Conn::open(&self.pg, limit, limit).map_err(|f| f.why())?);
+            *conn = Some(Conn::open(&self.pg, &self.tls, limit, limit).map_err(|f| f.why())?);
         }
         let c = conn.as_mut().expect("connected");
         let (directory, epoch, timing) = (&self.shared.directory, self.shared.epoch, self.shared.timing);

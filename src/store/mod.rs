@@ -26,6 +26,7 @@ mod conn;
 pub(crate) mod lease;
 mod schema;
 mod state;
+pub(crate) mod tls;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -96,9 +97,9 @@ impl Store {
     pub(crate) fn connect(config: &StoreConfig) -> Result<Self> {
         let display = config.display();
         let limit = config.connect_limit();
-        let mut conn =
-            Conn::open(&config.pg, limit, config.timing.call_limit()).map_err(|f| unavailable(&display, &f.why()))?;
-        config.connected(conn.reached(), conn.idle_sessions());
+        let mut conn = Conn::open(&config.pg, &config.tls, limit, config.timing.call_limit())
+            .map_err(|f| unavailable(&display, &f.why()))?;
+        config.connected(conn.reached(), conn.idle_sessions(), conn.tls());
         let probe =
             schema::probe(&mut conn, limit, &config.state_schema()).map_err(|f| unavailable(&display, &f.why()))?;
         if let Some(grant) = probe.missing {
@@ -173,7 +174,7 @@ impl Store {
                 Err(e) => return Err(e),
             };
             if let Some(acquired) = acquired {
-                self.lease = Some(Lease::hold(&self.config.pg, &name, acquired.epoch, timing, sent));
+                self.lease = Some(Lease::hold(&self.config.pg, &self.config.tls, &name, acquired.epoch, timing, sent));
                 if let Some(previous) = acquired.took_over {
                     let ended = self
                         .with(|conn, limit| lease::end_stale_sessions(conn, limit, &name, acquired.epoch))
@@ -400,7 +401,7 @@ impl Store {
             tries += 1;
             let conn = match self.conn.take() {
                 Some(conn) => conn,
-                None => Conn::open(&self.config.pg, self.config.connect_limit(), limit)
+                None => Conn::open(&self.config.pg, &self.config.tls, self.config.connect_limit(), limit)
                     .map_err(|f| lost(&self.display, &f.why()))?,
             };
             let mut conn = conn;
@@ -433,8 +434,13 @@ impl Store {
     fn release(&mut self) {
         if let Some(lease) = self.lease.take() {
             if self.conn.is_none() && lease.lost().is_none() {
-                self.conn =
-                    Conn::open(&self.config.pg, self.config.connect_limit(), self.config.timing.call_limit()).ok();
+                self.conn = Conn::open(
+                    &self.config.pg,
+                    &self.config.tls,
+                    self.config.connect_limit(),
+                    self.config.timing.call_limit(),
+                )
+                .ok();
             }
             lease.release(self.conn.as_mut());
         }

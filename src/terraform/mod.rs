@@ -40,6 +40,8 @@ pub(crate) struct Terraform {
     version: String,
     dir: PathBuf,
     env: Vec<(String, String)>,
+    /// Variables of ours that terraform must not inherit (see `without_env`).
+    without: &'static [&'static str],
     /// `--terraform-timeout`.
     timeout: Duration,
     /// Whether runs here touch the real state (not a dry-run mirror): see `state_guard`.
@@ -171,6 +173,7 @@ impl Terraform {
             version: String::new(),
             dir: dir.to_path_buf(),
             env,
+            without: &[],
             timeout,
             records_state: true,
             printer,
@@ -213,6 +216,7 @@ impl Terraform {
             version: self.version.clone(),
             dir: dir.to_path_buf(),
             env: self.env.clone(),
+            without: self.without,
             timeout: self.timeout,
             records_state: false,
             printer: self.printer.clone(),
@@ -231,6 +235,13 @@ impl Terraform {
     /// The same, waiting up to `timeout` for the state's lock (`-lock-timeout`).
     pub(crate) fn with_state_lock_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.state_lock_timeout = timeout;
+        self
+    }
+
+    /// The same, with `vars` of our environment left out of terraform's (the store's TLS
+    /// settings, which it gets in `PG_CONN_STR`, and what its PostgreSQL driver panics on).
+    pub(crate) fn without_env(mut self, vars: &'static [&'static str]) -> Self {
+        self.without = vars;
         self
     }
 

@@ -180,6 +180,9 @@ fn command(tf: &Terraform, args: &[String]) -> Command {
             cmd.env_remove(&key);
         }
     }
+    for key in tf.without {
+        cmd.env_remove(key);
+    }
     cmd.env("TF_IN_AUTOMATION", "1").env("TF_INPUT", "0").env("CHECKPOINT_DISABLE", "1");
     cmd.envs(tf.env.iter().map(|(k, v)| (k, v)));
     if tf.dies_with_us {

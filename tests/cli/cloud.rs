@@ -253,7 +253,12 @@ impl Cloud {
 
     /// describe's JSON rows.
     pub fn describe(&self) -> Vec<Value> {
-        self.run(&["describe", "--output", "json"]).ok().json().as_array().unwrap().clone()
+        self.describe_with(&[])
+    }
+
+    /// `describe` with extra environment variables.
+    pub fn describe_with(&self, env: &[(&str, &str)]) -> Vec<Value> {
+        self.run_env(&["describe", "--output", "json"], env).ok().json().as_array().unwrap().clone()
     }
 
     /// Cloud ID of an instance's VM, from describe.

@@ -30,3 +30,4 @@ mod signals;
 mod store;
 mod support;
 mod terraform;
+mod tls;

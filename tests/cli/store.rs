@@ -162,7 +162,7 @@ fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
 
 /// Makes `host` use the store at `url` under the name `web`, with terraform's state in
 /// `backend "pg"` (which connects where the store is).
-fn use_store(host: &Cloud, url: &str) {
+pub(crate) fn use_store(host: &Cloud, url: &str) {
     let main = std::fs::read_to_string(host.s.dir.join("main.tf")).unwrap();
     host.s.write("main.tf", &format!("{main}\nterraform {{\n  backend \"pg\" {{}}\n}}\n"));
     point_at(host, url);
@@ -170,7 +170,7 @@ fn use_store(host: &Cloud, url: &str) {
 
 /// Points `host`'s `infrakit-tf.json` at the store `url` (directory `web`, unless it names
 /// another), the rest as it is.
-fn point_at(host: &Cloud, url: &str) {
+pub(crate) fn point_at(host: &Cloud, url: &str) {
     let mut config: Value = host.s.read("infrakit-tf.json");
     if config.get("store").is_none() {
         config["store"] = json!({"directory": "web"});
@@ -211,7 +211,7 @@ fn hosts(db: &Db) -> (Cloud, Cloud) {
 }
 
 /// The cloud's objects by kind: (VMs, dedicated volumes of size 5, shared volumes of size 50).
-fn census(c: &Cloud) -> (usize, usize, usize) {
+pub(crate) fn census(c: &Cloud) -> (usize, usize, usize) {
     let objects = c.objects();
     let count = |f: &dyn Fn(&Value) -> bool| objects.values().filter(|o| f(o)).count();
     (
