@@ -24,8 +24,9 @@ def psql(url, sql):
     subprocess.run(["psql", url, "-qAtc", sql], check=True, stdout=subprocess.DEVNULL)
 
 
-def prepare(tmp, name, terraform, binary, instances, store_url):
-    """A directory of `instances` VMs, with a store at `store_url` when given."""
+def prepare(tmp, name, terraform, binary, instances, store_url, apply=True):
+    """A directory of `instances` VMs (queued only, without `apply`), with a store at
+    `store_url` when given."""
     os.mkdir(os.path.join(tmp, name))
     d, env, spec = scratch(os.path.join(tmp, name), terraform)
     with open(os.path.join(d, "main.tf"), "w") as f:
@@ -34,7 +35,10 @@ def prepare(tmp, name, terraform, binary, instances, store_url):
         with open(os.path.join(d, "infrakit-tf.json"), "w") as f:
             json.dump({"store": {"postgres": store_url, "directory": name}}, f)
     kw = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True, text=True)
-    subprocess.run([binary, "--dir", d, "--parallelism", "50", "provision", "--count", str(instances), spec], **kw)
+    for start in range(0, instances, 1000):  # at most 1000 a provision
+        count = str(min(1000, instances - start))
+        how = ["--parallelism", "50", "provision"] if apply else ["provision", "--no-apply"]
+        subprocess.run([binary, "--dir", d, *how, "--count", count, spec], **kw)
     return d, kw, spec
 
 

@@ -201,10 +201,16 @@ impl Directory {
         }
     }
 
-    /// Opens `path`, a snapshot standing for `shown` (named in messages).
-    pub(crate) fn open_as(path: &Path, shown: &Path) -> Result<Self> {
-        let dir = Directory::open(path)?;
-        Ok(Directory { shown: std::path::absolute(shown).unwrap_or_else(|_| shown.to_path_buf()), ..dir })
+    /// A store's snapshot, in `path`, standing for `shown` (named in messages): the managed
+    /// files are `contents`, held in memory (some of them may be in `path` too).
+    pub(crate) fn snapshot(path: &Path, shown: &Path, contents: BTreeMap<String, Vec<u8>>) -> Result<Self> {
+        let mut dir = Directory::open(path)?;
+        dir.names.extend(contents.keys().cloned());
+        Ok(Directory {
+            shown: std::path::absolute(shown).unwrap_or_else(|_| shown.to_path_buf()),
+            contents: Some(contents),
+            ..dir
+        })
     }
 
     /// The directory to name in messages.

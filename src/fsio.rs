@@ -60,6 +60,16 @@ pub(crate) enum Written {
 /// Writes `bytes` to `path` atomically. An existing file keeps its permissions, except that a
 /// private file is never left readable by others.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], perms: Perms) -> Result<Written> {
+    replace(path, bytes, perms, true)
+}
+
+/// [`write_atomic`] without waiting for the disk: for a note that, lost in a crash, only
+/// costs work (a reader never sees half of it).
+pub(crate) fn write_unsynced(path: &Path, bytes: &[u8], perms: Perms) -> Result<Written> {
+    replace(path, bytes, perms, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], perms: Perms, durable: bool) -> Result<Written> {
     let existing = match fs::read(path) {
         Ok(old) if old == bytes => return Ok(Written::Unchanged),
         Ok(_) => Some(fs::metadata(path).map_err(|e| error(e, "stat", path))?),
@@ -78,9 +88,14 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], perms: Perms) -> Result<Wr
         let mut tmp = tempfile::Builder::new().prefix(TEMP_PREFIX).suffix(TEMP_SUFFIX).tempfile_in(dir)?;
         tmp.as_file().set_permissions(Permissions::from_mode(bits))?;
         tmp.write_all(bytes)?;
-        tmp.as_file().sync_all()?;
+        if durable {
+            tmp.as_file().sync_all()?;
+        }
         tmp.persist(path).map_err(|e| e.error)?;
-        sync_dir(dir)
+        if durable {
+            sync_dir(dir)?;
+        }
+        Ok(())
     };
     write().map_err(|e| error(e, "write", path))?;
     Ok(Written::Changed)

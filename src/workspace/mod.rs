@@ -230,7 +230,8 @@ impl<'a> Workspace<'a> {
                 .iter()
                 .map(|(name, f)| FileOp { name: name.clone(), after: Some((f.content.clone(), Perms::Exact(f.mode))) })
                 .collect();
-            ws.store_commit(&ops)?;
+            let committed = ws.store_commit(&ops)?;
+            ws.synced(committed);
         }
         // The state's stamp goes in once the files are there: a `migrate` cut before them is
         // one that no run ever recorded (see `sync::check_migrated`).
@@ -255,8 +256,8 @@ impl<'a> Workspace<'a> {
                     ctx.terraform(&local)?.init()?;
                     init::record(&ctx.dir, &BTreeSet::new())?;
                 }
-                let snapshot = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
-                (Directory::open_as(snapshot.path(), &ctx.dir)?, Some(snapshot))
+                let (tmp, view) = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
+                (view, Some(tmp))
             }
             None => {
                 let view = Directory::read_view(&ctx.dir)?;
@@ -550,9 +551,9 @@ impl<'a> Workspace<'a> {
     /// point when there is a store), then in the directory (`journal`). A run killed between
     /// the two leaves the directory behind the store, and the next run brings it up to date.
     fn change(&mut self, ops: &[FileOp]) -> Result<()> {
-        let in_store = self.store_commit(ops)?;
+        let committed = self.store_commit(ops)?;
         journal::commit(self.dir.path(), ops).map_err(|e| {
-            if in_store {
+            if committed.is_some() {
                 e.context("the change is in the store (every host's next run has it); this host's copy is behind, and terraform did not run here")
             } else {
                 e
@@ -561,19 +562,30 @@ impl<'a> Workspace<'a> {
         for op in ops {
             self.dir.note(&op.name, op.after.is_some());
         }
+        self.synced(committed);
         Ok(())
     }
 
     /// Commits `ops` to the store, if there is one (and marks the directory as its mirror
-    /// after the change that created the store directory). Whether there is one.
-    fn store_commit(&mut self, ops: &[FileOp]) -> Result<bool> {
-        let Some(store) = &mut self.store else { return Ok(false) };
-        let id = store.commit(ops)?;
+    /// after the change that created the store directory): the store directory's row and
+    /// its new generation, `None` without a store.
+    fn store_commit(&mut self, ops: &[FileOp]) -> Result<Option<(i64, i64)>> {
+        let Some(store) = &mut self.store else { return Ok(None) };
+        let (id, generation) = store.commit(ops)?;
         if !self.marked {
             sync::mark(&mut self.dir, store.name(), id)?;
             self.marked = true;
         }
-        Ok(true)
+        Ok(Some((id, generation)))
+    }
+
+    /// After the local part of a change the store committed (`committed`): the files here are
+    /// that generation's (`sync::synced`). Best effort: unrecorded, the next command reads
+    /// every file from the store again.
+    fn synced(&mut self, committed: Option<(i64, i64)>) {
+        if let (Some((id, generation)), Some(store)) = (committed, &self.store) {
+            let _ = sync::synced(&self.dir, store.name(), id, generation);
+        }
     }
 
     /// The file operations of `changes` (unchanged documents left out) and what each does. A
@@ -615,6 +627,7 @@ impl<'a> Workspace<'a> {
     /// Returns the names promoted.
     pub(crate) fn promote(&mut self) -> Result<Vec<String>> {
         let queued: Vec<String> = self.dir.queued().map(str::to_string).collect();
+        let mut committed = None;
         if self.store.is_some() {
             // In the store, one transaction; here, one rename each (a run killed in between
             // is brought up to the store's content by the next).
@@ -626,7 +639,7 @@ impl<'a> Workspace<'a> {
                 ops.push(FileOp { name: name.clone(), after: None });
             }
             if !ops.is_empty() {
-                self.store_commit(&ops)?;
+                committed = self.store_commit(&ops)?;
             }
         }
         let _changing = if queued.is_empty() { None } else { lock::changing(self.dir.path())? };
@@ -637,6 +650,7 @@ impl<'a> Workspace<'a> {
             self.dir.note(&live, true);
             self.ctx.printer.detail(&format!("promoted {name}"));
         }
+        self.synced(committed);
         Ok(queued)
     }
 

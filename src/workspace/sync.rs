@@ -19,6 +19,44 @@ use crate::store::{self, Store, StoredDir, StoredFile};
 /// the store.
 const MIRRORS: &str = ".infrakit-tf-store";
 
+/// Which generation of it the managed files here are (`<name>:<id>:<generation>:<mtime>`):
+/// written only once they are exactly that generation's files (after a pull, or after a
+/// change's local part), so that the next command under the lock reads one row, not every
+/// file, when nothing changed since. It holds the directory's modification time as of then,
+/// and counts only while that has not moved: a file made, removed or replaced here since (by
+/// hand, say) means a full pull. Stale (a run killed between the store's commit and this
+/// note, a change from another host) it only costs that full pull. In `.terraform/`, so that
+/// writing it does not move the directory's time; never kept in the store.
+const GENERATION: &str = ".terraform/infrakit-tf-store-generation";
+
+/// The directory's modification time, to the nanosecond.
+fn modified(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).ok()?;
+    Some(format!("{}.{:09}", meta.mtime(), meta.mtime_nsec()))
+}
+
+/// The store directory row and generation the managed files here are, if known.
+fn known_generation(dir: &Path, name: &str) -> Option<(i64, i64)> {
+    let text = std::fs::read_to_string(dir.join(GENERATION)).ok()?;
+    let mut parts = text.trim_end().rsplitn(4, ':');
+    (parts.next()? == modified(dir)?).then_some(())?;
+    let generation = parts.next()?.parse().ok()?;
+    let id = parts.next()?.parse().ok()?;
+    (parts.next()? == name).then_some((id, generation))
+}
+
+/// Records that the managed files here are now generation `generation` of store directory
+/// `name` (row `id`). Not synced to disk: lost in a crash, it is only stale, and the files it
+/// vouches for were synced before it was written.
+pub(super) fn synced(dir: &Directory, name: &str, id: i64, generation: i64) -> Result<()> {
+    let note = dir.path().join(GENERATION);
+    fsio::create_dir_all(note.parent().expect("in .terraform"))?;
+    let Some(modified) = modified(dir.path()) else { return Ok(()) };
+    fsio::write_unsynced(&note, format!("{name}:{id}:{generation}:{modified}\n").as_bytes(), Perms::Public)?;
+    Ok(())
+}
+
 /// Makes the managed files of `dir` what the store holds, all or nothing (`journal`): those
 /// that differ are written, those the store no longer has removed. A command never removes
 /// or replaces files the store has never seen: a store with no directory of this name yet
@@ -29,7 +67,8 @@ const MIRRORS: &str = ".infrakit-tf-store";
 /// directory of this name yet; the change that creates it marks it, see [`mark`]).
 pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) -> Result<bool> {
     let local: Vec<String> = dir.names().filter(|n| store::keeps(n)).map(str::to_string).collect();
-    let Some(stored) = store.files()? else {
+    let known = known_generation(dir.path(), store.name());
+    let Some(stored) = store.files_since(known)? else {
         if let Some(first) = local.first() {
             return Err(invalid(format!(
                 "store directory `{}` does not exist yet, and `{}` has managed files ({first}, ...)",
@@ -41,6 +80,9 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
         }
         return Ok(false);
     };
+    if stored.unchanged {
+        return Ok(true); // the files here are that generation's, and so marked as its mirror
+    }
     check_names(store, &stored.files)?;
     let mut ops = Vec::new();
     let mut replaced = Vec::new();
@@ -75,14 +117,16 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
         }
         mark(dir, store.name(), stored.id)?;
     }
-    if ops.is_empty() {
-        return Ok(true);
+    if !ops.is_empty() {
+        journal::commit(dir.path(), &ops)?;
+        for op in &ops {
+            dir.note(&op.name, op.after.is_some());
+        }
+        printer.status(&format!("{} file(s) brought up to date from store directory `{}`", ops.len(), store.name()));
+        // Only with a change: a command that is then refused has written nothing (the next
+        // change notes its generation).
+        synced(dir, store.name(), stored.id, stored.generation)?;
     }
-    journal::commit(dir.path(), &ops)?;
-    for op in &ops {
-        dir.note(&op.name, op.after.is_some());
-    }
-    printer.status(&format!("{} file(s) brought up to date from store directory `{}`", ops.len(), store.name()));
     Ok(true)
 }
 
@@ -225,10 +269,15 @@ pub(super) fn check_migrated(store: &mut Store, dir: &Directory) -> Result<()> {
     .into())
 }
 
-/// For a command that only reads: a temporary directory that looks like `dir` with the
-/// store's managed files (one snapshot of them) in place of its own, so that nothing local is
-/// written without the lock. Your other files (configuration, `.terraform`) are linked.
-pub(super) fn snapshot(store: &mut Store, dir: &Path, printer: &Printer) -> Result<tempfile::TempDir> {
+/// For a command that only reads: the directory as the store holds it (one snapshot of its
+/// files), in place of the local mirror, so that nothing local is written without the lock.
+/// On disk, a temporary directory where terraform runs: your files (configuration,
+/// `.terraform`) linked, and the store's few bookkeeping files (the ID record, the import
+/// blocks); the instance, dedicated and global files stay in memory, where the command reads
+/// them (terraform reads the state there, which needs none of them; a dry run's mirror writes
+/// them from memory). Writing a thousand files only to read them back cost most of a reader's
+/// time.
+pub(super) fn snapshot(store: &mut Store, dir: &Path, printer: &Printer) -> Result<(tempfile::TempDir, Directory)> {
     let local = Directory::open(dir)?;
     let stored = match store.files()? {
         Some(stored) => stored.files,
@@ -248,10 +297,15 @@ pub(super) fn snapshot(store: &mut Store, dir: &Path, printer: &Printer) -> Resu
     for name in local.names().filter(|n| !store::keeps(n)) {
         fsio::symlink(&local.path().join(name), &tmp.path().join(name))?;
     }
-    for (name, file) in &stored {
-        fsio::write_scratch(&tmp.path().join(name), &file.content, file.mode)?;
+    let mut contents = BTreeMap::new();
+    for (name, file) in stored {
+        if crate::names::split_file_name(&name).is_none_or(|(base, _)| crate::names::classify(base).is_none()) {
+            fsio::write_scratch(&tmp.path().join(&name), &file.content, file.mode)?;
+        }
+        contents.insert(name, file.content);
     }
-    Ok(tmp)
+    let view = Directory::snapshot(tmp.path(), dir, contents)?;
+    Ok((tmp, view))
 }
 
 /// The managed files of `dir` as the store would keep them (for `migrate`).
