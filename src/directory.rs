@@ -30,7 +30,9 @@ pub(crate) struct Directory {
     /// The directory messages name: `path`, or the user's directory a store's snapshot
     /// stands for.
     shown: PathBuf,
-    names: BTreeSet<String>,
+    /// Each listed name, and its inode as the listing found it (no `stat`: the kernel gives
+    /// it) or as `note` saw it; 0 where it is not known.
+    names: BTreeMap<String, u64>,
     /// A reader's view ([`Directory::read_view`]): the managed files' bytes as of one
     /// moment, read from here rather than from the disk.
     contents: Option<BTreeMap<String, Vec<u8>>>,
@@ -133,11 +135,11 @@ impl Directory {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing(path).into()),
             Err(e) => return Err(e).with_context(|| format!("failed to list `{}`", abs.display())),
         };
-        let mut names = BTreeSet::new();
+        let mut names = BTreeMap::new();
         for entry in entries {
             let entry = entry.with_context(|| format!("failed to list `{}`", abs.display()))?;
             if let Ok(name) = entry.file_name().into_string() {
-                names.insert(name);
+                names.insert(name, std::os::unix::fs::DirEntryExt::ino(&entry));
             }
         }
         Ok(Directory { shown: abs.clone(), path: abs, names, contents: None, state: None })
@@ -155,7 +157,7 @@ impl Directory {
         let reading = crate::lock::reading(&abs);
         let mut dir = Directory::open(path)?; // listed under the lock
         let mut contents = BTreeMap::new();
-        for name in dir.names.iter().filter(|n| crate::store::keeps(n)) {
+        for name in dir.names.keys().filter(|n| crate::store::keeps(n)) {
             match std::fs::read(dir.path.join(name)) {
                 Ok(bytes) => {
                     contents.insert(name.clone(), bytes);
@@ -172,7 +174,7 @@ impl Directory {
             for (name, before) in files {
                 match before {
                     Some(bytes) => {
-                        dir.names.insert(name.clone());
+                        dir.names.insert(name.clone(), 0);
                         contents.insert(name.clone(), bytes);
                     }
                     None => {
@@ -205,12 +207,21 @@ impl Directory {
     /// files are `contents`, held in memory (some of them may be in `path` too).
     pub(crate) fn snapshot(path: &Path, shown: &Path, contents: BTreeMap<String, Vec<u8>>) -> Result<Self> {
         let mut dir = Directory::open(path)?;
-        dir.names.extend(contents.keys().cloned());
+        dir.names.extend(contents.keys().map(|n| (n.clone(), 0)));
         Ok(Directory {
             shown: std::path::absolute(shown).unwrap_or_else(|_| shown.to_path_buf()),
             contents: Some(contents),
             ..dir
         })
+    }
+
+    /// The managed files' names and inodes as listed, or noted since (see
+    /// `workspace::sync::synced`); `None` for a name whose inode is not known.
+    pub(crate) fn listed_inodes(&self) -> impl Iterator<Item = (&str, Option<u64>)> + '_ {
+        self.names
+            .iter()
+            .filter(|(n, _)| crate::store::keeps(n))
+            .map(|(n, ino)| (n.as_str(), Some(*ino).filter(|i| *i != 0)))
     }
 
     /// The directory to name in messages.
@@ -221,7 +232,7 @@ impl Directory {
     /// Removes the temporary files a killed write left (see `fsio::is_temp`), from the
     /// directory and from this listing. Only under the directory lock.
     pub(crate) fn remove_stale_temps(&mut self) -> Result<()> {
-        let stale: Vec<String> = self.names.iter().filter(|n| fsio::is_temp(n)).cloned().collect();
+        let stale: Vec<String> = self.names.keys().filter(|n| fsio::is_temp(n)).cloned().collect();
         for name in stale {
             fsio::remove(&self.path.join(&name))?;
             self.names.remove(&name);
@@ -233,7 +244,8 @@ impl Directory {
     /// not. (Listing a large directory again costs as much as a small command.)
     pub(crate) fn note(&mut self, name: &str, exists: bool) {
         if exists {
-            self.names.insert(name.to_string());
+            let inode = std::fs::symlink_metadata(self.path.join(name));
+            self.names.insert(name.to_string(), inode.map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m)));
         } else {
             self.names.remove(name);
         }
@@ -254,16 +266,16 @@ impl Directory {
 
     /// Every entry name in the directory.
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> + '_ {
-        self.names.iter().map(String::as_str)
+        self.names.keys().map(String::as_str)
     }
 
     pub(crate) fn has(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.names.contains_key(name)
     }
 
     /// The managed files, in name order.
     pub(crate) fn managed(&self) -> impl Iterator<Item = ManagedFile<'_>> + '_ {
-        self.names.iter().filter_map(|name| {
+        self.names.keys().filter_map(|name| {
             let (base, suffix) = names::split_file_name(name)?;
             Some(ManagedFile { name: name.as_str(), base, kind: names::classify(base)?, suffix })
         })
@@ -285,7 +297,7 @@ impl Directory {
         [Suffix::Live, Suffix::Queued]
             .iter()
             .map(|s| format!("{base}{}", s.as_str()))
-            .filter(|n| self.names.contains(n))
+            .filter(|n| self.names.contains_key(n))
             .collect()
     }
 

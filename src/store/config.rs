@@ -167,8 +167,9 @@ impl StoreConfig {
             conn.push(("dbname", db.to_string()));
         }
         let unix = matches!(host, Some(Host::Unix(_)));
-        // Before connecting (`shell_env` may be asked first), as the settings would go.
-        let tls = self.session.get().map_or(self.tls.mode >= Mode::Require, |s| s.tls);
+        // Before connecting (`shell_env` may be asked first): TLS unless it is disabled (a
+        // hint never suggests plain text that the connection might not have used).
+        let tls = self.session.get().map_or(self.tls.mode != Mode::Disable, |s| s.tls);
         conn.extend(self.tls.for_terraform(tls && !unix));
         conn
     }
@@ -221,7 +222,7 @@ impl Env {
 pub(super) fn connection(url: &str, env: &Env) -> Result<(tokio_postgres::Config, Tls)> {
     let (url, ssl) = take_ssl(url);
     let mut pg = tokio_postgres::Config::from_str(&url).map_err(|e| {
-        invalid(format!("the store URL is not a PostgreSQL connection string: {e}"))
+        invalid(format!("the store URL is not a PostgreSQL connection string: {}", super::conn::reason(&e)))
             .hint("write it as postgresql://user@host:5432/database (libpq's URL form)")
     })?;
     if pg.get_hosts().is_empty() {
@@ -530,7 +531,7 @@ mod tests {
         let cfg = StoreConfig::resolve(section(Some("postgresql://ops:pw@db:6543/infra"), Some("web")), None, file);
         assert_eq!(
             cfg.unwrap().unwrap().shell_env(),
-            "PG_CONN_STR='host=db port=6543 user=ops dbname=infra sslmode=disable' PG_SCHEMA_NAME='infrakit_tf_state_web' PGPASSWORD=<password>"
+            "PG_CONN_STR='host=db port=6543 user=ops dbname=infra sslmode=require' PG_SCHEMA_NAME='infrakit_tf_state_web' PGPASSWORD=<password>"
         );
     }
 }

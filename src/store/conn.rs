@@ -17,6 +17,7 @@ use std::sync::Arc;
 use tokio_postgres::config::Host;
 
 use tokio_postgres::config::SslMode;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config};
 
 use super::tls::{Mode, Tls};
@@ -134,9 +135,15 @@ impl Conn {
                 let one = single(pg, host, port, &options, mode);
                 let connector = tls.connector(used.clone());
                 let tried = rt.block_on(async { tokio::time::timeout(limit, one.connect(connector)).await });
-                // `allow`: refused in plain text (the server's answer), try again with TLS.
-                let refused = matches!(&tried, Ok(Err(e)) if e.as_db_error().is_some());
-                attempt = Some(tried);
+                // `allow`: plain text refused by the server's rules (pg_hba.conf: `hostssl`
+                // only), try again with TLS; a wrong password is not a reason to. If TLS
+                // fails as well, the plain attempt's refusal says more.
+                let refused =
+                    matches!(&tried, Ok(Err(e)) if e.code() == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION));
+                match (&attempt, &tried) {
+                    (Some(Ok(Err(_))), Ok(Err(e))) if e.as_db_error().is_none() => break,
+                    _ => attempt = Some(tried),
+                }
                 if !refused {
                     break;
                 }

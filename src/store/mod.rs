@@ -87,12 +87,12 @@ pub(crate) struct ConfigRecord {
 pub(crate) struct StoredDir {
     /// Its row: which directory of this name a host mirrors (see `workspace::sync`).
     pub(crate) id: i64,
-    /// How many commits of files it has seen: the same generation, the same files.
-    pub(crate) generation: i64,
+    /// Drawn anew by every commit of files: the same revision, the same files.
+    pub(crate) revision: String,
     /// Its files, by name; empty when `unchanged`.
     pub(crate) files: BTreeMap<String, StoredFile>,
-    /// Whether it is still at the generation the caller knew ([`Store::files_since`]), its
-    /// files then not read.
+    /// Whether it is still at the revision the caller knew ([`Store::files_since`]), its files
+    /// then not read.
     pub(crate) unchanged: bool,
 }
 
@@ -233,23 +233,23 @@ impl Store {
     }
 
     /// [`Store::files`], but the files themselves only if the directory is no longer row
-    /// `id` at `generation` (`known`): a mirror that has them already costs one short row,
-    /// not every file (10,000 instances are megabytes).
-    pub(crate) fn files_since(&mut self, known: Option<(i64, i64)>) -> Result<Option<StoredDir>> {
+    /// `id` at `revision` (`known`): a mirror that has them already costs one short row, not
+    /// every file (10,000 instances are megabytes).
+    pub(crate) fn files_since(&mut self, known: Option<(i64, String)>) -> Result<Option<StoredDir>> {
         let name = self.config.name.clone();
-        let (id, generation) = known.unwrap_or((-1, -1));
+        let (id, revision) = known.unwrap_or((-1, String::new()));
         let (dir, config, unsettled) = self.query(async |c| {
             let rows = c
                 .query(
-                    "SELECT d.id, f.name, f.content, f.mode, d.config::text, d.unsettled, d.generation, \
-                            (d.id = $2 AND d.generation = $3) FROM infrakit_tf.directories d \
-                     LEFT JOIN infrakit_tf.files f ON f.directory = d.id AND NOT (d.id = $2 AND d.generation = $3) \
+                    "SELECT d.id, f.name, f.content, f.mode, d.config::text, d.unsettled, d.revision, \
+                            (d.id = $2 AND d.revision = $3) FROM infrakit_tf.directories d \
+                     LEFT JOIN infrakit_tf.files f ON f.directory = d.id AND NOT (d.id = $2 AND d.revision = $3) \
                      WHERE d.name = $1",
-                    &[&name, &id, &generation],
+                    &[&name, &id, &revision],
                 )
                 .await?;
             let Some(first) = rows.first() else { return Ok((None, None, None)) };
-            let (id, config, unsettled, generation, unchanged): (i64, Option<String>, Option<String>, i64, bool) =
+            let (id, config, unsettled, revision, unchanged): (i64, Option<String>, Option<String>, String, bool) =
                 (first.get(0), first.get(4), first.get(5), first.get(6), first.get(7));
             let mut files = BTreeMap::new();
             for row in rows {
@@ -257,7 +257,7 @@ impl Store {
                 let mode: i32 = row.get(3);
                 files.insert(name, StoredFile { content: row.get(2), mode: self::mode(mode as u32) });
             }
-            Ok((Some(StoredDir { id, generation, files, unchanged }), config, unsettled))
+            Ok((Some(StoredDir { id, revision, files, unchanged }), config, unsettled))
         })?;
         if self.lease.is_some() {
             self.configs = Some(config.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default());
@@ -339,8 +339,9 @@ impl Store {
 
     /// Writes and removes the files of `ops` in one transaction (the directory is created if
     /// it is new), first renewing the lease by its epoch: all or none, and nothing from a
-    /// host that lost the lease. Returns the directory's ID and its new generation.
-    pub(crate) fn commit(&mut self, ops: &[FileOp]) -> Result<(i64, i64)> {
+    /// host that lost the lease. Returns the directory's ID and its revision after it (a new
+    /// random one, unless `ops` is empty).
+    pub(crate) fn commit(&mut self, ops: &[FileOp]) -> Result<(i64, String)> {
         // The last operation on a name is what stands.
         let last: BTreeMap<&str, &FileOp> = ops.iter().map(|op| (op.name.as_str(), op)).collect();
         let (mut names, mut contents, mut modes, mut gone) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -355,20 +356,22 @@ impl Store {
             }
         }
         let row = self.fenced(
-            "dir AS (INSERT INTO infrakit_tf.directories AS d (name, generation) SELECT $1, 1 FROM lease \
-                 ON CONFLICT (name) DO UPDATE SET generation = d.generation + 1 RETURNING id, generation), \
+            "rev AS (SELECT md5(random()::text || clock_timestamp()::text) AS new), \
+             dir AS (INSERT INTO infrakit_tf.directories AS d (name, revision) SELECT $1, rev.new FROM lease, rev \
+                 ON CONFLICT (name) DO UPDATE SET revision = CASE WHEN $8 THEN excluded.revision ELSE d.revision END \
+                 RETURNING id, revision), \
              gone AS (DELETE FROM infrakit_tf.files f USING dir WHERE f.directory = dir.id AND f.name = ANY($4)), \
              put AS (INSERT INTO infrakit_tf.files (directory, name, content, mode) \
                  SELECT dir.id, u.name, u.content, u.mode \
                  FROM dir, unnest($5::text[], $6::bytea[], $7::int[]) AS u(name, content, mode) \
                  ON CONFLICT (directory, name) DO UPDATE \
                  SET content = excluded.content, mode = excluded.mode, updated = now()) \
-             SELECT EXISTS (SELECT 1 FROM lease), (SELECT id FROM dir), (SELECT generation FROM dir)",
-            &[&gone, &names, &contents, &modes],
+             SELECT EXISTS (SELECT 1 FROM lease), (SELECT id FROM dir), (SELECT revision FROM dir)",
+            &[&gone, &names, &contents, &modes, &!ops.is_empty()],
         )?;
-        let (id, generation): (i64, i64) = (row.get(1), row.get(2));
+        let (id, revision): (i64, String) = (row.get(1), row.get(2));
         crate::fault::point(|| format!("store commit {} file(s)", ops.len()));
-        Ok((id, generation))
+        Ok((id, revision))
     }
 
     /// Runs `WITH <renewal>, <sql>` ([`lease::RENEWED`]): one statement, so one transaction,

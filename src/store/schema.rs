@@ -12,7 +12,7 @@
 //!                                                                       -- our last run left it
 //!                             errored text,   -- the host holding a state terraform could not save
 //!                             unsettled text, -- an apply was cut short: look up what it made
-//!                             generation bigint) -- one more on every commit of files (version 3)
+//!                             revision text) -- drawn anew by every commit of files (version 3)
 //! infrakit_tf.files          (directory bigint references directories on delete cascade,
 //!                             name text, content bytea, mode integer, updated timestamptz,
 //!                             primary key (directory, name))
@@ -30,8 +30,8 @@ use super::conn::{Conn, Outcome};
 /// The layout of the `infrakit_tf` schema this build reads and writes. An older one is brought
 /// to this on first use, and a host still on an infrakit-tf that knows only the older one
 /// then refuses to run: version 1 had no leases (it would not honour them), version 2 no
-/// generation (it would commit without counting one, and a host that trusted its mirror at
-/// that generation would miss the change).
+/// revision (it would commit without drawing one, and a host that trusted its mirror at that
+/// revision would miss the change).
 pub(super) const SCHEMA_VERSION: i32 = 3;
 
 /// First key of our advisory locks (`iktf`).
@@ -136,7 +136,7 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
                  ADD COLUMN IF NOT EXISTS state_serial bigint,
                  ADD COLUMN IF NOT EXISTS errored text,
                  ADD COLUMN IF NOT EXISTS unsettled text,
-                 ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
+                 ADD COLUMN IF NOT EXISTS revision text NOT NULL DEFAULT '';
              CREATE TABLE IF NOT EXISTS infrakit_tf.files (
                  directory bigint NOT NULL REFERENCES infrakit_tf.directories (id) ON DELETE CASCADE,
                  name text NOT NULL,

@@ -164,6 +164,8 @@ impl Tls {
     /// under `home`'s `.postgresql/`, checked and ready to connect with.
     pub(super) fn resolve(given: Settings, env: impl Fn(&str) -> Option<String>, home: Option<&Path>) -> Result<Tls> {
         let pick = |given: Option<String>, var: &str| given.or_else(|| env(var)).filter(|v| !v.is_empty());
+        // Terraform runs in the managed directory: a relative file is this one's, made whole.
+        let path = |text: String| std::path::absolute(&text).unwrap_or_else(|_| PathBuf::from(text));
         let default_file = |name: &str| home.map(|h| h.join(".postgresql").join(name));
         let rootcert = pick(given.rootcert, "PGSSLROOTCERT");
         let system = rootcert.as_deref() == Some("system");
@@ -207,7 +209,7 @@ impl Tls {
         let roots = match rootcert {
             Some(_) if system => Roots::System,
             given => {
-                let file = given.map(PathBuf::from).or_else(|| default_file("root.crt"));
+                let file = given.map(path).or_else(|| default_file("root.crt"));
                 match file {
                     Some(file) if file.exists() => Roots::File(file),
                     file if mode >= Mode::VerifyCa => {
@@ -223,10 +225,10 @@ impl Tls {
                 }
             }
         };
-        let client = match pick(given.cert, "PGSSLCERT").map(PathBuf::from).or_else(|| default_file("postgresql.crt")) {
+        let client = match pick(given.cert, "PGSSLCERT").map(path).or_else(|| default_file("postgresql.crt")) {
             Some(cert) if cert.exists() => {
                 let key = pick(given.key, "PGSSLKEY")
-                    .map(PathBuf::from)
+                    .map(path)
                     .or_else(|| default_file("postgresql.key"))
                     .unwrap_or_default();
                 Some((cert, key))
@@ -400,8 +402,10 @@ fn read_certs(file: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
-/// The client certificate's key: present, readable by its owner alone (0600; 0640 if root
-/// owns it), as libpq asks, and not encrypted (we have no way to ask for its password).
+/// The client certificate's key: present, readable and writable by its owner alone (0600 or
+/// less): libpq allows 0640 when root owns it, but terraform's lib/pq refuses any group or
+/// other bit, and terraform must connect as we do; and not encrypted (we have no way to ask
+/// for its password).
 fn read_key(cert: &Path, key: &Path) -> Result<PrivateKeyDer<'static>> {
     let meta = std::fs::metadata(key).map_err(|e| {
         invalid(format!(
@@ -411,12 +415,9 @@ fn read_key(cert: &Path, key: &Path) -> Result<PrivateKeyDer<'static>> {
         ))
         .hint("give it in sslkey (or PGSSLKEY), or ~/.postgresql/postgresql.key")
     })?;
-    // SAFETY: geteuid cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    let loose = if meta.uid() == euid { meta.mode() & 0o177 } else { meta.mode() & 0o137 };
-    if loose != 0 {
+    if meta.mode() & 0o177 != 0 {
         return Err(invalid(format!(
-            "the store's private key file {} has group or world access ({:o}), which libpq and infrakit-tf refuse",
+            "the store's private key file {} has group or world access ({:o}), which terraform's PostgreSQL driver and infrakit-tf refuse",
             key.display(),
             meta.mode() & 0o777
         ))
@@ -506,17 +507,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> MakeTlsConnect<S> for C
     type TlsConnect = Handshake;
     type Error = io::Error;
 
+    /// `host` is empty for a Unix socket, where no handshake is asked for (see `for_host`).
     fn make_tls_connect(&mut self, host: &str) -> io::Result<Handshake> {
-        let name = ServerName::try_from(host.to_string())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("`{host}` is not a host name: {e}")))?;
-        Ok(Handshake { config: self.config.clone(), name, used: self.used.clone() })
+        let name = ServerName::try_from(host.to_string()).ok();
+        Ok(Handshake { config: self.config.clone(), name, host: host.to_string(), used: self.used.clone() })
     }
 }
 
 /// One TLS handshake, to the host named.
 pub(super) struct Handshake {
     config: Option<Arc<rustls::ClientConfig>>,
-    name: ServerName<'static>,
+    /// `None`: `host` is not a name or an address (a socket's directory).
+    name: Option<ServerName<'static>>,
+    host: String,
     used: Arc<AtomicBool>,
 }
 
@@ -529,7 +532,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> TlsConnect<S> for Hands
         Box::pin(async move {
             // `disable` never asks for a handshake.
             let config = self.config.ok_or_else(|| io::Error::other("TLS is disabled (sslmode=disable)"))?;
-            let stream = tokio_rustls::TlsConnector::from(config).connect(self.name, socket).await?;
+            let host = self.host;
+            let name = self.name.ok_or_else(|| io::Error::other(format!("`{host}` is not a host name for TLS")))?;
+            let stream = tokio_rustls::TlsConnector::from(config).connect(name, socket).await?;
             self.used.store(true, Ordering::Relaxed);
             Ok(Stream(stream))
         })

@@ -568,23 +568,23 @@ impl<'a> Workspace<'a> {
 
     /// Commits `ops` to the store, if there is one (and marks the directory as its mirror
     /// after the change that created the store directory): the store directory's row and
-    /// its new generation, `None` without a store.
-    fn store_commit(&mut self, ops: &[FileOp]) -> Result<Option<(i64, i64)>> {
+    /// its revision after it, `None` without a store.
+    fn store_commit(&mut self, ops: &[FileOp]) -> Result<Option<(i64, String)>> {
         let Some(store) = &mut self.store else { return Ok(None) };
-        let (id, generation) = store.commit(ops)?;
+        let (id, revision) = store.commit(ops)?;
         if !self.marked {
             sync::mark(&mut self.dir, store.name(), id)?;
             self.marked = true;
         }
-        Ok(Some((id, generation)))
+        Ok(Some((id, revision)))
     }
 
     /// After the local part of a change the store committed (`committed`): the files here are
-    /// that generation's (`sync::synced`). Best effort: unrecorded, the next command reads
+    /// that revision's (`sync::synced`). Best effort: unrecorded, the next command reads
     /// every file from the store again.
-    fn synced(&mut self, committed: Option<(i64, i64)>) {
-        if let (Some((id, generation)), Some(store)) = (committed, &self.store) {
-            let _ = sync::synced(&self.dir, store.name(), id, generation);
+    fn synced(&mut self, committed: Option<(i64, String)>) {
+        if let (Some((id, revision)), Some(store)) = (committed, &self.store) {
+            let _ = sync::synced(&self.dir, store.name(), id, &revision);
         }
     }
 

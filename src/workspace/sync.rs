@@ -19,41 +19,48 @@ use crate::store::{self, Store, StoredDir, StoredFile};
 /// the store.
 const MIRRORS: &str = ".infrakit-tf-store";
 
-/// Which generation of it the managed files here are (`<name>:<id>:<generation>:<mtime>`):
-/// written only once they are exactly that generation's files (after a pull, or after a
-/// change's local part), so that the next command under the lock reads one row, not every
-/// file, when nothing changed since. It holds the directory's modification time as of then,
-/// and counts only while that has not moved: a file made, removed or replaced here since (by
-/// hand, say) means a full pull. Stale (a run killed between the store's commit and this
-/// note, a change from another host) it only costs that full pull. In `.terraform/`, so that
-/// writing it does not move the directory's time; never kept in the store.
-const GENERATION: &str = ".terraform/infrakit-tf-store-generation";
+/// Which revision of it the managed files here are (`<name>:<id>:<revision>:<listing>`):
+/// written only once they are exactly that revision's files (after a pull that changed them,
+/// or after a change's local part), so that the next command under the lock reads one row,
+/// not every file, when nothing changed since. The store draws a new random revision at every
+/// commit of files, so a store restored from a backup, or another store with a directory of
+/// the same name, never matches a note it did not make. `<listing>` is a fingerprint of the
+/// managed files' names and inodes as listed then: a file removed, added or replaced (an
+/// editor's save) here since means a full pull. Stale (a run killed between the store's
+/// commit and this note, a change from another host) it only costs that full pull. In
+/// `.terraform/`, never kept in the store.
+const REVISION: &str = ".terraform/infrakit-tf-store-revision";
 
-/// The directory's modification time, to the nanosecond.
-fn modified(dir: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(dir).ok()?;
-    Some(format!("{}.{:09}", meta.mtime(), meta.mtime_nsec()))
+/// A fingerprint of the managed files' names and inodes in `dir`'s listing; `None` when one
+/// was noted since without being listed.
+fn listing(dir: &Directory) -> Option<String> {
+    let mut hash = Fnv::default();
+    for (name, inode) in dir.listed_inodes() {
+        hash.add(name.as_bytes());
+        hash.add(&[0]); // names never hold one: no two listings run into each other
+        hash.add(&inode?.to_le_bytes());
+    }
+    Some(hash.hex())
 }
 
-/// The store directory row and generation the managed files here are, if known.
-fn known_generation(dir: &Path, name: &str) -> Option<(i64, i64)> {
-    let text = std::fs::read_to_string(dir.join(GENERATION)).ok()?;
+/// The store directory row and revision the managed files here are, if known.
+fn known_revision(dir: &Directory, name: &str) -> Option<(i64, String)> {
+    let text = std::fs::read_to_string(dir.path().join(REVISION)).ok()?;
     let mut parts = text.trim_end().rsplitn(4, ':');
-    (parts.next()? == modified(dir)?).then_some(())?;
-    let generation = parts.next()?.parse().ok()?;
+    (parts.next()? == listing(dir)?).then_some(())?;
+    let revision = parts.next()?.to_string();
     let id = parts.next()?.parse().ok()?;
-    (parts.next()? == name).then_some((id, generation))
+    (parts.next()? == name).then_some((id, revision))
 }
 
-/// Records that the managed files here are now generation `generation` of store directory
+/// Records that the managed files in `dir` are now revision `revision` of store directory
 /// `name` (row `id`). Not synced to disk: lost in a crash, it is only stale, and the files it
 /// vouches for were synced before it was written.
-pub(super) fn synced(dir: &Directory, name: &str, id: i64, generation: i64) -> Result<()> {
-    let note = dir.path().join(GENERATION);
+pub(super) fn synced(dir: &Directory, name: &str, id: i64, revision: &str) -> Result<()> {
+    let Some(listing) = listing(dir) else { return Ok(()) };
+    let note = dir.path().join(REVISION);
     fsio::create_dir_all(note.parent().expect("in .terraform"))?;
-    let Some(modified) = modified(dir.path()) else { return Ok(()) };
-    fsio::write_unsynced(&note, format!("{name}:{id}:{generation}:{modified}\n").as_bytes(), Perms::Public)?;
+    fsio::write_unsynced(&note, format!("{name}:{id}:{revision}:{listing}\n").as_bytes(), Perms::Public)?;
     Ok(())
 }
 
@@ -67,7 +74,7 @@ pub(super) fn synced(dir: &Directory, name: &str, id: i64, generation: i64) -> R
 /// directory of this name yet; the change that creates it marks it, see [`mark`]).
 pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) -> Result<bool> {
     let local: Vec<String> = dir.names().filter(|n| store::keeps(n)).map(str::to_string).collect();
-    let known = known_generation(dir.path(), store.name());
+    let known = known_revision(dir, store.name());
     let Some(stored) = store.files_since(known)? else {
         if let Some(first) = local.first() {
             return Err(invalid(format!(
@@ -81,7 +88,7 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
         return Ok(false);
     };
     if stored.unchanged {
-        return Ok(true); // the files here are that generation's, and so marked as its mirror
+        return Ok(true); // the files here are that revision's, and so marked as its mirror
     }
     check_names(store, &stored.files)?;
     let mut ops = Vec::new();
@@ -124,8 +131,8 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
         }
         printer.status(&format!("{} file(s) brought up to date from store directory `{}`", ops.len(), store.name()));
         // Only with a change: a command that is then refused has written nothing (the next
-        // change notes its generation).
-        synced(dir, store.name(), stored.id, stored.generation)?;
+        // change notes its revision).
+        synced(dir, store.name(), stored.id, &stored.revision)?;
     }
     Ok(true)
 }
@@ -244,9 +251,30 @@ pub(super) fn base_config(dir: &Directory) -> Result<BTreeMap<String, String>> {
 
 /// A fingerprint (FNV-1a, 64 bits, hex) of some bytes.
 pub(super) fn fingerprint(bytes: &[u8]) -> String {
-    let hash =
-        bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
-    format!("{hash:016x}")
+    let mut hash = Fnv::default();
+    hash.add(bytes);
+    hash.hex()
+}
+
+/// FNV-1a, 64 bits, fed piece by piece.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn add(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn hex(&self) -> String {
+        format!("{:016x}", self.0)
+    }
 }
 
 /// Refuses a store directory whose terraform state holds machines although the store holds

@@ -724,6 +724,25 @@ fn managed_files_changed_here_by_hand_are_put_back_from_the_store() {
     }
 }
 
+#[test]
+fn a_mirror_pointed_at_another_store_reads_it_in_full() {
+    // Two stores each with a directory `web` (row 1) and as many commits: a host whose mirror
+    // noted the first store's revision, then pointed at the second (a restored backup looks
+    // the same), must not take its own files for the second store's.
+    let (one, two) = (Db::new(), Db::new());
+    let (a, c) = hosts(&one);
+    point_at(&c, &two.url());
+    a.run(&["provision", "--no-apply", &a.spec()]).ok();
+    let ys = c.run(&["provision", "--no-apply", "--count", "2", &c.spec()]).ok();
+    let ys: BTreeSet<String> = ys.stdout.lines().map(str::to_string).collect();
+    point_at(&a, &two.url());
+    let run = a.run(&["reconcile"]).ok();
+    assert!(run.stderr.contains("brought up to date from store directory `web`"), "{}", run.stderr);
+    assert_eq!(ids(&a.describe()), ys, "the second store's group: {}", run.stderr);
+    assert_eq!(census(&a).0, 2, "its two machines made, the first store's none: {}", run.stderr);
+    assert_eq!(two.state(), declared(&two.files()));
+}
+
 // Hosts whose configurations differ would undo each other on every run: the one whose copy
 // differs from what the store ran with last refuses, naming who ran what when, until its copy
 // matches or it is made the one (`--accept-config`).

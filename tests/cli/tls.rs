@@ -121,7 +121,24 @@ fn verify_full_with_the_servers_ca_and_every_other_way_libpq_allows() {
         db.name
     ));
     provision_and_describe(&c, &[("HOME", home.path().to_str().unwrap())]);
-    assert_eq!(census(&c).0, 5, "five machines, none twice");
+    // A relative file is the working directory's, not the managed directory's, where
+    // terraform runs (the tests run from the scratch root, the directory is `dir/` in it).
+    std::fs::copy(&ca, c.s.root.path().join("our-ca.crt")).unwrap();
+    point(db.url("sslmode=verify-full&sslrootcert=our-ca.crt"));
+    provision_and_describe(&c, &[]);
+    assert_eq!(census(&c).0, 6, "six machines, none twice");
+}
+
+#[test]
+fn a_unix_socket_needs_no_tls() {
+    // As in libpq: no TLS over a Unix socket, whatever sslmode says (the server's socket
+    // trusts local connections).
+    let db = TlsDb::new();
+    let port = db.base.rsplit_once(':').unwrap().1;
+    for mode in ["prefer", "require"] {
+        let c = host(&format!("host={} port={port} user=infrakit dbname={} sslmode={mode}", db.dir.display(), db.name));
+        provision_and_describe(&c, &[]);
+    }
 }
 
 #[test]
@@ -208,6 +225,12 @@ fn a_server_without_tls_is_refused_where_tls_is_required() {
     let db = TlsDb::new(); // only for `refused`'s checks of the TLS server's store: untouched
     let url = format!("{plain}?sslmode=require");
     refused(&db, &url, &[], STORE_UNAVAILABLE, "the server does not offer TLS");
+    // `allow` tries TLS only when plain text is refused by the server's rules: a wrong
+    // password is said as it is.
+    let (scheme, rest) = plain.split_once("://").unwrap();
+    let (creds, place) = rest.split_once('@').unwrap();
+    let wrong = format!("{scheme}://{}:wrong@{place}?sslmode=allow", creds.split_once(':').unwrap().0);
+    refused(&db, &wrong, &[], STORE_UNAVAILABLE, "password authentication failed");
 }
 
 #[test]
