@@ -215,13 +215,12 @@ impl Directory {
         })
     }
 
-    /// The managed files' names and inodes as listed, or noted since (see
-    /// `workspace::sync::synced`); `None` for a name whose inode is not known.
+    /// The names and inodes, as listed or noted since (see `workspace::sync::synced`), of the
+    /// managed files and of any other `*.tf.json` (a quick superset of `store::keeps`);
+    /// `None` for a name whose inode is not known.
     pub(crate) fn listed_inodes(&self) -> impl Iterator<Item = (&str, Option<u64>)> + '_ {
-        self.names
-            .iter()
-            .filter(|(n, _)| crate::store::keeps(n))
-            .map(|(n, ino)| (n.as_str(), Some(*ino).filter(|i| *i != 0)))
+        let wanted = |n: &str| n.ends_with(names::LIVE) || n.ends_with(names::QUEUED) || n == LAST_ID;
+        self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| (n.as_str(), Some(*ino).filter(|i| *i != 0)))
     }
 
     /// The directory to name in messages.

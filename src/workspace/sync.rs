@@ -73,9 +73,13 @@ pub(super) fn synced(dir: &Directory, name: &str, id: i64, revision: &str) -> Re
 /// Returns whether `dir` is marked as the store directory's mirror (`false`: the store has no
 /// directory of this name yet; the change that creates it marks it, see [`mark`]).
 pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) -> Result<bool> {
-    let local: Vec<String> = dir.names().filter(|n| store::keeps(n)).map(str::to_string).collect();
     let known = known_revision(dir, store.name());
-    let Some(stored) = store.files_since(known)? else {
+    let stored = store.files_since(known)?;
+    if stored.as_ref().is_some_and(|s| s.unchanged) {
+        return Ok(true); // the files here are that revision's, and so marked as its mirror
+    }
+    let local: Vec<String> = dir.names().filter(|n| store::keeps(n)).map(str::to_string).collect();
+    let Some(stored) = stored else {
         if let Some(first) = local.first() {
             return Err(invalid(format!(
                 "store directory `{}` does not exist yet, and `{}` has managed files ({first}, ...)",
@@ -87,9 +91,6 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
         }
         return Ok(false);
     };
-    if stored.unchanged {
-        return Ok(true); // the files here are that revision's, and so marked as its mirror
-    }
     check_names(store, &stored.files)?;
     let mut ops = Vec::new();
     let mut replaced = Vec::new();
