@@ -215,12 +215,16 @@ impl Directory {
         })
     }
 
-    /// The names and inodes, as listed or noted since (see `workspace::sync::synced`), of the
-    /// managed files and of any other `*.tf.json` (a quick superset of `store::keeps`);
-    /// `None` for a name whose inode is not known.
+    /// The names and inodes (see `workspace::sync::synced`) of the managed files and of any
+    /// other `*.tf.json` (a quick superset of `store::keeps`): as listed, or looked up for a
+    /// name noted since; `None` for one that cannot be.
     pub(crate) fn listed_inodes(&self) -> impl Iterator<Item = (&str, Option<u64>)> + '_ {
         let wanted = |n: &str| n.ends_with(names::LIVE) || n.ends_with(names::QUEUED) || n == LAST_ID;
-        self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| (n.as_str(), Some(*ino).filter(|i| *i != 0)))
+        self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| {
+            let looked_up =
+                || std::fs::symlink_metadata(self.path.join(n)).ok().map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+            (n.as_str(), Some(*ino).filter(|i| *i != 0).or_else(looked_up))
+        })
     }
 
     /// The directory to name in messages.
@@ -243,8 +247,7 @@ impl Directory {
     /// not. (Listing a large directory again costs as much as a small command.)
     pub(crate) fn note(&mut self, name: &str, exists: bool) {
         if exists {
-            let inode = std::fs::symlink_metadata(self.path.join(name));
-            self.names.insert(name.to_string(), inode.map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m)));
+            self.names.insert(name.to_string(), 0); // its inode is looked up if asked for
         } else {
             self.names.remove(name);
         }

@@ -125,34 +125,30 @@ impl Conn {
         let mut last = None;
         for (i, host) in pg.get_hosts().iter().enumerate() {
             let port = pg.get_ports().get(i).or(pg.get_ports().first()).copied().unwrap_or(5432);
-            let mut modes = vec![tls.for_host(host)];
-            if tls.mode == Mode::Allow && modes[0] == SslMode::Disable && matches!(host, Host::Tcp(_)) {
-                modes.push(SslMode::Require);
-            }
             let used = Arc::new(AtomicBool::new(false));
-            let mut attempt = None;
-            for mode in modes {
+            let attempt = |mode| {
                 let one = single(pg, host, port, &options, mode);
                 let connector = tls.connector(used.clone());
-                let tried = rt.block_on(async { tokio::time::timeout(limit, one.connect(connector)).await });
-                // `allow`: plain text refused by the server's rules (pg_hba.conf: `hostssl`
-                // only), try again with TLS; a wrong password is not a reason to. If TLS
-                // fails as well, the plain attempt's refusal says more.
-                let refused =
-                    matches!(&tried, Ok(Err(e)) if e.code() == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION));
-                match (&attempt, &tried) {
-                    (Some(Ok(Err(_))), Ok(Err(e))) if e.as_db_error().is_none() => break,
-                    _ => attempt = Some(tried),
-                }
-                if !refused {
-                    break;
+                rt.block_on(async { tokio::time::timeout(limit, one.connect(connector)).await })
+            };
+            let mode = tls.for_host(host);
+            let mut tried = attempt(mode);
+            // `allow`: plain text refused by the server's rules (pg_hba.conf: `hostssl` only),
+            // try again with TLS; a wrong password is not a reason to. If TLS fails without
+            // the server's answer, the plain attempt's refusal says more.
+            let refused =
+                matches!(&tried, Ok(Err(e)) if e.code() == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION));
+            if tls.mode == Mode::Allow && mode == SslMode::Disable && matches!(host, Host::Tcp(_)) && refused {
+                let again = attempt(SslMode::Require);
+                if !matches!(&again, Ok(Err(e)) if e.as_db_error().is_none()) {
+                    tried = again;
                 }
             }
             let name = match host {
                 Host::Tcp(h) => h.as_str(),
                 Host::Unix(_) => "",
             };
-            match attempt.expect("at least one mode") {
+            match tried {
                 Ok(Ok((client, connection))) => {
                     // The connection's I/O runs whenever a call is driven (`block_on`).
                     rt.spawn(connection);
