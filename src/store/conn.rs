@@ -18,6 +18,7 @@ use tokio_postgres::config::Host;
 
 use tokio_postgres::config::SslMode;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config};
 
 use super::tls::{Mode, Tls};
@@ -77,10 +78,19 @@ pub(super) fn reason(e: &tokio_postgres::Error) -> String {
 
 pub(super) type Outcome<T> = std::result::Result<T, Fault>;
 
+/// A statement's parameter with its type named, for tokio-postgres's `query_typed`: the
+/// statement is parsed, bound and run in one round trip, where `query` prepares it first (two).
+/// The store's statements run once each, so a prepared one is never reused; on loopback with
+/// TLS that halves the time a command waits on the server.
+pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
 /// An open connection.
 pub(super) struct Conn {
     rt: tokio::runtime::Runtime,
-    client: Client,
+    /// `None` once dropped ([`Drop`]).
+    client: Option<Client>,
+    /// The connection's I/O, which ends when the client is dropped.
+    io: tokio::task::JoinHandle<()>,
     /// Which host of the URL answered, and its port.
     reached: (Host, u16),
     /// Whether the server knows `idle_session_timeout` (PostgreSQL 14 and later).
@@ -151,9 +161,12 @@ impl Conn {
             match tried {
                 Ok(Ok((client, connection))) => {
                     // The connection's I/O runs whenever a call is driven (`block_on`).
-                    rt.spawn(connection);
+                    let io = rt.spawn(async move {
+                        let _ = connection.await;
+                    });
                     let tls = used.load(Ordering::Relaxed);
-                    return Ok(Conn { rt, client, reached: (host.clone(), port), idle_sessions, tls, broken: false });
+                    let (client, reached) = (Some(client), (host.clone(), port));
+                    return Ok(Conn { rt, client, io, reached, idle_sessions, tls, broken: false });
                 }
                 // Refused for the setting: every host is the same server, or the same version.
                 Ok(Err(e)) if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) => {
@@ -172,11 +185,11 @@ impl Conn {
         limit: Duration,
         f: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
     ) -> Outcome<T> {
-        if self.broken || self.client.is_closed() {
+        let Conn { rt, client: Some(client), .. } = self else { unreachable!("open until dropped") };
+        if self.broken || client.is_closed() {
             self.broken = true;
             return Err(Fault::Lost("the connection was lost".into()));
         }
-        let Conn { rt, client, .. } = self;
         match rt.block_on(async { tokio::time::timeout(limit, f(client)).await }) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => {
@@ -204,6 +217,19 @@ impl Conn {
     /// Whether the connection is over TLS.
     pub(super) fn tls(&self) -> bool {
         self.tls
+    }
+}
+
+/// Says goodbye to the server (`Terminate`, then TLS's `close_notify`), as libpq's `PQfinish`
+/// does: a connection just cut is a `could not receive data from client` line in the server's
+/// log for every command. Not for a broken connection, and never waiting long.
+impl Drop for Conn {
+    fn drop(&mut self) {
+        drop(self.client.take());
+        if !self.broken {
+            let io = &mut self.io;
+            let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(100), io).await });
+        }
     }
 }
 

@@ -33,7 +33,9 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::{Client, Config};
 
-use super::conn::{Conn, Outcome};
+use tokio_postgres::types::Type;
+
+use super::conn::{Conn, Outcome, Param};
 use super::tls::Tls;
 
 /// The lease's timings, all from its duration (`store.lease` in infrakit-tf.json).
@@ -267,7 +269,7 @@ pub(super) fn try_acquire(
     let ms = millis(timing.duration);
     conn.call(limit, async |c| {
         let row = c
-            .query_opt(
+            .query_typed_opt(
                 "WITH prev AS (SELECT holder, released, expires <= clock_timestamp() AS expired, \
                                       released OR expires <= clock_timestamp() OR owner = $3 AS free \
                                FROM infrakit_tf.leases WHERE directory = $1) \
@@ -281,7 +283,14 @@ pub(super) fn try_acquire(
                      expires = excluded.expires, released = false \
                  WHERE l.released OR l.expires <= clock_timestamp() OR l.owner = excluded.owner \
                  RETURNING l.epoch, (SELECT holder FROM prev), (SELECT NOT released AND expired FROM prev)",
-                &[&directory, &holder, &owner, &ms, &key.0, &key.1],
+                &[
+                    (&directory, Type::TEXT),
+                    (&holder, Type::TEXT),
+                    (&owner, Type::TEXT),
+                    (&ms, Type::FLOAT8),
+                    (&key.0, Type::INT4),
+                    (&key.1, Type::INT4),
+                ],
             )
             .await?;
         Ok(row.map(|r| {
@@ -297,11 +306,11 @@ pub(super) fn try_acquire(
 pub(super) fn holder(conn: &mut Conn, limit: Duration, directory: &str) -> Outcome<String> {
     conn.call(limit, async |c| {
         let row = c
-            .query_opt(
+            .query_typed_opt(
                 "SELECT holder, ceil(extract(epoch FROM expires - clock_timestamp()))::bigint, \
                         NOT released AND expires > clock_timestamp() \
                  FROM infrakit_tf.leases WHERE directory = $1",
-                &[&directory],
+                &[(&directory, Type::TEXT)],
             )
             .await?;
         Ok(match row {
@@ -325,11 +334,11 @@ pub(super) fn end_stale_sessions(conn: &mut Conn, limit: Duration, directory: &s
     let mine = terraform_session(directory, Some(epoch));
     conn.call(limit, async |c| {
         let row = c
-            .query_one(
+            .query_typed_one(
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
                  WHERE datname = current_database() AND starts_with(application_name, $1) \
                  AND application_name <> $2",
-                &[&prefix, &mine],
+                &[(&prefix, Type::TEXT), (&mine, Type::TEXT)],
             )
             .await?;
         Ok(row.get(0))
@@ -361,15 +370,20 @@ pub(super) const RENEWED: &str = "lease AS (UPDATE infrakit_tf.leases SET renewe
      expires = clock_timestamp() + $3 * interval '1 millisecond' \
      WHERE directory = $1 AND epoch = $2 AND NOT released AND expires > clock_timestamp() RETURNING 1)";
 
-/// The values of `$1` to `$3` of [`RENEWED`].
+/// The lease in milliseconds, `$3` of [`RENEWED`].
 pub(super) fn fence_params(timing: Timing) -> f64 {
     millis(timing.duration)
+}
+
+/// `$1` to `$3` of [`RENEWED`], typed.
+pub(super) fn fence<'a>(directory: &'a &'a str, epoch: &'a i64, ms: &'a f64) -> Vec<Param<'a>> {
+    vec![(directory, Type::TEXT), (epoch, Type::INT8), (ms, Type::FLOAT8)]
 }
 
 /// Renews the lease if it is still ours: `false` when it is not.
 async fn renew(c: &Client, directory: &str, epoch: i64, timing: Timing) -> Result<bool, tokio_postgres::Error> {
     let sql = format!("WITH {RENEWED} SELECT EXISTS (SELECT 1 FROM lease)");
-    Ok(c.query_one(sql.as_str(), &[&directory, &epoch, &fence_params(timing)]).await?.get(0))
+    Ok(c.query_typed_one(sql.as_str(), &fence(&directory, &epoch, &fence_params(timing))).await?.get(0))
 }
 
 fn millis(d: Duration) -> f64 {
@@ -442,10 +456,10 @@ impl Lease {
         let Some(conn) = conn else { return };
         let (directory, epoch) = (self.shared.directory.as_str(), self.shared.epoch);
         let _ = conn.call(self.shared.timing.call_limit(), async |c| {
-            c.execute(
+            c.execute_typed(
                 "UPDATE infrakit_tf.leases SET expires = clock_timestamp(), released = true \
                  WHERE directory = $1 AND epoch = $2",
-                &[&directory, &epoch],
+                &[(&directory, Type::TEXT), (&epoch, Type::INT8)],
             )
             .await
         });

@@ -58,9 +58,9 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         // CASE orders the table check after the schema's (a table of a schema we may not use,
         // or a version-1 store's missing `leases`, is an error, not false): `create` brings a
         // version 1 up, so its missing table is no missing privilege.
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&state_schema];
+        let params = [(&state_schema as &(dyn tokio_postgres::types::ToSql + Sync), tokio_postgres::types::Type::TEXT)];
         let (privileges, version) = tokio::join!(
-            c.query_one(
+            c.query_typed_one(
                 "SELECT has_schema_privilege('public', 'CREATE'), \
                         has_database_privilege(current_database(), 'CREATE'), \
                         to_regnamespace('infrakit_tf') IS NOT NULL AND to_regnamespace($1) IS NOT NULL, \
@@ -72,7 +72,7 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
                         to_regclass('public.global_states_id_seq') IS NOT NULL",
                 &params,
             ),
-            c.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]),
+            c.query_typed_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]),
         );
         let row = privileges?;
         let (public, database, schemas_exist): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));

@@ -5,6 +5,7 @@
 //! state that holds machines while the store holds no file for them (a `migrate` cut short).
 
 use anyhow::Result;
+use tokio_postgres::types::Type;
 
 use super::{schema, Store};
 
@@ -53,10 +54,12 @@ impl Store {
             (Some(lineage), Some(serial)) => Some(Stamp { lineage, serial: serial as u64 }),
             _ => None,
         };
-        let row = match self.query(async |c| c.query_one(sql.as_str(), &[&name, &table]).await) {
+        let row = match self
+            .query(async |c| c.query_typed_one(sql.as_str(), &[(&name, Type::TEXT), (&table, Type::TEXT)]).await)
+        {
             Err(e) if no_table(&e) => {
                 let only = format!("SELECT {recorded}");
-                let row = self.query(async |c| c.query_one(only.as_str(), &[&name]).await)?;
+                let row = self.query(async |c| c.query_typed_one(only.as_str(), &[(&name, Type::TEXT)]).await)?;
                 return Ok(StateFacts { observed: Observed::Missing, recorded: stamp(&row, 0), errored: row.get(2) });
             }
             row => row?,
@@ -90,7 +93,7 @@ impl Store {
              SELECT EXISTS (SELECT 1 FROM lease)",
             self.state_table()
         );
-        match self.fenced(&sql, &[&errored, &me]) {
+        match self.fenced(&sql, &[(&errored, Type::BOOL), (&me, Type::TEXT)]) {
             Err(e) if no_table(&e) => Ok(()),
             done => done.map(drop),
         }
@@ -107,16 +110,16 @@ impl Store {
         );
         self.query(async |c| {
             let row = c
-                .query_one(
+                .query_typed_one(
                     "SELECT to_regclass($2) IS NOT NULL AND \
                      NOT EXISTS (SELECT 1 FROM infrakit_tf.directories WHERE name = $1 AND state_lineage IS NOT NULL)",
-                    &[&name, &table],
+                    &[(&name, Type::TEXT), (&table, Type::TEXT)],
                 )
                 .await?;
             if !row.get::<_, bool>(0) {
                 return Ok(0);
             }
-            Ok(c.query_one(sql.as_str(), &[]).await?.get::<_, i64>(0) as u64)
+            Ok(c.query_typed_one(sql.as_str(), &[]).await?.get::<_, i64>(0) as u64)
         })
     }
 
