@@ -83,7 +83,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import migrate help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import migrate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -117,6 +117,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -133,7 +141,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__describe)
-            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -175,6 +183,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -191,7 +207,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__destroy)
-            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -226,6 +242,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -399,7 +423,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__import)
-            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -445,6 +469,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -461,7 +493,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__label)
-            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -492,6 +524,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -511,7 +551,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__migrate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -545,6 +585,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -561,7 +609,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__provision)
-            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -607,6 +655,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -623,7 +679,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -677,6 +733,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --terraform)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -693,7 +757,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__sweep__subcmd__orphans)
-            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -724,6 +788,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -743,7 +815,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__validate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -774,6 +846,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --store)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -82,6 +82,24 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub accept_config: bool,
 
+    /// Run a terraform init, plan or apply that failed with a transient error (throttling, an
+    /// API's 5xx, a reset connection, a network timeout, a broken download) again, up to N
+    /// times, after an exponential backoff; `0` never does (default 3, or `retries.max` in
+    /// infrakit-tf.json)
+    ///
+    /// A failure that matches no pattern, an interrupt, `--terraform-timeout`, a held state
+    /// lock are never retried. See README "Running unattended".
+    #[arg(long, global = true, env = "INFRAKIT_TF_RETRIES", value_name = "N")]
+    pub retries: Option<u32>,
+
+    /// After every command that writes, and every reconcile, write the run's metrics to PATH in
+    /// Prometheus's text format, atomically (for node_exporter's textfile collector; over
+    /// `metrics_file` in infrakit-tf.json)
+    ///
+    /// Failed runs too. A file that cannot be written is a warning, not a failed run.
+    #[arg(long, global = true, env = "INFRAKIT_TF_METRICS_FILE", value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+
     /// The terraform (or tofu) program; default: `terraform` on PATH, else `tofu`
     #[arg(long, global = true, env = "INFRAKIT_TF_TERRAFORM", value_name = "PATH")]
     pub terraform: Option<PathBuf>,
@@ -163,6 +181,23 @@ pub enum Command {
     /// when the store already holds other files under this directory's name. Prints the files
     /// the store holds. Run again, it changes nothing.
     Migrate,
+}
+
+impl Command {
+    /// The command's name, when its runs are measured (`--metrics-file`): every command that
+    /// writes, and `reconcile`; `None` for `validate` and `describe`.
+    pub fn measured(&self) -> Option<&'static str> {
+        match self {
+            Command::Validate(_) | Command::Describe(_) => None,
+            Command::Provision(_) => Some("provision"),
+            Command::Destroy(_) => Some("destroy"),
+            Command::Label(_) => Some("label"),
+            Command::Reconcile(_) => Some("reconcile"),
+            Command::SweepOrphans(_) => Some("sweep-orphans"),
+            Command::Import(_) => Some("import"),
+            Command::Migrate => Some("migrate"),
+        }
+    }
 }
 
 #[derive(Debug, Args)]

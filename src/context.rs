@@ -14,6 +14,7 @@ use crate::lock::{self, DirLock, Wait};
 use crate::output::Printer;
 use crate::profile::{self, Profiles};
 use crate::store::StoreConfig;
+use crate::terraform::retry::{self, Retry};
 use crate::terraform::{self, Terraform};
 
 pub(crate) struct Ctx {
@@ -37,6 +38,12 @@ pub(crate) struct Ctx {
     store_url: Option<String>,
     /// The store, resolved on first use (`None`: the local directory is the store).
     store: OnceCell<Option<StoreConfig>>,
+    /// `--retries`: over infrakit-tf.json's `retries.max`.
+    retries: Option<u32>,
+    /// The retry policy, resolved on first use.
+    retry: OnceCell<Retry>,
+    /// `--metrics-file`.
+    metrics_file: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -54,6 +61,41 @@ impl Ctx {
             accept_config: args.accept_config,
             store_url: args.store,
             store: OnceCell::new(),
+            retries: args.retries,
+            retry: OnceCell::new(),
+            metrics_file: args.metrics_file,
+        }
+    }
+
+    /// Which failed terraform runs are run again: infrakit-tf.json's `retries`, its `max`
+    /// under `--retries`. A pattern that is no regular expression, or a delay that is no
+    /// duration, is refused (exit 3).
+    pub(crate) fn retry(&self) -> Result<&Retry> {
+        if let Some(retry) = self.retry.get() {
+            return Ok(retry);
+        }
+        let section = profile::retry_section(&self.dir)?.unwrap_or_default();
+        let file = self.dir.join(profile::CONFIG_FILE);
+        let bad = |e: String| crate::exit::invalid(format!("configuration file `{}` is invalid: {e}", file.display()));
+        let base = match &section.base_delay {
+            Some(d) => crate::cli::parse_duration(d).map_err(|e| bad(format!("retries.base_delay: {e}")))?,
+            None => retry::DEFAULT_BASE,
+        };
+        let mut patterns: Vec<String> = match section.errors {
+            Some(replaced) => replaced,
+            None => retry::DEFAULT_PATTERNS.iter().map(|p| p.to_string()).collect(),
+        };
+        patterns.extend(section.extra_errors);
+        let max = self.retries.or(section.max).unwrap_or(retry::DEFAULT_MAX);
+        let policy = Retry::new(max, base, patterns).map_err(|e| bad(format!("retries: {e}")))?;
+        Ok(self.retry.get_or_init(|| policy))
+    }
+
+    /// Where this run's metrics go: `--metrics-file`, else infrakit-tf.json's `metrics_file`.
+    pub(crate) fn metrics_file(&self) -> Result<Option<PathBuf>> {
+        match &self.metrics_file {
+            Some(path) => Ok(Some(path.clone())),
+            None => profile::metrics_file(&self.dir),
         }
     }
 
@@ -120,7 +162,8 @@ impl Ctx {
             // the state's lock; ours waits for it as for our own lock.
             .with_state_lock_timeout(store.map(|_| self.lock_timeout))
             .without_env(if store.is_some() { crate::store::tls::UNSAFE_FOR_TERRAFORM } else { &[] })
-            .under_lease(store.is_some());
+            .under_lease(store.is_some())
+            .with_retry(self.retry()?.clone());
         self.printer.detail(&format!("using {}", tf.describe()));
         Ok(tf)
     }

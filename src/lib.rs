@@ -29,6 +29,7 @@ mod fsio;
 mod health;
 mod journal;
 mod lock;
+mod metrics;
 mod output;
 mod process;
 mod signals;
@@ -60,9 +61,12 @@ use context::Ctx;
 
 /// Runs one command and returns its exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    let started = std::time::SystemTime::now();
     let ctx = Ctx::new(cli.global);
     fsio::sweep_temp_dirs(); // what killed runs left in TMPDIR
-    let result = match cli.command {
+    let measured = cli.command.measured();
+    // The retry policy is checked first: a bad one in infrakit-tf.json changes nothing.
+    let result = ctx.retry().and_then(|_| match cli.command {
         Command::Validate(args) => cmd::validate::run(args, &ctx),
         Command::Provision(args) => cmd::provision::run(args, &ctx),
         Command::Destroy(args) => cmd::destroy::run(args, &ctx),
@@ -72,12 +76,16 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::SweepOrphans(args) => cmd::sweep_orphans::run(args, &ctx),
         Command::Import(args) => cmd::import::run(args, &ctx),
         Command::Migrate => cmd::migrate::run(&ctx),
-    };
-    match result {
-        Ok(()) => exit::Code::Ok.into(),
+    });
+    let code = match result {
+        Ok(()) => exit::Code::Ok,
         Err(err) => {
             ctx.printer.error(&err);
-            exit::code_for(&err).into()
+            exit::code_for(&err)
         }
+    };
+    if let Some(command) = measured {
+        cmd::record_metrics(&ctx, command, code as u8, started);
     }
+    code.into()
 }

@@ -9,7 +9,7 @@
 //! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
@@ -212,6 +212,35 @@ struct Config {
     /// built-in ones.
     #[serde(default)]
     lookups: BTreeMap<String, Lookup>,
+    /// How failed terraform runs are run again (README "Running unattended").
+    retries: Option<RetrySection>,
+    /// Where the metrics of each run go, relative to the directory (`--metrics-file`).
+    metrics_file: Option<PathBuf>,
+}
+
+/// The `retries` section of `infrakit-tf.json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySection {
+    /// Retries after the first try (`--retries` wins); 0: none.
+    pub max: Option<u32>,
+    /// The first delay (`"2s"`); each retry doubles it.
+    pub base_delay: Option<String>,
+    /// Patterns that replace the default list.
+    pub errors: Option<Vec<String>>,
+    /// Patterns added to the list.
+    #[serde(default)]
+    pub extra_errors: Vec<String>,
+}
+
+/// The configuration file's `retries` section, if it has one.
+pub fn retry_section(dir: &Path) -> Result<Option<RetrySection>> {
+    Ok(read_config(dir)?.and_then(|c| c.retries))
+}
+
+/// The configuration file's `metrics_file`, relative to `dir`, if it has one.
+pub fn metrics_file(dir: &Path) -> Result<Option<PathBuf>> {
+    Ok(read_config(dir)?.and_then(|c| c.metrics_file).map(|p| dir.join(p)))
 }
 
 /// The `store` section of `infrakit-tf.json` (see `store`).

@@ -15,6 +15,7 @@ use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::group::{is_current, CONFIG_SHA_TAG, CONFIG_TAG, GROUP_TAG};
 use crate::names::Suffix;
+use crate::profile::Profiles;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfoutput::StateResource;
 use crate::workspace::Workspace;
@@ -89,7 +90,36 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             }
             Err(e) => return Err(e),
         };
-    let instances = dir.instances(&profiles);
+    let rows: Vec<Row> = rows(ctx, &ws, &profiles, &hashes, args.properties)
+        .into_iter()
+        .filter(|r| filter.iter().all(|(k, v)| r.tags.get(k) == Some(v)))
+        .collect();
+    if ctx.printer.json_output() {
+        return ctx.printer.json(&rows);
+    }
+    if rows.is_empty() {
+        ctx.printer.status(&format!("no instances in `{}`", dir.shown().display()));
+        return Ok(());
+    }
+    ctx.printer.data(&table(&rows).to_string())
+}
+
+/// How many instances each group (`""`: none) has in each status, as `describe` shows them:
+/// for the metrics after a run (`metrics`).
+pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
+    let ws = Workspace::read(ctx)?;
+    let profiles = ctx.profiles(ws.dir())?;
+    let mut counts = BTreeMap::new();
+    for row in rows(ctx, &ws, &profiles, &BTreeMap::new(), false) {
+        *counts.entry((row.group.unwrap_or_default(), row.status.to_string())).or_default() += 1;
+    }
+    Ok(counts)
+}
+
+/// Every instance's row, its status from terraform's state where there can be one.
+fn rows(ctx: &Ctx, ws: &Workspace, profiles: &Profiles, hashes: &BTreeMap<String, String>, props: bool) -> Vec<Row> {
+    let dir = ws.dir();
+    let instances = dir.instances(profiles);
     // Only a live file can be in state, and only where state can exist: a directory of queued
     // files, or one never applied, needs no terraform (and then its live files are pending).
     let state = if !dir.may_have_state() {
@@ -105,24 +135,15 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     } else {
         None
     };
-    let rows: Vec<Row> = instances
+    instances
         .into_iter()
         .inspect(|i| {
             if let Err(e) = &i.doc {
                 ctx.printer.warn(e);
             }
         })
-        .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
-        .map(|i| row(i, args.properties, state.as_ref(), &hashes))
-        .collect();
-    if ctx.printer.json_output() {
-        return ctx.printer.json(&rows);
-    }
-    if rows.is_empty() {
-        ctx.printer.status(&format!("no instances in `{}`", dir.shown().display()));
-        return Ok(());
-    }
-    ctx.printer.data(&table(&rows).to_string())
+        .map(|i| row(i, props, state.as_ref(), hashes))
+        .collect()
 }
 
 /// ID, logical ID, status, attachments, and the tags that are not infrakit's own bookkeeping.

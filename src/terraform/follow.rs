@@ -66,6 +66,15 @@ impl Collected {
         self.tail.iter().cloned().collect()
     }
 
+    /// What the run said of its failure, to match transient errors against (`retry`): its
+    /// error diagnostics, summary and detail, then its last words.
+    pub(super) fn error_text(&self) -> String {
+        let errors = self.diagnostics.iter().filter(|d| d.is_error());
+        let mut text: Vec<&str> = errors.flat_map(|d| [d.summary.as_str(), d.detail.as_str()]).collect();
+        text.extend(self.tail.iter().map(String::as_str));
+        text.join("\n")
+    }
+
     fn on_stdout_line(&mut self, line: String, sink: &mut dyn FnMut(&Event)) {
         match tfoutput::parse_line(&line) {
             Some(event) => {

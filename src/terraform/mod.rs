@@ -15,6 +15,7 @@
 mod conclude;
 mod follow;
 mod probe_cache;
+pub(crate) mod retry;
 mod supervise;
 mod watchdog;
 
@@ -28,6 +29,7 @@ use serde_json::Value;
 
 use self::conclude::{conclude, Finished};
 use self::follow::Sink;
+use self::retry::Retry;
 use crate::exit::{Code, Failure};
 use crate::output::{Printer, Progress};
 use crate::tfoutput::{self, Changes, Event, ResourceChange, StateResource};
@@ -55,6 +57,8 @@ pub(crate) struct Terraform {
     /// Several hosts: terraform runs under a lease, and may not outlive it, nor us (see
     /// `supervise`).
     dies_with_us: bool,
+    /// Which failed runs of init, plan and apply are run again (`retry`).
+    retry: Retry,
 }
 
 /// How to plan.
@@ -99,8 +103,13 @@ pub(crate) enum Apply<'a> {
 }
 
 /// One terraform command line and what its run means.
+#[derive(Clone)]
 struct Invocation {
     args: Vec<String>,
+    /// It may be run again after a transient error (`retry`): with these arguments (an apply
+    /// of a saved plan is run again as an apply of the configuration, since the plan is stale
+    /// once the failed try saved a state). `None`: never run again.
+    again: Option<Vec<String>>,
     /// Exit 2 means "succeeded, with changes" (`plan -detailed-exitcode`).
     detailed_exitcode: bool,
     /// It may change the state: lineage and serial are recorded after it (`state_guard`).
@@ -116,6 +125,7 @@ impl Invocation {
     fn new(args: &[&str]) -> Self {
         Invocation {
             args: args.iter().map(|a| a.to_string()).collect(),
+            again: None,
             detailed_exitcode: false,
             writes_state: false,
             touches_dir: true,
@@ -125,6 +135,13 @@ impl Invocation {
 
     fn writes_state(mut self) -> Self {
         self.writes_state = true;
+        self
+    }
+
+    /// Safe to run again as it is after a transient error: terraform re-plans from the state
+    /// the failed try saved.
+    fn retryable(mut self) -> Self {
+        self.again = Some(self.args.clone());
         self
     }
 }
@@ -180,6 +197,7 @@ impl Terraform {
             parallelism: None,
             state_lock_timeout: None,
             dies_with_us: false,
+            retry: Retry::none(),
         };
         let cached = probe_cache::lookup(&tf.program);
         let version = match &cached {
@@ -223,7 +241,14 @@ impl Terraform {
             parallelism: self.parallelism,
             state_lock_timeout: self.state_lock_timeout,
             dies_with_us: self.dies_with_us,
+            retry: self.retry.clone(),
         }
+    }
+
+    /// The same, running init, plan and apply again after a transient error as `retry` says.
+    pub(crate) fn with_retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
     }
 
     /// The same, with terraform's `-parallelism` for plans and applies (`None`: its default).
@@ -264,7 +289,7 @@ impl Terraform {
 
     /// `init`, quietly unless it fails.
     pub(crate) fn init(&self) -> Result<()> {
-        self.capture(&Invocation::new(&["init", "-input=false", "-no-color"])).map(drop)
+        self.capture(&Invocation::new(&["init", "-input=false", "-no-color"]).retryable()).map(drop)
     }
 
     /// `init -migrate-state -force-copy`: moves the state into the backend the configuration
@@ -293,7 +318,7 @@ impl Terraform {
         }
         let inv =
             Invocation { args, detailed_exitcode: true, targeted: !options.targets.is_empty(), ..Invocation::new(&[]) };
-        let finished = self.stream(&inv)?;
+        let finished = self.stream(&inv.retryable())?;
         let c = finished.collected;
         Ok(Plan {
             totals: c.planned.unwrap_or_default(),
@@ -308,6 +333,7 @@ impl Terraform {
         let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-json"].map(String::from).into();
         args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
         args.extend(self.lock_wait());
+        let mut again = args.clone();
         match what {
             Apply::Configuration { refresh: false } => args.push("-refresh=false".into()),
             Apply::Configuration { refresh: true } => {}
@@ -317,9 +343,17 @@ impl Terraform {
                 args.extend(targets.iter().map(|t| format!("-target={t}")));
             }
         }
+        // A saved plan is stale once a failed try saved a state: its retry applies the
+        // configuration, planned afresh from that state (the refresh was the first try's).
+        match what {
+            Apply::Saved(_) => again.push("-refresh=false".into()),
+            _ => again.clone_from(&args),
+        }
         let targeted = matches!(what, Apply::Targets(t) if !t.is_empty());
-        let inv = Invocation { args, targeted, ..Invocation::new(&[]) }.writes_state();
-        Ok(self.stream(&inv)?.collected.applied.unwrap_or_default())
+        let inv = Invocation { args, again: Some(again), targeted, ..Invocation::new(&[]) }.writes_state();
+        let applied = self.stream(&inv)?.collected.applied.unwrap_or_default();
+        crate::metrics::note_applied(applied);
+        Ok(applied)
     }
 
     /// `show -json`: the state, by address.
@@ -360,14 +394,77 @@ impl Terraform {
 
     /// Runs to completion and returns stdout; stderr's tail goes into the error.
     fn capture(&self, inv: &Invocation) -> Result<String> {
-        let mut stdout = Vec::new();
-        let ran = supervise::supervise(self, inv, Sink::Capture(&mut stdout))?;
-        conclude(self, inv, ran)?;
-        Ok(String::from_utf8_lossy(&stdout).into_owned())
+        self.retrying(inv, |inv| {
+            let mut stdout = Vec::new();
+            let ran = supervise::supervise(self, inv, Sink::Capture(&mut stdout)).map_err(|e| (e, None))?;
+            let transient = self.transient(&ran);
+            conclude(self, inv, ran).map_err(|e| (e, transient))?;
+            Ok(String::from_utf8_lossy(&stdout).into_owned())
+        })
     }
 
     /// Runs a `-json` command, its events shown as progress as they arrive.
     fn stream(&self, inv: &Invocation) -> Result<Finished> {
+        self.retrying(inv, |inv| self.stream_once(inv))
+    }
+
+    /// Runs `inv` by `once`, and again while it fails with a transient error, up to the
+    /// retries `retry` allows, after a backoff: one line on stderr per retry, counted for the
+    /// reports and the metrics. `once` gives a failure with the transient error's line, if it
+    /// was one. Nothing else is run again: an interrupt, a timeout, a held state lock, a lost
+    /// lease, a terraform killed by a signal (see [`Terraform::transient`]).
+    fn retrying<T>(
+        &self,
+        inv: &Invocation,
+        mut once: impl FnMut(&Invocation) -> Result<T, (anyhow::Error, Option<String>)>,
+    ) -> Result<T> {
+        let mut this = inv.clone();
+        for attempt in 1.. {
+            let (e, why) = match once(&this) {
+                Ok(done) => return Ok(done),
+                Err(failed) => failed,
+            };
+            let again = match (why, &inv.again) {
+                (Some(why), Some(again)) if attempt <= self.retry.max => (why, again),
+                _ => return Err(e),
+            };
+            if crate::exit::code_for(&e) != Code::TerraformFailed {
+                return Err(e);
+            }
+            let wait = self.retry.delay(attempt);
+            self.printer.warn(&format!(
+                "{} failed with a transient error ({}): retry {attempt} of {} in {:.1}s",
+                self.display(&this.args),
+                again.0,
+                self.retry.max,
+                wait.as_secs_f64()
+            ));
+            crate::metrics::note_retry();
+            supervise::back_off(wait, &self.display(again.1))?;
+            this = Invocation { args: again.1.clone(), ..inv.clone() };
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The line of a failed run's errors that makes it transient (`retry`), if one does. A run
+    /// that succeeded, timed out, lost its lease, was killed by a signal, or had terraform
+    /// print its state (it could not save it) is never transient.
+    fn transient(&self, ran: &supervise::Ran) -> Option<String> {
+        use std::os::unix::process::ExitStatusExt;
+        if self.retry.max == 0
+            || ran.status.success()
+            || ran.status.signal().is_some()
+            || ran.timed_out
+            || ran.fenced.is_some()
+            || ran.collected.dump.is_some()
+        {
+            return None;
+        }
+        self.retry.transient(&ran.collected.error_text())
+    }
+
+    /// One run of a `-json` command (see [`Terraform::stream`]).
+    fn stream_once(&self, inv: &Invocation) -> Result<Finished, (anyhow::Error, Option<String>)> {
         self.printer.detail(&format!("running {}", self.display(&inv.args)));
         let mut progress = Progress::new(&self.printer);
         let mut expected = 0;
@@ -383,20 +480,24 @@ impl Terraform {
         if expected > 0 {
             self.printer.detail("terraform applied the changed resources only (-target); `reconcile` applies the rest");
         }
-        let ran = ran?;
+        let ran = ran.map_err(|e| (e, None))?;
         let garbage = ran.collected.garbage;
-        let finished = conclude(self, inv, ran)?;
+        let transient = self.transient(&ran);
+        let finished = conclude(self, inv, ran).map_err(|e| (e, transient))?;
         let c = &finished.collected;
         if garbage > 0 && c.planned.is_none() && c.applied.is_none() {
-            return Err(Failure::new(
-                Code::TerraformFailed,
-                format!(
-                    "{} printed output that is not its JSON stream ({garbage} line(s)): {}",
-                    self.display(&inv.args),
-                    c.tail.back().cloned().unwrap_or_default()
-                ),
-            )
-            .into());
+            return Err((
+                Failure::new(
+                    Code::TerraformFailed,
+                    format!(
+                        "{} printed output that is not its JSON stream ({garbage} line(s)): {}",
+                        self.display(&inv.args),
+                        c.tail.back().cloned().unwrap_or_default()
+                    ),
+                )
+                .into(),
+                None,
+            ));
         }
         Ok(finished)
     }

@@ -47,6 +47,33 @@ pub(super) struct Ran {
     pub(super) fenced: Option<String>,
 }
 
+/// Waits `wait` before a retry of `next` (`retry`), the directory lock and any lease held. An
+/// interrupt (Ctrl-C, SIGTERM) ends the wait, and the run, at once (exit 130): signals are
+/// recorded meanwhile, not left to their default action, so that the run ends as after an
+/// interrupted terraform (the lease released, the metrics written). So does a lost lease.
+pub(super) fn back_off(wait: Duration, next: &str) -> Result<()> {
+    let _recorded = ChildRunning::start();
+    let until = Instant::now() + wait;
+    loop {
+        if signals::stop_requested() {
+            return Err(Failure::new(
+                Code::Interrupted,
+                format!("interrupted while waiting to retry: {next} was not started"),
+            )
+            .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
+            .into());
+        }
+        if let Some(why) = lease::lost() {
+            return Err(lease::lost_error(&format!("{why}; {next} was not started")));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
+
 /// Runs `inv` with `tf`, its stdout to `sink`, until terraform exits.
 pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) -> Result<Ran> {
     let display = tf.display(&inv.args);
@@ -85,6 +112,7 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     // Best effort: without the record, terraform's own state lock still guards its state.
     if inv.touches_dir {
         let _ = lock::note_running(pid, &display);
+        crate::metrics::note_terraform_run();
     }
 
     let mut policy = Policy::new(Instant::now(), tf.timeout);

@@ -114,6 +114,8 @@ pub(crate) struct TfSummary {
     pub(crate) changed: u64,
     pub(crate) destroyed: u64,
     pub(crate) elapsed_seconds: f64,
+    /// Terraform runs started again after a transient error (README "Running unattended").
+    pub(crate) retries: u64,
 }
 
 impl TfSummary {
@@ -123,6 +125,7 @@ impl TfSummary {
             changed: c.change,
             destroyed: c.remove,
             elapsed_seconds: (elapsed.as_secs_f64() * 100.0).round() / 100.0,
+            retries: crate::metrics::retries(),
         }
     }
 }

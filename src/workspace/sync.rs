@@ -231,7 +231,7 @@ fn differences(here: &BTreeMap<String, String>, there: &BTreeMap<String, String>
 /// The base part of this host's configuration, file by file: every `*.tf`, `*.tf.json` that
 /// is not ours, `*.tfvars` and `*.tfvars.json` (terraform reads them all), and
 /// `infrakit-tf.json` as parsed, less the store's URL (which may differ per host: a password,
-/// a nearer replica).
+/// a nearer replica), its `retries` and its `metrics_file` (this host's own).
 pub(super) fn base_config(dir: &Directory) -> Result<BTreeMap<String, String>> {
     let mut files = BTreeMap::new();
     for name in dir.names() {
@@ -245,6 +245,11 @@ pub(super) fn base_config(dir: &Directory) -> Result<BTreeMap<String, String>> {
             if let Ok(mut doc) = serde_json::from_slice::<serde_json::Value>(&bytes) {
                 if let Some(store) = doc.get_mut("store").and_then(serde_json::Value::as_object_mut) {
                     store.remove("postgres");
+                }
+                // How this host retries and where it writes its metrics change nothing made.
+                if let Some(doc) = doc.as_object_mut() {
+                    doc.remove("retries");
+                    doc.remove("metrics_file");
                 }
                 bytes = serde_json::to_vec(&doc)?;
             }

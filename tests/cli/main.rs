@@ -31,3 +31,4 @@ mod store;
 mod support;
 mod terraform;
 mod tls;
+mod unattended;

@@ -66,6 +66,8 @@ struct Report {
     /// `--check`: whether anything is pending.
     pending: bool,
     terraform_runs: u32,
+    /// Terraform runs started again after a transient error (README "Running unattended").
+    retries: u64,
     duration_seconds: f64,
     /// The groups converged (`--group`, or infrakit-tf.json's `groups`).
     groups: Vec<GroupReport>,
@@ -107,6 +109,8 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         run.converge(&mut ws, &instances, &mut report)?
     };
     report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+    report.retries = crate::metrics::retries();
+    crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
     finish(ctx, &report, failure)
 }
 
@@ -701,9 +705,12 @@ fn line(r: &Report) -> String {
         )
     };
     let adopted = if r.adopted.is_empty() || r.check { String::new() } else { format!(" adopted={}", r.adopted.len()) };
+    let retries = if r.retries == 0 { String::new() } else { format!(" retries={}", r.retries) };
     let now = utc_now();
-    let mut out =
-        format!("{now} {head}: {what}{adopted} terraform_runs={} in {:.2}s", r.terraform_runs, r.duration_seconds);
+    let mut out = format!(
+        "{now} {head}: {what}{adopted} terraform_runs={}{retries} in {:.2}s",
+        r.terraform_runs, r.duration_seconds
+    );
     for g in &r.groups {
         out.push_str(&format!("\n{now} {head}: {}", g.line()));
     }

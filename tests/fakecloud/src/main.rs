@@ -9,6 +9,9 @@
 //!   returns, as a real cloud creates a machine at once and reports it running later (a
 //!   terraform killed meanwhile never records it);
 //! - `<dir>/fail-create` file exists: create fails with a diagnostic.
+//! - `<dir>/throttle-creates` file holds N > 0: this create fails as a throttled cloud API's
+//!   does (`ThrottlingException: Rate exceeded`) and N goes down by one, so the first N
+//!   creates fail and the next succeed, across terraform runs.
 //!
 //! Data sources `fakecloud_instances` and `fakecloud_volumes` (as `aws_instances`): the IDs of
 //! the objects whose tags include every one of `tags`.
@@ -120,6 +123,20 @@ fn random_u32() -> u32 {
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     hasher.write_u128(now.as_nanos());
     hasher.finish() as u32
+}
+
+/// Whether this create is throttled (`throttle-creates`), counting it: then how many more
+/// will be. One process at a time takes a count (a lock file held while it reads and writes).
+fn throttled(dir: &Path) -> Option<u64> {
+    static IN_PROCESS: Mutex<()> = Mutex::new(());
+    let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    let path = dir.join("throttle-creates");
+    let n: u64 = std::fs::read_to_string(&path).ok()?.trim().parse().ok()?;
+    if n == 0 {
+        return None;
+    }
+    std::fs::write(&path, format!("{}\n", n - 1)).ok()?;
+    Some(n - 1)
 }
 
 /// The create delay: the `delay-ms` file wins over the env var, so a test can change it
@@ -360,6 +377,11 @@ impl<K: Kind> Resource for FileResource<K> {
                 diags.root_error_short(e);
                 return None;
             }
+        }
+        if let Some(left) = throttled(&dir) {
+            let detail = format!("ThrottlingException: Rate exceeded (status code: 400; {left} more throttled)");
+            diags.root_error("fakecloud: creating the object failed", detail);
+            return None;
         }
         let refuse = dir.join("fail-create");
         if refuse.exists() {

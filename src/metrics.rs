@@ -1,0 +1,294 @@
+//! Metrics of the last runs, for Prometheus (README "Running unattended"): `--metrics-file
+//! PATH` (or `metrics_file` in infrakit-tf.json) is rewritten after every command that writes
+//! and every `reconcile`, failed ones included, in Prometheus's text exposition format, at once
+//! (a temporary file renamed over it: node_exporter's textfile collector never reads half a
+//! file). A file that cannot be written is a warning, never a failed run.
+//!
+//! What a run counts is gathered here as it happens ([`note_terraform_run`], [`note_retry`],
+//! [`note_applied`], [`note_reconciled`]): one process, one command. Each series carries the
+//! directory; those of a command carry it too, so that a `provision` does not hide a failing
+//! `reconcile`. Series this run has no value for (another command's, the last success of a
+//! command that failed now, the groups of a run that stopped before it looked) are kept from
+//! the file as it was.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+
+use crate::fsio::{self, Perms};
+use crate::tfoutput::Changes;
+
+/// What a run counted (see [`counts`]).
+#[derive(Default, Clone)]
+pub(crate) struct Counts {
+    terraform_runs: u64,
+    retries: u64,
+    added: u64,
+    changed: u64,
+    destroyed: u64,
+    /// Set by reconcile once it planned: resources changed outside terraform.
+    drift: Option<usize>,
+    /// Set by reconcile once it decided: members still to be replaced, by group.
+    outdated: Option<BTreeMap<String, usize>>,
+}
+
+static COUNTS: Mutex<Counts> = Mutex::new(Counts {
+    terraform_runs: 0,
+    retries: 0,
+    added: 0,
+    changed: 0,
+    destroyed: 0,
+    drift: None,
+    outdated: None,
+});
+
+fn counts() -> std::sync::MutexGuard<'static, Counts> {
+    COUNTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What this run has counted so far: taken when the command ends, before the instances are
+/// counted for the metrics (which may run terraform too).
+pub(crate) fn taken() -> Counts {
+    counts().clone()
+}
+
+/// A terraform run started (not the version probe).
+pub(crate) fn note_terraform_run() {
+    counts().terraform_runs += 1;
+}
+
+/// A failed terraform run is being run again.
+pub(crate) fn note_retry() {
+    counts().retries += 1;
+}
+
+/// Retries so far in this run, for the JSON reports.
+pub(crate) fn retries() -> u64 {
+    counts().retries
+}
+
+/// An apply finished: what it added, changed and destroyed.
+pub(crate) fn note_applied(c: Changes) {
+    let mut counts = counts();
+    counts.added += c.add;
+    counts.changed += c.change;
+    counts.destroyed += c.remove;
+}
+
+/// What reconcile found: the drift, and each group's outdated members.
+pub(crate) fn note_reconciled(drift: usize, outdated: impl IntoIterator<Item = (String, usize)>) {
+    let mut counts = counts();
+    counts.drift = Some(drift);
+    counts.outdated = Some(outdated.into_iter().collect());
+}
+
+/// One run, as it ended.
+pub(crate) struct Run<'a> {
+    pub(crate) command: &'a str,
+    /// The directory, as given (`--dir`), made absolute.
+    pub(crate) directory: String,
+    pub(crate) exit_code: u8,
+    pub(crate) started: SystemTime,
+    pub(crate) duration: Duration,
+    /// Instances by group (`""`: none) and status (describe's), when they could be read.
+    pub(crate) instances: Option<BTreeMap<(String, String), usize>>,
+    /// What it counted ([`taken`]).
+    pub(crate) counts: Counts,
+}
+
+/// The families, in the file's order: name, type, help, and whether each sample carries the
+/// command.
+const FAMILIES: &[(&str, &str, &str, bool)] = &[
+    ("infrakit_tf_last_run_timestamp_seconds", "gauge", "When the command's last run ended (Unix time).", true),
+    (
+        "infrakit_tf_last_success_timestamp_seconds",
+        "gauge",
+        "When the command's last successful run (exit 0) ended (Unix time).",
+        true,
+    ),
+    ("infrakit_tf_last_exit_code", "gauge", "The exit code of the command's last run (README \"Exit codes\").", true),
+    ("infrakit_tf_last_run_duration_seconds", "gauge", "How long the command's last run took.", true),
+    ("infrakit_tf_last_run_terraform_runs", "gauge", "Terraform runs the command's last run started.", true),
+    (
+        "infrakit_tf_last_run_retries",
+        "gauge",
+        "Terraform runs the command's last run started again after a transient error.",
+        true,
+    ),
+    ("infrakit_tf_last_run_resources_added", "gauge", "Resources terraform created in the command's last run.", true),
+    ("infrakit_tf_last_run_resources_changed", "gauge", "Resources terraform changed in the command's last run.", true),
+    (
+        "infrakit_tf_last_run_resources_destroyed",
+        "gauge",
+        "Resources terraform destroyed in the command's last run.",
+        true,
+    ),
+    (
+        "infrakit_tf_instances",
+        "gauge",
+        "Instances after the last run, by group (empty: none) and status (created, pending, queued, tainted, configured, invalid).",
+        false,
+    ),
+    (
+        "infrakit_tf_group_members_outdated",
+        "gauge",
+        "Members of the group still to be replaced by a rolling update, as the last reconcile found.",
+        false,
+    ),
+    (
+        "infrakit_tf_drift_resources",
+        "gauge",
+        "Resources changed or deleted outside terraform, as the last reconcile found.",
+        false,
+    ),
+];
+
+/// Writes the metrics of `run` to `path`, keeping the series it has no value for.
+pub(crate) fn write(path: &Path, run: &Run<'_>) -> Result<()> {
+    let old = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("failed to read `{}`", path.display()))),
+    };
+    let text = render(&old, run, &run.counts);
+    fsio::write_atomic(path, text.as_bytes(), Perms::Public)?;
+    Ok(())
+}
+
+/// The file after `run`, from the file before it (`old`).
+fn render(old: &str, run: &Run<'_>, counts: &Counts) -> String {
+    let dir = format!("directory=\"{}\"", escape(&run.directory));
+    let cmd = format!("{dir},command=\"{}\"", escape(run.command));
+    let seconds = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    let ended = run.started + run.duration;
+    let mut new: Vec<(&str, String, String)> = vec![
+        ("infrakit_tf_last_run_timestamp_seconds", cmd.clone(), number(seconds(ended))),
+        ("infrakit_tf_last_exit_code", cmd.clone(), run.exit_code.to_string()),
+        ("infrakit_tf_last_run_duration_seconds", cmd.clone(), number(run.duration.as_secs_f64())),
+        ("infrakit_tf_last_run_terraform_runs", cmd.clone(), counts.terraform_runs.to_string()),
+        ("infrakit_tf_last_run_retries", cmd.clone(), counts.retries.to_string()),
+        ("infrakit_tf_last_run_resources_added", cmd.clone(), counts.added.to_string()),
+        ("infrakit_tf_last_run_resources_changed", cmd.clone(), counts.changed.to_string()),
+        ("infrakit_tf_last_run_resources_destroyed", cmd.clone(), counts.destroyed.to_string()),
+    ];
+    if run.exit_code == 0 {
+        new.push(("infrakit_tf_last_success_timestamp_seconds", cmd.clone(), number(seconds(ended))));
+    }
+    for ((group, status), n) in run.instances.iter().flatten() {
+        new.push((
+            "infrakit_tf_instances",
+            format!("{dir},group=\"{}\",status=\"{status}\"", escape(group)),
+            n.to_string(),
+        ));
+    }
+    for (group, n) in counts.outdated.iter().flatten() {
+        new.push(("infrakit_tf_group_members_outdated", format!("{dir},group=\"{}\"", escape(group)), n.to_string()));
+    }
+    if let Some(drift) = counts.drift {
+        new.push(("infrakit_tf_drift_resources", dir.clone(), drift.to_string()));
+    }
+    // What this run replaces: its command's series, and the directory's that it measured.
+    let replaced = |family: &str, labels: &str| {
+        let per_command = FAMILIES.iter().any(|f| f.0 == family && f.3);
+        let ours = labels.starts_with(&format!("{dir},")) || labels == dir;
+        match family {
+            _ if per_command => labels == cmd && new.iter().any(|(f, _, _)| *f == family),
+            "infrakit_tf_instances" => ours && run.instances.is_some(),
+            "infrakit_tf_group_members_outdated" => ours && counts.outdated.is_some(),
+            "infrakit_tf_drift_resources" => ours && counts.drift.is_some(),
+            _ => false,
+        }
+    };
+    let mut samples: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
+    for (family, labels, value) in old.lines().filter_map(sample) {
+        if let Some(known) = FAMILIES.iter().find(|f| f.0 == family) {
+            if !replaced(family, &labels) {
+                samples.entry(known.0).or_default().insert(labels, value.to_string());
+            }
+        }
+    }
+    for (family, labels, value) in new {
+        samples.entry(family).or_default().insert(labels, value);
+    }
+    let mut out = String::new();
+    for (name, kind, help, _) in FAMILIES {
+        let Some(series) = samples.get(name) else { continue };
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in series {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+    out
+}
+
+/// A sample line of ours: family, labels (between the braces), value.
+fn sample(line: &str) -> Option<(&str, String, &str)> {
+    if line.starts_with('#') {
+        return None;
+    }
+    let open = line.find('{')?;
+    let close = line.rfind('}')?;
+    let value = line[close + 1..].trim();
+    (close > open && !value.is_empty()).then(|| (&line[..open], line[open + 1..close].to_string(), value))
+}
+
+/// A label value, escaped as the exposition format asks.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// A float as Prometheus reads it, to the millisecond.
+fn number(x: f64) -> String {
+    format!("{:.3}", x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run<'a>(command: &'a str, code: u8) -> Run<'a> {
+        Run {
+            command,
+            directory: "/srv/web \"1\"".into(),
+            exit_code: code,
+            started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            duration: Duration::from_millis(1500),
+            instances: None,
+            counts: Counts::default(),
+        }
+    }
+
+    #[test]
+    fn a_failed_run_keeps_the_last_success_and_other_commands() {
+        let counts = Counts::default();
+        let first = render("", &run("reconcile", 0), &counts);
+        assert!(first.contains(
+            "infrakit_tf_last_success_timestamp_seconds{directory=\"/srv/web \\\"1\\\"\",command=\"reconcile\"} 1800000001.500"
+        ), "{first}");
+        let second = render(&first, &run("provision", 0), &counts);
+        let third = render(&second, &run("reconcile", 7), &counts);
+        assert!(third.contains("command=\"reconcile\"} 1800000001.500"), "the last success stays: {third}");
+        assert!(third.contains("infrakit_tf_last_exit_code{directory=\"/srv/web \\\"1\\\"\",command=\"reconcile\"} 7"));
+        assert!(third.contains("infrakit_tf_last_exit_code{directory=\"/srv/web \\\"1\\\"\",command=\"provision\"} 0"));
+        assert_eq!(third.matches("# TYPE infrakit_tf_last_exit_code gauge").count(), 1);
+    }
+
+    #[test]
+    fn instances_are_replaced_whole_and_groups_kept_until_reconcile_says() {
+        let counts = Counts { outdated: Some([("web".to_string(), 2)].into()), drift: Some(1), ..Counts::default() };
+        let mut r = run("reconcile", 0);
+        r.instances = Some([(("web".to_string(), "created".to_string()), 3)].into());
+        let first = render("", &r, &counts);
+        let mut p = run("provision", 0);
+        p.instances = Some([(("web".to_string(), "pending".to_string()), 1)].into());
+        let second = render(&first, &p, &Counts::default());
+        assert!(!second.contains("status=\"created\""), "replaced whole: {second}");
+        assert!(second.contains("status=\"pending\"} 1"));
+        assert!(second.contains("infrakit_tf_group_members_outdated{directory=\"/srv/web \\\"1\\\"\",group=\"web\"} 2"));
+        assert!(second.contains("infrakit_tf_drift_resources{directory=\"/srv/web \\\"1\\\"\"} 1"));
+    }
+}
