@@ -81,13 +81,10 @@ impl Ctx {
             Some(d) => crate::cli::parse_duration(d).map_err(|e| bad(format!("retries.base_delay: {e}")))?,
             None => retry::DEFAULT_BASE,
         };
-        let mut patterns: Vec<String> = match section.errors {
-            Some(replaced) => replaced,
-            None => retry::DEFAULT_PATTERNS.iter().map(|p| p.to_string()).collect(),
-        };
-        patterns.extend(section.extra_errors);
+        let patterns = section.errors.map_or(retry::Patterns::Default, retry::Patterns::Replaced);
         let max = self.retries.or(section.max).unwrap_or(retry::DEFAULT_MAX);
-        let policy = Retry::new(max, base, patterns).map_err(|e| bad(format!("retries: {e}")))?;
+        let policy =
+            Retry::new(max, base, patterns, &section.extra_errors).map_err(|e| bad(format!("retries: {e}")))?;
         Ok(self.retry.get_or_init(|| policy))
     }
 
@@ -163,7 +160,9 @@ impl Ctx {
             .with_state_lock_timeout(store.map(|_| self.lock_timeout))
             .without_env(if store.is_some() { crate::store::tls::UNSAFE_FOR_TERRAFORM } else { &[] })
             .under_lease(store.is_some())
-            .with_retry(self.retry()?.clone());
+            // A command that writes checked the policy before it began (`lib::run`); one that
+            // only reads runs without retries rather than fail for it.
+            .with_retry(self.retry().cloned().unwrap_or_else(|_| Retry::none()));
         self.printer.detail(&format!("using {}", tf.describe()));
         Ok(tf)
     }

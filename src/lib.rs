@@ -65,8 +65,10 @@ pub fn run(cli: Cli) -> ExitCode {
     let ctx = Ctx::new(cli.global);
     fsio::sweep_temp_dirs(); // what killed runs left in TMPDIR
     let measured = cli.command.measured();
-    // The retry policy is checked first: a bad one in infrakit-tf.json changes nothing.
-    let result = ctx.retry().and_then(|_| match cli.command {
+    // A command that writes checks the retry policy first: a bad one in infrakit-tf.json
+    // changes nothing.
+    let checked = if measured.is_some() { ctx.retry().map(drop) } else { Ok(()) };
+    let result = checked.and_then(|()| match cli.command {
         Command::Validate(args) => cmd::validate::run(args, &ctx),
         Command::Provision(args) => cmd::provision::run(args, &ctx),
         Command::Destroy(args) => cmd::destroy::run(args, &ctx),

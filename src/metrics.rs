@@ -14,10 +14,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use regex::Regex;
 
 use crate::fsio::{self, Perms};
 use crate::tfoutput::Changes;
@@ -147,10 +148,16 @@ const FAMILIES: &[(&str, &str, &str, bool)] = &[
     ),
 ];
 
-/// Writes the metrics of `run` to `path`, keeping the series it has no value for.
+/// Writes the metrics of `run` to `path`, keeping the series it has no value for. Runs that
+/// share the file take turns (`PATH.lock`, beside it: the collector reads `*.prom` only), so
+/// that none loses another's series.
 pub(crate) fn write(path: &Path, run: &Run<'_>) -> Result<()> {
-    let old = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let mut lock_name = path.as_os_str().to_owned();
+    lock_name.push(".lock");
+    let lock = fsio::open_lock_file(Path::new(&lock_name))?;
+    fs4::fs_std::FileExt::lock_exclusive(&lock).with_context(|| format!("failed to lock `{}`", path.display()))?;
+    let old = match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(anyhow::Error::new(e).context(format!("failed to read `{}`", path.display()))),
     };
@@ -225,15 +232,21 @@ fn render(old: &str, run: &Run<'_>, counts: &Counts) -> String {
     out
 }
 
-/// A sample line of ours: family, labels (between the braces), value.
+/// A sample line as this module writes them: family, labels (between the braces), value.
+/// Anything else (a line broken by hand, another tool's) is dropped, so that one bad line
+/// cannot make the collector refuse the file for good.
 fn sample(line: &str) -> Option<(&str, String, &str)> {
-    if line.starts_with('#') {
-        return None;
-    }
-    let open = line.find('{')?;
-    let close = line.rfind('}')?;
-    let value = line[close + 1..].trim();
-    (close > open && !value.is_empty()).then(|| (&line[..open], line[open + 1..close].to_string(), value))
+    static OURS: OnceLock<Regex> = OnceLock::new();
+    let ours = OURS.get_or_init(|| {
+        let value = r#""(?:[^"\\\n]|\\["\\n])*""#;
+        Regex::new(&format!(
+            r"^(infrakit_tf_[a-z_]+)\{{(directory={value}(?:,[a-z_]+={value})*)\}} (-?[0-9]+(?:\.[0-9]+)?)$"
+        ))
+        .expect("the sample pattern compiles")
+    });
+    let c = ours.captures(line)?;
+    let (family, labels, value) = (c.get(1)?.as_str(), c.get(2)?.as_str(), c.get(3)?.as_str());
+    Some((family, labels.to_string(), value))
 }
 
 /// A label value, escaped as the exposition format asks.
@@ -275,6 +288,19 @@ mod tests {
         assert!(third.contains("infrakit_tf_last_exit_code{directory=\"/srv/web \\\"1\\\"\",command=\"reconcile\"} 7"));
         assert!(third.contains("infrakit_tf_last_exit_code{directory=\"/srv/web \\\"1\\\"\",command=\"provision\"} 0"));
         assert_eq!(third.matches("# TYPE infrakit_tf_last_exit_code gauge").count(), 1);
+    }
+
+    #[test]
+    fn a_broken_or_foreign_line_is_dropped() {
+        let good = render("", &run("reconcile", 0), &Counts::default());
+        let broken = format!(
+            "{good}infrakit_tf_last_exit_code{{directory=\"/a}} 1\nnode_load1 3\ninfrakit_tf_last_exit_code{{directory=\"/b\",command=\"destroy\"}} 7\n\u{fffd}\n"
+        );
+        let next = render(&broken, &run("provision", 0), &Counts::default());
+        assert!(!next.contains("directory=\"/a}"), "{next}");
+        assert!(!next.contains("node_load1"), "{next}");
+        assert!(next.contains("infrakit_tf_last_exit_code{directory=\"/b\",command=\"destroy\"} 7"), "kept: {next}");
+        assert!(next.contains("command=\"reconcile\"} 0"), "kept: {next}");
     }
 
     #[test]

@@ -15,7 +15,6 @@ use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::group::{is_current, CONFIG_SHA_TAG, CONFIG_TAG, GROUP_TAG};
 use crate::names::Suffix;
-use crate::profile::Profiles;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfoutput::StateResource;
 use crate::workspace::Workspace;
@@ -90,9 +89,20 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             }
             Err(e) => return Err(e),
         };
-    let rows: Vec<Row> = rows(ctx, &ws, &profiles, &hashes, args.properties)
+    let instances = dir.instances(&profiles);
+    let state = state_of(&ws, &instances).unwrap_or_else(|e| {
+        ctx.printer.warn(&format!("statuses come from the files only: {e:#}"));
+        None
+    });
+    let rows: Vec<Row> = instances
         .into_iter()
-        .filter(|r| filter.iter().all(|(k, v)| r.tags.get(k) == Some(v)))
+        .inspect(|i| {
+            if let Err(e) = &i.doc {
+                ctx.printer.warn(e);
+            }
+        })
+        .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
+        .map(|i| row(i, args.properties, state.as_ref(), &hashes))
         .collect();
     if ctx.printer.json_output() {
         return ctx.printer.json(&rows);
@@ -105,45 +115,33 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
 }
 
 /// How many instances each group (`""`: none) has in each status, as `describe` shows them:
-/// for the metrics after a run (`metrics`).
+/// for the metrics after a run (`metrics`). Quietly: `describe`'s warnings were the run's to
+/// give. A state that cannot be read is an error here, not statuses from the files alone.
 pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
     let ws = Workspace::read(ctx)?;
     let profiles = ctx.profiles(ws.dir())?;
+    let instances = ws.dir().instances(&profiles);
+    let state = state_of(&ws, &instances)?;
     let mut counts = BTreeMap::new();
-    for row in rows(ctx, &ws, &profiles, &BTreeMap::new(), false) {
+    for inst in instances {
+        let row = row(inst, false, state.as_ref(), &BTreeMap::new());
         *counts.entry((row.group.unwrap_or_default(), row.status.to_string())).or_default() += 1;
     }
     Ok(counts)
 }
 
-/// Every instance's row, its status from terraform's state where there can be one.
-fn rows(ctx: &Ctx, ws: &Workspace, profiles: &Profiles, hashes: &BTreeMap<String, String>, props: bool) -> Vec<Row> {
-    let dir = ws.dir();
-    let instances = dir.instances(profiles);
-    // Only a live file can be in state, and only where state can exist: a directory of queued
-    // files, or one never applied, needs no terraform (and then its live files are pending).
-    let state = if !dir.may_have_state() {
-        instances.iter().any(|i| i.suffix == Suffix::Live).then(BTreeMap::new)
-    } else if instances.iter().any(|i| i.suffix == Suffix::Live) {
-        match ws.state() {
-            Ok(state) => Some(state),
-            Err(e) => {
-                ctx.printer.warn(&format!("statuses come from the files only: {e:#}"));
-                None
-            }
-        }
+/// Terraform's state, where an instance can be in it. Only a live file can be in state, and
+/// only where state can exist: a directory of queued files, or one never applied, needs no
+/// terraform (and then its live files are pending).
+fn state_of(ws: &Workspace, instances: &[Instance]) -> Result<Option<State>> {
+    let live = instances.iter().any(|i| i.suffix == Suffix::Live);
+    if !ws.dir().may_have_state() {
+        Ok(live.then(BTreeMap::new))
+    } else if live {
+        ws.state().map(Some)
     } else {
-        None
-    };
-    instances
-        .into_iter()
-        .inspect(|i| {
-            if let Err(e) = &i.doc {
-                ctx.printer.warn(e);
-            }
-        })
-        .map(|i| row(i, props, state.as_ref(), hashes))
-        .collect()
+        Ok(None)
+    }
 }
 
 /// ID, logical ID, status, attachments, and the tags that are not infrakit's own bookkeeping.

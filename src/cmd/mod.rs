@@ -158,7 +158,7 @@ pub(crate) fn load_groups(
 /// Writes the metrics of a run that ended with `code` (`metrics`), where a metrics file is
 /// configured: after every command that writes and every reconcile, failed or not. The
 /// instances are counted as `describe` would show them now; when they cannot be (the store is
-/// down), their series keep the last values. Never fails the run: a warning says what went
+/// down, the state unreadable, the run interrupted), their series keep the last values. Never fails the run: a warning says what went
 /// wrong.
 pub(crate) fn record_metrics(ctx: &crate::context::Ctx, command: &str, code: u8, started: std::time::SystemTime) {
     let path = match ctx.metrics_file() {
@@ -168,14 +168,20 @@ pub(crate) fn record_metrics(ctx: &crate::context::Ctx, command: &str, code: u8,
     };
     let duration = started.elapsed().unwrap_or_default();
     let counts = crate::metrics::taken();
-    let instances = match describe::census(ctx) {
-        Ok(counts) => Some(counts),
-        Err(e) => {
+    // After an interrupt, nothing more is run (not even `terraform show`): the counts stay.
+    let instances = match (!crate::signals::stop_requested()).then(|| describe::census(ctx)) {
+        Some(Ok(counts)) => Some(counts),
+        Some(Err(e)) => {
             ctx.printer.detail(&format!("the metrics keep the last instance counts: {e:#}"));
             None
         }
+        None => None,
     };
-    let directory = std::path::absolute(&ctx.dir).unwrap_or_else(|_| ctx.dir.clone()).display().to_string();
+    let directory = std::fs::canonicalize(&ctx.dir)
+        .or_else(|_| std::path::absolute(&ctx.dir))
+        .unwrap_or_else(|_| ctx.dir.clone())
+        .display()
+        .to_string();
     let run = crate::metrics::Run { command, directory, exit_code: code, started, duration, instances, counts };
     if let Err(e) = crate::metrics::write(&path, &run) {
         ctx.printer.warn(&format!("metrics not written to `{}`: {e:#}", path.display()));

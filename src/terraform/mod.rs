@@ -96,7 +96,8 @@ pub(crate) enum Apply<'a> {
     /// [`PlanOptions::refresh`]).
     Configuration { refresh: bool },
     /// A plan saved by [`Terraform::plan`] (`out`): exactly what was planned, no second plan.
-    Saved(&'a Path),
+    /// Its `targets` and the resources it `destroys` are what a retry plans and checks again.
+    Saved { plan: &'a Path, targets: &'a [String], destroys: u64 },
     /// Only these addresses and their dependencies (`-target`), without refreshing: what a
     /// commit changed. Terraform's "targeting is in effect" warnings are expected, not shown.
     Targets(&'a [String]),
@@ -106,10 +107,8 @@ pub(crate) enum Apply<'a> {
 #[derive(Clone)]
 struct Invocation {
     args: Vec<String>,
-    /// It may be run again after a transient error (`retry`): with these arguments (an apply
-    /// of a saved plan is run again as an apply of the configuration, since the plan is stale
-    /// once the failed try saved a state). `None`: never run again.
-    again: Option<Vec<String>>,
+    /// It may be run again after a transient error (`retry`).
+    retryable: bool,
     /// Exit 2 means "succeeded, with changes" (`plan -detailed-exitcode`).
     detailed_exitcode: bool,
     /// It may change the state: lineage and serial are recorded after it (`state_guard`).
@@ -125,7 +124,7 @@ impl Invocation {
     fn new(args: &[&str]) -> Self {
         Invocation {
             args: args.iter().map(|a| a.to_string()).collect(),
-            again: None,
+            retryable: false,
             detailed_exitcode: false,
             writes_state: false,
             touches_dir: true,
@@ -141,8 +140,12 @@ impl Invocation {
     /// Safe to run again as it is after a transient error: terraform re-plans from the state
     /// the failed try saved.
     fn retryable(mut self) -> Self {
-        self.again = Some(self.args.clone());
+        self.retryable = true;
         self
+    }
+
+    fn is_apply(&self) -> bool {
+        self.args.first().is_some_and(|a| a == "apply")
     }
 }
 
@@ -333,25 +336,49 @@ impl Terraform {
         let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-json"].map(String::from).into();
         args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
         args.extend(self.lock_wait());
-        let mut again = args.clone();
+        let base = args.clone();
         match what {
             Apply::Configuration { refresh: false } => args.push("-refresh=false".into()),
             Apply::Configuration { refresh: true } => {}
-            Apply::Saved(plan) => args.push(plan.to_str().context("plan path is not UTF-8")?.to_string()),
+            Apply::Saved { plan, .. } => args.push(path_arg(plan)?),
             Apply::Targets(targets) => {
                 args.push("-refresh=false".into());
                 args.extend(targets.iter().map(|t| format!("-target={t}")));
             }
         }
-        // A saved plan is stale once a failed try saved a state: its retry applies the
-        // configuration, planned afresh from that state (the refresh was the first try's).
-        match what {
-            Apply::Saved(_) => again.push("-refresh=false".into()),
-            _ => again.clone_from(&args),
-        }
         let targeted = matches!(what, Apply::Targets(t) if !t.is_empty());
-        let inv = Invocation { args, again: Some(again), targeted, ..Invocation::new(&[]) }.writes_state();
-        let applied = self.stream(&inv)?.collected.applied.unwrap_or_default();
+        let inv = Invocation { args, targeted, ..Invocation::new(&[]) }.writes_state().retryable();
+        let finished = match what {
+            // A saved plan is stale once the failed try saved a state: the retry plans again,
+            // as the first plan did (its targets) but from that state, and applies that plan
+            // only if it destroys no more than the plan that was checked (`--max-destroy`,
+            // adoption's "nothing destroyed") did.
+            Apply::Saved { plan, targets, destroys } => {
+                let mut n = 0;
+                self.retrying(&inv, |inv| self.stream_once(inv), |_| {
+                    n += 1;
+                    let fresh = plan.with_file_name(format!("retry-{n}.plan"));
+                    let options = PlanOptions { refresh: Some(false), lock: true, out: Some(&fresh), targets };
+                    let replanned = self.plan(options)?;
+                    if replanned.totals.remove > destroys {
+                        return Err(Failure::new(
+                            Code::TerraformFailed,
+                            format!(
+                                "the retry's plan would destroy {}, more than the {destroys} of the plan that was checked: it was not applied",
+                                replanned.totals.remove
+                            ),
+                        )
+                        .hint("run the command again: it plans and checks afresh")
+                        .into());
+                    }
+                    let mut args = base.clone();
+                    args.push(path_arg(&fresh)?);
+                    Ok(Invocation { args, ..inv.clone() })
+                })?
+            }
+            _ => self.stream(&inv)?,
+        };
+        let applied = finished.collected.applied.unwrap_or_default();
         crate::metrics::note_applied(applied);
         Ok(applied)
     }
@@ -394,29 +421,32 @@ impl Terraform {
 
     /// Runs to completion and returns stdout; stderr's tail goes into the error.
     fn capture(&self, inv: &Invocation) -> Result<String> {
-        self.retrying(inv, |inv| {
+        let once = |inv: &Invocation| {
             let mut stdout = Vec::new();
             let ran = supervise::supervise(self, inv, Sink::Capture(&mut stdout)).map_err(|e| (e, None))?;
-            let transient = self.transient(&ran);
+            let transient = self.transient(inv, &ran);
             conclude(self, inv, ran).map_err(|e| (e, transient))?;
             Ok(String::from_utf8_lossy(&stdout).into_owned())
-        })
+        };
+        self.retrying(inv, once, |inv| Ok(inv.clone()))
     }
 
     /// Runs a `-json` command, its events shown as progress as they arrive.
     fn stream(&self, inv: &Invocation) -> Result<Finished> {
-        self.retrying(inv, |inv| self.stream_once(inv))
+        self.retrying(inv, |inv| self.stream_once(inv), |inv| Ok(inv.clone()))
     }
 
     /// Runs `inv` by `once`, and again while it fails with a transient error, up to the
     /// retries `retry` allows, after a backoff: one line on stderr per retry, counted for the
     /// reports and the metrics. `once` gives a failure with the transient error's line, if it
-    /// was one. Nothing else is run again: an interrupt, a timeout, a held state lock, a lost
-    /// lease, a terraform killed by a signal (see [`Terraform::transient`]).
+    /// was one; `next` makes the next try's invocation from the last one's. Nothing else is
+    /// run again: an interrupt, a timeout, a held state lock, a lost lease, a terraform
+    /// killed by a signal or unable to save its state (see [`Terraform::transient`]).
     fn retrying<T>(
         &self,
         inv: &Invocation,
         mut once: impl FnMut(&Invocation) -> Result<T, (anyhow::Error, Option<String>)>,
+        mut next: impl FnMut(&Invocation) -> Result<Invocation>,
     ) -> Result<T> {
         let mut this = inv.clone();
         for attempt in 1.. {
@@ -424,8 +454,8 @@ impl Terraform {
                 Ok(done) => return Ok(done),
                 Err(failed) => failed,
             };
-            let again = match (why, &inv.again) {
-                (Some(why), Some(again)) if attempt <= self.retry.max => (why, again),
+            let why = match why {
+                Some(why) if inv.retryable && attempt <= self.retry.max => why,
                 _ => return Err(e),
             };
             if crate::exit::code_for(&e) != Code::TerraformFailed {
@@ -433,15 +463,14 @@ impl Terraform {
             }
             let wait = self.retry.delay(attempt);
             self.printer.warn(&format!(
-                "{} failed with a transient error ({}): retry {attempt} of {} in {:.1}s",
+                "{} failed with a transient error ({why}): retry {attempt} of {} in {:.1}s",
                 self.display(&this.args),
-                again.0,
                 self.retry.max,
                 wait.as_secs_f64()
             ));
             crate::metrics::note_retry();
-            supervise::back_off(wait, &self.display(again.1))?;
-            this = Invocation { args: again.1.clone(), ..inv.clone() };
+            supervise::back_off(wait, &self.display(&this.args))?;
+            this = next(&this)?;
         }
         unreachable!("the loop returns")
     }
@@ -449,7 +478,7 @@ impl Terraform {
     /// The line of a failed run's errors that makes it transient (`retry`), if one does. A run
     /// that succeeded, timed out, lost its lease, was killed by a signal, or had terraform
     /// print its state (it could not save it) is never transient.
-    fn transient(&self, ran: &supervise::Ran) -> Option<String> {
+    fn transient(&self, inv: &Invocation, ran: &supervise::Ran) -> Option<String> {
         use std::os::unix::process::ExitStatusExt;
         if self.retry.max == 0
             || ran.status.success()
@@ -457,10 +486,11 @@ impl Terraform {
             || ran.timed_out
             || ran.fenced.is_some()
             || ran.collected.dump.is_some()
+            || crate::state_guard::errored(&self.dir).is_some()
         {
             return None;
         }
-        self.retry.transient(&ran.collected.error_text())
+        self.retry.transient(&ran.collected.error_text(), inv.is_apply())
     }
 
     /// One run of a `-json` command (see [`Terraform::stream`]).
@@ -482,7 +512,7 @@ impl Terraform {
         }
         let ran = ran.map_err(|e| (e, None))?;
         let garbage = ran.collected.garbage;
-        let transient = self.transient(&ran);
+        let transient = self.transient(inv, &ran);
         let finished = conclude(self, inv, ran).map_err(|e| (e, transient))?;
         let c = &finished.collected;
         if garbage > 0 && c.planned.is_none() && c.applied.is_none() {
@@ -528,6 +558,11 @@ impl Terraform {
         }
         format!("`{name} {}`", shown.join(" "))
     }
+}
+
+/// A path as a command-line argument.
+fn path_arg(path: &Path) -> Result<String> {
+    Ok(path.to_str().context("plan path is not UTF-8")?.to_string())
 }
 
 impl fmt::Debug for Terraform {

@@ -95,6 +95,8 @@ pub(crate) struct SavedPlan {
     pub(crate) plan: Plan,
     _dir: tempfile::TempDir,
     path: PathBuf,
+    /// What it was limited to (`-target`); empty: everything.
+    targets: Vec<String>,
 }
 
 /// Files as they were before a change.
@@ -109,8 +111,9 @@ struct Saved {
 }
 
 impl SavedPlan {
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
+    /// Applying exactly this plan (its targets and destroys are what a retry checks again).
+    pub(crate) fn to_apply(&self) -> Apply<'_> {
+        Apply::Saved { plan: &self.path, targets: &self.targets, destroys: self.plan.totals.remove }
     }
 }
 
@@ -718,7 +721,7 @@ impl<'a> Workspace<'a> {
         let dir = crate::fsio::temp_dir("plan")?;
         let path = dir.path().join("plan");
         let plan = self.terraform()?.plan(PlanOptions { refresh, lock: true, out: Some(&path), targets })?;
-        Ok(SavedPlan { plan, _dir: dir, path })
+        Ok(SavedPlan { plan, _dir: dir, path, targets: targets.to_vec() })
     }
 
     /// Applies the directory as it is, or a saved plan, after `init` if what was written

@@ -123,7 +123,8 @@ fn an_interrupt_during_the_backoff_ends_the_run_at_once() {
     let c = cloud("60s");
     c.run(&["provision", "--no-apply", &c.spec()]).ok();
     throttle(&c, 1);
-    let mut run = c.start(&["reconcile"], &[]);
+    let path = c.s.root.path().join("infrakit.prom");
+    let mut run = c.start(&["reconcile", "--metrics-file", path.to_str().unwrap()], &[]);
     run.wait_for("retry 1 of 3 in").expect("a retry is announced");
     let sent = Instant::now();
     // SAFETY: kill(2) on our own child.
@@ -132,6 +133,11 @@ fn an_interrupt_during_the_backoff_ends_the_run_at_once() {
     assert!(sent.elapsed() < Duration::from_secs(10), "took {:?} to stop", sent.elapsed());
     assert_eq!(run.code, INTERRUPTED, "{}", run.stderr);
     assert!(run.stderr.contains("interrupted while waiting to retry"), "{}", run.stderr);
+    // The metrics say so; nothing more ran to count the instances, so none are claimed.
+    let m = metrics(&path);
+    let dir = c.s.dir.as_path();
+    assert_eq!(value(&m, dir, "last_exit_code", &[("command", "reconcile")]), Some(INTERRUPTED as f64));
+    assert!(!m.keys().any(|(family, _)| family == "infrakit_tf_instances"), "{m:?}");
     // Nothing is left half done: the next run finishes the work.
     c.run(&["reconcile"]).ok();
     c.run(&["reconcile", "--check"]).ok();

@@ -132,7 +132,7 @@ fn adopt_first(ws: &mut Workspace<'_>, printer: &Printer, report: &mut Report) -
         ));
         return Ok(());
     }
-    let c = ws.apply(Apply::Saved(saved.path()))?;
+    let c = ws.apply(saved.to_apply())?;
     ws.imports_done(&targets)?;
     report.terraform_runs += 1;
     report.applied = true;
@@ -230,7 +230,7 @@ impl Run<'_> {
             // Terraform: a second refresh would only double the cost on a large group.
             Some(Apply::Configuration { refresh: false })
         } else if saved.plan.has_changes || !saved.plan.drift.is_empty() {
-            Some(Apply::Saved(saved.path()))
+            Some(saved.to_apply())
         } else {
             None
         };
