@@ -8,7 +8,7 @@ use std::io::{self, Read};
 
 use anyhow::{Context, Result};
 
-use crate::tfoutput::{self, Changes, Diagnostic, Event, ResourceChange};
+use crate::tfoutput::{self, Action, Changes, Diagnostic, Event, ResourceChange};
 
 /// Lines of stderr (and stray stdout) kept for error messages.
 const TAIL: usize = 20;
@@ -37,6 +37,9 @@ pub(super) struct Collected {
     pub(super) garbage: usize,
     /// The state terraform could not save and printed instead (see `state_guard::keep_dump`).
     pub(super) dump: Option<serde_json::Value>,
+    /// What an apply completed, resource by resource (`apply_complete`): what a failed one
+    /// did before it failed (its summary comes only when it succeeds).
+    pub(super) done: Changes,
 }
 
 impl Collected {
@@ -97,6 +100,16 @@ impl Collected {
             Event::Drift(c) => self.drift.push(c.clone()),
             Event::PlannedChange(c) => self.changes.push(c.clone()),
             Event::StateDump(state) => self.dump = Some(state.clone()),
+            Event::ApplyComplete { action, .. } => match action {
+                Action::Create => self.done.add += 1,
+                Action::Update => self.done.change += 1,
+                Action::Delete => self.done.remove += 1,
+                Action::Replace => {
+                    self.done.add += 1;
+                    self.done.remove += 1;
+                }
+                _ => {}
+            },
             _ => {}
         }
     }

@@ -97,7 +97,7 @@ pub(crate) enum Apply<'a> {
     Configuration { refresh: bool },
     /// A plan saved by [`Terraform::plan`] (`out`): exactly what was planned, no second plan.
     /// Its `targets` and the resources it `destroys` are what a retry plans and checks again.
-    Saved { plan: &'a Path, targets: &'a [String], destroys: u64 },
+    Saved { plan: &'a Path, refresh: Option<bool>, targets: &'a [String], destroys: u64 },
     /// Only these addresses and their dependencies (`-target`), without refreshing: what a
     /// commit changed. Terraform's "targeting is in effect" warnings are expected, not shown.
     Targets(&'a [String]),
@@ -350,22 +350,22 @@ impl Terraform {
         let inv = Invocation { args, targeted, ..Invocation::new(&[]) }.writes_state().retryable();
         let finished = match what {
             // A saved plan is stale once the failed try saved a state: the retry plans again,
-            // as the first plan did (its targets) but from that state, and applies that plan
-            // only if it destroys no more than the plan that was checked (`--max-destroy`,
-            // adoption's "nothing destroyed") did.
-            Apply::Saved { plan, targets, destroys } => {
+            // as the first plan did (its targets, its refresh) but from that state, and applies
+            // that plan only if, with what the failed tries destroyed, it destroys no more than
+            // the plan that was checked (`--max-destroy`, adoption's "nothing destroyed") did.
+            Apply::Saved { plan, refresh, targets, destroys } => {
                 let mut n = 0;
-                self.retrying(&inv, |inv| self.stream_once(inv), |_| {
+                self.retrying(&inv, |inv| self.stream_once(inv), |inv, done| {
                     n += 1;
                     let fresh = plan.with_file_name(format!("retry-{n}.plan"));
-                    let options = PlanOptions { refresh: Some(false), lock: true, out: Some(&fresh), targets };
+                    let options = PlanOptions { refresh, lock: true, out: Some(&fresh), targets };
                     let replanned = self.plan(options)?;
-                    if replanned.totals.remove > destroys {
+                    if replanned.totals.remove + done.remove > destroys {
                         return Err(Failure::new(
                             Code::TerraformFailed,
                             format!(
-                                "the retry's plan would destroy {}, more than the {destroys} of the plan that was checked: it was not applied",
-                                replanned.totals.remove
+                                "the retry's plan would destroy {} after the failed tries destroyed {}, more than the {destroys} of the plan that was checked: it was not applied",
+                                replanned.totals.remove, done.remove
                             ),
                         )
                         .hint("run the command again: it plans and checks afresh")
@@ -423,54 +423,60 @@ impl Terraform {
     fn capture(&self, inv: &Invocation) -> Result<String> {
         let once = |inv: &Invocation| {
             let mut stdout = Vec::new();
-            let ran = supervise::supervise(self, inv, Sink::Capture(&mut stdout)).map_err(|e| (e, None))?;
+            let ran = supervise::supervise(self, inv, Sink::Capture(&mut stdout)).map_err(Failed::plain)?;
             let transient = self.transient(inv, &ran);
-            conclude(self, inv, ran).map_err(|e| (e, transient))?;
+            conclude(self, inv, ran).map_err(|error| Failed { error, transient, done: Changes::default() })?;
             Ok(String::from_utf8_lossy(&stdout).into_owned())
         };
-        self.retrying(inv, once, |inv| Ok(inv.clone()))
+        self.retrying(inv, once, |inv, _| Ok(inv.clone()))
     }
 
     /// Runs a `-json` command, its events shown as progress as they arrive.
     fn stream(&self, inv: &Invocation) -> Result<Finished> {
-        self.retrying(inv, |inv| self.stream_once(inv), |inv| Ok(inv.clone()))
+        self.retrying(inv, |inv| self.stream_once(inv), |inv, _| Ok(inv.clone()))
     }
 
     /// Runs `inv` by `once`, and again while it fails with a transient error, up to the
     /// retries `retry` allows, after a backoff: one line on stderr per retry, counted for the
     /// reports and the metrics. `once` gives a failure with the transient error's line, if it
-    /// was one; `next` makes the next try's invocation from the last one's. Nothing else is
-    /// run again: an interrupt, a timeout, a held state lock, a lost lease, a terraform
-    /// killed by a signal or unable to save its state (see [`Terraform::transient`]).
+    /// was one; `next` makes the next try's invocation from the last one's and what the
+    /// failed tries completed. Nothing else is run again: an interrupt, a timeout, a held
+    /// state lock, a lost lease, a terraform killed by a signal or unable to save its state
+    /// (see [`Terraform::transient`]).
     fn retrying<T>(
         &self,
         inv: &Invocation,
-        mut once: impl FnMut(&Invocation) -> Result<T, (anyhow::Error, Option<String>)>,
-        mut next: impl FnMut(&Invocation) -> Result<Invocation>,
+        mut once: impl FnMut(&Invocation) -> Result<T, Failed>,
+        mut next: impl FnMut(&Invocation, &Changes) -> Result<Invocation>,
     ) -> Result<T> {
         let mut this = inv.clone();
+        let mut done = Changes::default();
         for attempt in 1.. {
-            let (e, why) = match once(&this) {
-                Ok(done) => return Ok(done),
+            let failed = match once(&this) {
+                Ok(finished) => return Ok(finished),
                 Err(failed) => failed,
             };
-            let why = match why {
+            // What a failed apply completed is done, and counted.
+            crate::metrics::note_applied(failed.done);
+            (done.add, done.change, done.remove) =
+                (done.add + failed.done.add, done.change + failed.done.change, done.remove + failed.done.remove);
+            let why = match failed.transient {
                 Some(why) if inv.retryable && attempt <= self.retry.max => why,
-                _ => return Err(e),
+                _ => return Err(failed.error),
             };
-            if crate::exit::code_for(&e) != Code::TerraformFailed {
-                return Err(e);
+            if crate::exit::code_for(&failed.error) != Code::TerraformFailed {
+                return Err(failed.error);
             }
             let wait = self.retry.delay(attempt);
+            let shown = self.display(&this.args);
             self.printer.warn(&format!(
-                "{} failed with a transient error ({why}): retry {attempt} of {} in {:.1}s",
-                self.display(&this.args),
+                "{shown} failed with a transient error ({why}): retry {attempt} of {} in {:.1}s",
                 self.retry.max,
                 wait.as_secs_f64()
             ));
             crate::metrics::note_retry();
-            supervise::back_off(wait, &self.display(&this.args))?;
-            this = next(&this)?;
+            supervise::back_off(wait, &shown)?;
+            this = next(&this, &done)?;
         }
         unreachable!("the loop returns")
     }
@@ -494,7 +500,7 @@ impl Terraform {
     }
 
     /// One run of a `-json` command (see [`Terraform::stream`]).
-    fn stream_once(&self, inv: &Invocation) -> Result<Finished, (anyhow::Error, Option<String>)> {
+    fn stream_once(&self, inv: &Invocation) -> Result<Finished, Failed> {
         self.printer.detail(&format!("running {}", self.display(&inv.args)));
         let mut progress = Progress::new(&self.printer);
         let mut expected = 0;
@@ -510,13 +516,14 @@ impl Terraform {
         if expected > 0 {
             self.printer.detail("terraform applied the changed resources only (-target); `reconcile` applies the rest");
         }
-        let ran = ran.map_err(|e| (e, None))?;
+        let ran = ran.map_err(Failed::plain)?;
         let garbage = ran.collected.garbage;
         let transient = self.transient(inv, &ran);
-        let finished = conclude(self, inv, ran).map_err(|e| (e, transient))?;
+        let done = ran.collected.done;
+        let finished = conclude(self, inv, ran).map_err(|error| Failed { error, transient, done })?;
         let c = &finished.collected;
         if garbage > 0 && c.planned.is_none() && c.applied.is_none() {
-            return Err((
+            return Err(Failed::plain(
                 Failure::new(
                     Code::TerraformFailed,
                     format!(
@@ -526,7 +533,6 @@ impl Terraform {
                     ),
                 )
                 .into(),
-                None,
             ));
         }
         Ok(finished)
@@ -557,6 +563,22 @@ impl Terraform {
             }
         }
         format!("`{name} {}`", shown.join(" "))
+    }
+}
+
+/// A try that failed (see [`Terraform::retrying`]).
+struct Failed {
+    error: anyhow::Error,
+    /// The transient error's line, if it was one.
+    transient: Option<String>,
+    /// What it completed before it failed (an apply's).
+    done: Changes,
+}
+
+impl Failed {
+    /// A failure that is not transient, and completed nothing.
+    fn plain(error: anyhow::Error) -> Failed {
+        Failed { error, transient: None, done: Changes::default() }
     }
 }
 

@@ -54,7 +54,7 @@ pub(crate) const DEFAULT_PATTERNS: &[(&str, bool)] = &[
     // Provider and module downloads that broke off (a 404, a missing version, a checksum that
     // does not match are not here). Only init downloads.
     (
-        r"(failed to install provider|error installing provider|failed to query available provider packages|could not download module|failed to download module)[^\n]*\n?[^\n]*(timeout|timed out|connection|reset|refused|EOF|(status|code|returned)[^\n]{0,20}(5\d\d|429)|temporar)",
+        r"(failed to install provider|error installing provider|failed to query available provider packages|could not download module|failed to download module)[\s\S]{0,400}?(timeout|timed out|connection|reset|refused|EOF|(status|code|returned)[^\n]{0,20}(5\d\d|429)|temporar)",
         false,
     ),
 ];
@@ -137,7 +137,12 @@ impl Retry {
         if self.never.iter().any(|p| p.is_match(error)) {
             return None;
         }
-        let m = self.patterns.iter().filter(|(_, on_apply)| *on_apply || !apply).find_map(|(p, _)| p.find(error))?;
+        // An apply's errors are all its resources': one that failed mid-call (a pattern not
+        // safe on apply) may have made its machine, whatever the others say.
+        if apply && self.patterns.iter().any(|(p, on_apply)| !on_apply && p.is_match(error)) {
+            return None;
+        }
+        let m = self.patterns.iter().find_map(|(p, _)| p.find(error))?;
         let start = error[..m.start()].rfind('\n').map_or(0, |i| i + 1);
         let end = error[m.start()..].find('\n').map_or(error.len(), |i| m.start() + i);
         Some(error[start..end].trim().to_string())
@@ -179,11 +184,15 @@ mod tests {
             ("Error: compute.VirtualMachinesClient#CreateOrUpdate: StatusCode=503 -- Original Error: ServiceUnavailable", true),
             ("Error: Post \"https://ec2.eu-west-1.amazonaws.com/\": dial tcp 52.95.1.1:443: connect: connection refused", true),
             ("Error: Post \"https://ec2.eu-west-1.amazonaws.com/\": read tcp 10.0.0.2:41234->52.95.1.1:443: read: connection reset by peer", false),
-            ("Error: Failed to install provider\n\nError while installing hashicorp/aws v5.0.0: Get \"https://releases.hashicorp.com/x.zip\": net/http: TLS handshake timeout", true),
+            ("Error: Failed to install provider\n\nError while installing hashicorp/aws v5.0.0: Get \"https://releases.hashicorp.com/x.zip\": net/http: TLS handshake timeout", false),
             ("Error: Failed to query available provider packages\n\nCould not retrieve the list of available versions: dial tcp: lookup registry.terraform.io: i/o timeout", false),
             ("Error: retrieving Virtual Machine: unexpected status 502 (502 Bad Gateway) with response: upstream error", false),
             ("Error: creating server: dial tcp 10.1.1.1:443: connect: connection timed out", false),
             ("fakecloud: creating the object failed\nThrottlingException: Rate exceeded (status code: 400; 1 more throttled)", true),
+            // An apply's errors together: one mid-call, so not on apply.
+            ("Error: creating VM a: ThrottlingException: Rate exceeded\nError: creating VM b: read tcp 10.0.0.2:41234->52.95.1.1:443: read: connection reset by peer", false),
+            // terraform init's plain text: the cause lines below the summary.
+            ("Error: Failed to install provider\n\nError while installing hashicorp/aws v5.0.0: could not query\nprovider registry for registry.terraform.io/hashicorp/aws: the request\nfailed after 2 attempts, please try again later: Get\n\"https://registry.terraform.io/v1/providers/hashicorp/aws/versions\": EOF", false),
         ];
         for (e, on_apply) in transient {
             assert!(r.transient(e, false).is_some(), "not taken as transient: {e}");

@@ -47,24 +47,24 @@ pub(super) struct Ran {
     pub(super) fenced: Option<String>,
 }
 
-/// Waits `wait` before a retry of `next` (`retry`), the directory lock and any lease held. An
+/// Waits `wait` before `failed` (`retry`) is run again, the directory lock and any lease held. An
 /// interrupt (Ctrl-C, SIGTERM) ends the wait, and the run, at once (exit 130): signals are
 /// recorded meanwhile, not left to their default action, so that the run ends as after an
 /// interrupted terraform (the lease released, the metrics written). So does a lost lease.
-pub(super) fn back_off(wait: Duration, next: &str) -> Result<()> {
+pub(super) fn back_off(wait: Duration, failed: &str) -> Result<()> {
     let _recorded = ChildRunning::start();
     let until = Instant::now() + wait;
     loop {
         if signals::stop_requested() {
             return Err(Failure::new(
                 Code::Interrupted,
-                format!("interrupted while waiting to retry: {next} was not started"),
+                format!("interrupted while waiting to retry {failed}: nothing more was started"),
             )
             .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
             .into());
         }
         if let Some(why) = lease::lost() {
-            return Err(lease::lost_error(&format!("{why}; {next} was not started")));
+            return Err(lease::lost_error(&format!("{why}; {failed} was not retried")));
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {

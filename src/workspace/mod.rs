@@ -97,6 +97,8 @@ pub(crate) struct SavedPlan {
     path: PathBuf,
     /// What it was limited to (`-target`); empty: everything.
     targets: Vec<String>,
+    /// Whether it refreshed (see [`PlanOptions::refresh`]).
+    refresh: Option<bool>,
 }
 
 /// Files as they were before a change.
@@ -113,7 +115,12 @@ struct Saved {
 impl SavedPlan {
     /// Applying exactly this plan (its targets and destroys are what a retry checks again).
     pub(crate) fn to_apply(&self) -> Apply<'_> {
-        Apply::Saved { plan: &self.path, targets: &self.targets, destroys: self.plan.totals.remove }
+        Apply::Saved {
+            plan: &self.path,
+            refresh: self.refresh,
+            targets: &self.targets,
+            destroys: self.plan.totals.remove,
+        }
     }
 }
 
@@ -721,7 +728,7 @@ impl<'a> Workspace<'a> {
         let dir = crate::fsio::temp_dir("plan")?;
         let path = dir.path().join("plan");
         let plan = self.terraform()?.plan(PlanOptions { refresh, lock: true, out: Some(&path), targets })?;
-        Ok(SavedPlan { plan, _dir: dir, path, targets: targets.to_vec() })
+        Ok(SavedPlan { plan, _dir: dir, path, targets: targets.to_vec(), refresh })
     }
 
     /// Applies the directory as it is, or a saved plan, after `init` if what was written
