@@ -467,6 +467,9 @@ impl Terraform {
             if crate::exit::code_for(&failed.error) != Code::TerraformFailed {
                 return Err(failed.error);
             }
+            // Signals are recorded from before the retry is announced: one sent on seeing the
+            // announcement must end the run as an interrupt, not kill it.
+            let recorded = crate::signals::ChildRunning::start();
             let wait = self.retry.delay(attempt);
             let shown = self.display(&this.args);
             self.printer.warn(&format!(
@@ -475,7 +478,8 @@ impl Terraform {
                 wait.as_secs_f64()
             ));
             crate::metrics::note_retry();
-            supervise::back_off(wait, &shown)?;
+            supervise::back_off(wait, &shown, &recorded)?;
+            drop(recorded);
             this = next(&this, &done)?;
         }
         unreachable!("the loop returns")
