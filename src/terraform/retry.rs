@@ -6,6 +6,7 @@
 //! state lock, a lost lease or a terraform killed by a signal (the runner decides those before
 //! it asks here).
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use regex::{Regex, RegexBuilder};
@@ -75,6 +76,15 @@ pub(crate) struct Retry {
     /// The first delay; the n-th retry waits between half and all of `base * 2^(n-1)`.
     pub(crate) base: Duration,
     /// Each pattern, and whether an apply that failed with it is run again.
+    patterns: Vec<(String, bool)>,
+    /// The patterns compiled, at the first failure: compiling the default list takes
+    /// milliseconds (case-insensitive Unicode classes), which a run that fails nothing, or
+    /// reads only, should not pay.
+    compiled: OnceLock<Compiled>,
+}
+
+#[derive(Debug, Clone)]
+struct Compiled {
     patterns: Vec<(Regex, bool)>,
     never: Vec<Regex>,
 }
@@ -93,40 +103,34 @@ pub(crate) enum Patterns {
     Replaced(Vec<String>),
 }
 
+fn compile(p: &str) -> Result<Regex, String> {
+    RegexBuilder::new(p)
+        .case_insensitive(true)
+        .build()
+        .map_err(|e| format!("retryable error pattern `{p}` is not a regular expression: {e}"))
+}
+
 impl Retry {
     /// A policy of `max` retries, `base` first delay, retrying failures that match one of
-    /// `patterns` or `extra` (the user's, for every run; case-insensitive). A pattern that
-    /// does not compile is refused, naming it.
+    /// `patterns` or `extra` (the user's, for every run; case-insensitive). A pattern of the
+    /// user's that does not compile is refused, naming it (the default ones are known to).
     pub(crate) fn new(max: u32, base: Duration, patterns: Patterns, extra: &[String]) -> Result<Retry, String> {
-        let compile = |p: &str| {
-            RegexBuilder::new(p)
-                .case_insensitive(true)
-                .build()
-                .map_err(|e| format!("retryable error pattern `{p}` is not a regular expression: {e}"))
-        };
-        let mut all = Vec::new();
-        match patterns {
-            Patterns::Default => {
-                for (p, apply) in DEFAULT_PATTERNS {
-                    all.push((compile(p)?, *apply));
-                }
-            }
+        let mut all: Vec<(String, bool)> = match patterns {
+            Patterns::Default => DEFAULT_PATTERNS.iter().map(|(p, apply)| (p.to_string(), *apply)).collect(),
             Patterns::Replaced(mine) => {
-                for p in &mine {
-                    all.push((compile(p)?, true));
-                }
+                mine.iter().map(|p| compile(p).map(|_| (p.clone(), true))).collect::<Result<_, _>>()?
             }
-        }
+        };
         for p in extra {
-            all.push((compile(p)?, true));
+            compile(p)?;
+            all.push((p.clone(), true));
         }
-        let never = NEVER.iter().map(|p| compile(p)).collect::<Result<_, _>>()?;
-        Ok(Retry { max, base, patterns: all, never })
+        Ok(Retry { max, base, patterns: all, compiled: OnceLock::new() })
     }
 
     /// No retries.
     pub(crate) fn none() -> Retry {
-        Retry { max: 0, ..Retry::default() }
+        Retry { max: 0, base: DEFAULT_BASE, patterns: Vec::new(), compiled: OnceLock::new() }
     }
 
     /// The line of `error` (terraform's error text) that a pattern matches, if one does: the
@@ -134,15 +138,19 @@ impl Retry {
     /// refused before it acted make transient. A pattern may span lines; then the first line
     /// of its match is given. A failure to save the state is never transient.
     pub(crate) fn transient(&self, error: &str, apply: bool) -> Option<String> {
-        if self.never.iter().any(|p| p.is_match(error)) {
+        let c = self.compiled.get_or_init(|| Compiled {
+            patterns: self.patterns.iter().map(|(p, apply)| (compile(p).expect("checked by `new`"), *apply)).collect(),
+            never: NEVER.iter().map(|p| compile(p).expect("the vetoes compile")).collect(),
+        });
+        if c.never.iter().any(|p| p.is_match(error)) {
             return None;
         }
         // An apply's errors are all its resources': one that failed mid-call (a pattern not
         // safe on apply) may have made its machine, whatever the others say.
-        if apply && self.patterns.iter().any(|(p, on_apply)| !on_apply && p.is_match(error)) {
+        if apply && c.patterns.iter().any(|(p, on_apply)| !on_apply && p.is_match(error)) {
             return None;
         }
-        let m = self.patterns.iter().find_map(|(p, _)| p.find(error))?;
+        let m = c.patterns.iter().find_map(|(p, _)| p.find(error))?;
         let start = error[..m.start()].rfind('\n').map_or(0, |i| i + 1);
         let end = error[m.start()..].find('\n').map_or(error.len(), |i| m.start() + i);
         Some(error[start..end].trim().to_string())
