@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
@@ -28,24 +28,15 @@ use crate::tfoutput::Changes;
 pub(crate) struct Counts {
     terraform_runs: u64,
     retries: u64,
-    added: u64,
-    changed: u64,
-    destroyed: u64,
+    /// What its applies did, failed tries included.
+    applied: Changes,
     /// Set by reconcile once it planned: resources changed outside terraform.
     drift: Option<usize>,
     /// Set by reconcile once it decided: members still to be replaced, by group.
     outdated: Option<BTreeMap<String, usize>>,
 }
 
-static COUNTS: Mutex<Counts> = Mutex::new(Counts {
-    terraform_runs: 0,
-    retries: 0,
-    added: 0,
-    changed: 0,
-    destroyed: 0,
-    drift: None,
-    outdated: None,
-});
+static COUNTS: LazyLock<Mutex<Counts>> = LazyLock::new(Mutex::default);
 
 fn counts() -> std::sync::MutexGuard<'static, Counts> {
     COUNTS.lock().unwrap_or_else(|e| e.into_inner())
@@ -72,12 +63,9 @@ pub(crate) fn retries() -> u64 {
     counts().retries
 }
 
-/// An apply finished: what it added, changed and destroyed.
+/// An apply finished, or failed: what it added, changed and destroyed.
 pub(crate) fn note_applied(c: Changes) {
-    let mut counts = counts();
-    counts.added += c.add;
-    counts.changed += c.change;
-    counts.destroyed += c.remove;
+    counts().applied += c;
 }
 
 /// What reconcile found: the drift, and each group's outdated members.
@@ -90,7 +78,7 @@ pub(crate) fn note_reconciled(drift: usize, outdated: impl IntoIterator<Item = (
 /// One run, as it ended.
 pub(crate) struct Run<'a> {
     pub(crate) command: &'a str,
-    /// The directory, as given (`--dir`), made absolute.
+    /// The directory (`--dir`), canonical.
     pub(crate) directory: String,
     pub(crate) exit_code: u8,
     pub(crate) started: SystemTime,
@@ -101,48 +89,42 @@ pub(crate) struct Run<'a> {
     pub(crate) counts: Counts,
 }
 
-/// The families, in the file's order: name, type, help, and whether each sample carries the
-/// command.
-const FAMILIES: &[(&str, &str, &str, bool)] = &[
-    ("infrakit_tf_last_run_timestamp_seconds", "gauge", "When the command's last run ended (Unix time).", true),
+/// The families, all gauges, in the file's order: name, help, and whether each sample carries
+/// the command.
+const FAMILIES: &[(&str, &str, bool)] = &[
+    ("infrakit_tf_last_run_timestamp_seconds", "When the command's last run ended (Unix time).", true),
     (
         "infrakit_tf_last_success_timestamp_seconds",
-        "gauge",
         "When the command's last successful run (exit 0) ended (Unix time).",
         true,
     ),
-    ("infrakit_tf_last_exit_code", "gauge", "The exit code of the command's last run (README \"Exit codes\").", true),
-    ("infrakit_tf_last_run_duration_seconds", "gauge", "How long the command's last run took.", true),
-    ("infrakit_tf_last_run_terraform_runs", "gauge", "Terraform runs the command's last run started.", true),
+    ("infrakit_tf_last_exit_code", "The exit code of the command's last run (README \"Exit codes\").", true),
+    ("infrakit_tf_last_run_duration_seconds", "How long the command's last run took.", true),
+    ("infrakit_tf_last_run_terraform_runs", "Terraform runs the command's last run started.", true),
     (
         "infrakit_tf_last_run_retries",
-        "gauge",
         "Terraform runs the command's last run started again after a transient error.",
         true,
     ),
-    ("infrakit_tf_last_run_resources_added", "gauge", "Resources terraform created in the command's last run.", true),
-    ("infrakit_tf_last_run_resources_changed", "gauge", "Resources terraform changed in the command's last run.", true),
+    ("infrakit_tf_last_run_resources_added", "Resources terraform created in the command's last run.", true),
+    ("infrakit_tf_last_run_resources_changed", "Resources terraform changed in the command's last run.", true),
     (
         "infrakit_tf_last_run_resources_destroyed",
-        "gauge",
         "Resources terraform destroyed in the command's last run.",
         true,
     ),
     (
         "infrakit_tf_instances",
-        "gauge",
         "Instances after the last run, by group (empty: none) and status (created, pending, queued, tainted, configured, invalid).",
         false,
     ),
     (
         "infrakit_tf_group_members_outdated",
-        "gauge",
         "Members of the group still to be replaced by a rolling update, as the last reconcile found.",
         false,
     ),
     (
         "infrakit_tf_drift_resources",
-        "gauge",
         "Resources changed or deleted outside terraform, as the last reconcile found.",
         false,
     ),
@@ -161,13 +143,14 @@ pub(crate) fn write(path: &Path, run: &Run<'_>) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(anyhow::Error::new(e).context(format!("failed to read `{}`", path.display()))),
     };
-    let text = render(&old, run, &run.counts);
+    let text = render(&old, run);
     fsio::write_atomic(path, text.as_bytes(), Perms::Public)?;
     Ok(())
 }
 
 /// The file after `run`, from the file before it (`old`).
-fn render(old: &str, run: &Run<'_>, counts: &Counts) -> String {
+fn render(old: &str, run: &Run<'_>) -> String {
+    let counts = &run.counts;
     let dir = format!("directory=\"{}\"", escape(&run.directory));
     let cmd = format!("{dir},command=\"{}\"", escape(run.command));
     let seconds = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
@@ -178,9 +161,9 @@ fn render(old: &str, run: &Run<'_>, counts: &Counts) -> String {
         ("infrakit_tf_last_run_duration_seconds", cmd.clone(), number(run.duration.as_secs_f64())),
         ("infrakit_tf_last_run_terraform_runs", cmd.clone(), counts.terraform_runs.to_string()),
         ("infrakit_tf_last_run_retries", cmd.clone(), counts.retries.to_string()),
-        ("infrakit_tf_last_run_resources_added", cmd.clone(), counts.added.to_string()),
-        ("infrakit_tf_last_run_resources_changed", cmd.clone(), counts.changed.to_string()),
-        ("infrakit_tf_last_run_resources_destroyed", cmd.clone(), counts.destroyed.to_string()),
+        ("infrakit_tf_last_run_resources_added", cmd.clone(), counts.applied.add.to_string()),
+        ("infrakit_tf_last_run_resources_changed", cmd.clone(), counts.applied.change.to_string()),
+        ("infrakit_tf_last_run_resources_destroyed", cmd.clone(), counts.applied.remove.to_string()),
     ];
     if run.exit_code == 0 {
         new.push(("infrakit_tf_last_success_timestamp_seconds", cmd.clone(), number(seconds(ended))));
@@ -200,7 +183,7 @@ fn render(old: &str, run: &Run<'_>, counts: &Counts) -> String {
     }
     // What this run replaces: its command's series, and the directory's that it measured.
     let replaced = |family: &str, labels: &str| {
-        let per_command = FAMILIES.iter().any(|f| f.0 == family && f.3);
+        let per_command = FAMILIES.iter().any(|f| f.0 == family && f.2);
         let ours = labels.starts_with(&format!("{dir},")) || labels == dir;
         match family {
             _ if per_command => labels == cmd && new.iter().any(|(f, _, _)| *f == family),
@@ -222,9 +205,9 @@ fn render(old: &str, run: &Run<'_>, counts: &Counts) -> String {
         samples.entry(family).or_default().insert(labels, value);
     }
     let mut out = String::new();
-    for (name, kind, help, _) in FAMILIES {
+    for (name, help, _) in FAMILIES {
         let Some(series) = samples.get(name) else { continue };
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
         for (labels, value) in series {
             let _ = writeln!(out, "{name}{{{labels}}} {value}");
         }
@@ -277,13 +260,12 @@ mod tests {
 
     #[test]
     fn a_failed_run_keeps_the_last_success_and_other_commands() {
-        let counts = Counts::default();
-        let first = render("", &run("reconcile", 0), &counts);
+        let first = render("", &run("reconcile", 0));
         assert!(first.contains(
             "infrakit_tf_last_success_timestamp_seconds{directory=\"/srv/web \\\"1\\\"\",command=\"reconcile\"} 1800000001.500"
         ), "{first}");
-        let second = render(&first, &run("provision", 0), &counts);
-        let third = render(&second, &run("reconcile", 7), &counts);
+        let second = render(&first, &run("provision", 0));
+        let third = render(&second, &run("reconcile", 7));
         assert!(third.contains("command=\"reconcile\"} 1800000001.500"), "the last success stays: {third}");
         assert!(third.contains("infrakit_tf_last_exit_code{directory=\"/srv/web \\\"1\\\"\",command=\"reconcile\"} 7"));
         assert!(third.contains("infrakit_tf_last_exit_code{directory=\"/srv/web \\\"1\\\"\",command=\"provision\"} 0"));
@@ -292,11 +274,11 @@ mod tests {
 
     #[test]
     fn a_broken_or_foreign_line_is_dropped() {
-        let good = render("", &run("reconcile", 0), &Counts::default());
+        let good = render("", &run("reconcile", 0));
         let broken = format!(
             "{good}infrakit_tf_last_exit_code{{directory=\"/a}} 1\nnode_load1 3\ninfrakit_tf_last_exit_code{{directory=\"/b\",command=\"destroy\"}} 7\n\u{fffd}\n"
         );
-        let next = render(&broken, &run("provision", 0), &Counts::default());
+        let next = render(&broken, &run("provision", 0));
         assert!(!next.contains("directory=\"/a}"), "{next}");
         assert!(!next.contains("node_load1"), "{next}");
         assert!(next.contains("infrakit_tf_last_exit_code{directory=\"/b\",command=\"destroy\"} 7"), "kept: {next}");
@@ -305,13 +287,13 @@ mod tests {
 
     #[test]
     fn instances_are_replaced_whole_and_groups_kept_until_reconcile_says() {
-        let counts = Counts { outdated: Some([("web".to_string(), 2)].into()), drift: Some(1), ..Counts::default() };
         let mut r = run("reconcile", 0);
+        r.counts = Counts { outdated: Some([("web".to_string(), 2)].into()), drift: Some(1), ..Counts::default() };
         r.instances = Some([(("web".to_string(), "created".to_string()), 3)].into());
-        let first = render("", &r, &counts);
+        let first = render("", &r);
         let mut p = run("provision", 0);
         p.instances = Some([(("web".to_string(), "pending".to_string()), 1)].into());
-        let second = render(&first, &p, &Counts::default());
+        let second = render(&first, &p);
         assert!(!second.contains("status=\"created\""), "replaced whole: {second}");
         assert!(second.contains("status=\"pending\"} 1"));
         assert!(second.contains("infrakit_tf_group_members_outdated{directory=\"/srv/web \\\"1\\\"\",group=\"web\"} 2"));

@@ -137,6 +137,16 @@ pub struct Changes {
     pub operation: Operation,
 }
 
+/// Totals of several runs (the operation stays the first's).
+impl std::ops::AddAssign for Changes {
+    fn add_assign(&mut self, other: Changes) {
+        self.add += other.add;
+        self.change += other.change;
+        self.remove += other.remove;
+        self.import += other.import;
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Operation {

@@ -158,8 +158,8 @@ pub(crate) fn load_groups(
 /// Writes the metrics of a run that ended with `code` (`metrics`), where a metrics file is
 /// configured: after every command that writes and every reconcile, failed or not. The
 /// instances are counted as `describe` would show them now; when they cannot be (the store is
-/// down, the state unreadable, the run interrupted), their series keep the last values. Never fails the run: a warning says what went
-/// wrong.
+/// down, the state unreadable, the run interrupted), their series keep the last values. Never
+/// fails the run: a warning says what went wrong.
 pub(crate) fn record_metrics(ctx: &crate::context::Ctx, command: &str, code: u8, started: std::time::SystemTime) {
     let path = match ctx.metrics_file() {
         Ok(Some(path)) => path,

@@ -458,8 +458,7 @@ impl Terraform {
             };
             // What a failed apply completed is done, and counted.
             crate::metrics::note_applied(failed.done);
-            (done.add, done.change, done.remove) =
-                (done.add + failed.done.add, done.change + failed.done.change, done.remove + failed.done.remove);
+            done += failed.done;
             let why = match failed.transient {
                 Some(why) if inv.retryable && attempt <= self.retry.max => why,
                 _ => return Err(failed.error),

@@ -47,11 +47,11 @@ pub(super) struct Ran {
     pub(super) fenced: Option<String>,
 }
 
-/// Waits `wait` before `failed` (`retry`) is run again, the directory lock and any lease held. An
-/// interrupt (Ctrl-C, SIGTERM) ends the wait, and the run, at once (exit 130): signals are
-/// recorded meanwhile (`_recorded`, taken before the retry is announced), not left to their
-/// default action, so that the run ends as after an
-/// interrupted terraform (the lease released, the metrics written). So does a lost lease.
+/// Waits `wait` before `failed` (`retry`) is run again, the directory lock and any lease
+/// held. An interrupt (Ctrl-C, SIGTERM) ends the wait, and the run, at once (exit 130):
+/// signals are recorded meanwhile (`_recorded`, taken before the retry is announced), not left
+/// to their default action, so that the run ends as after an interrupted terraform (the lease
+/// released, the metrics written). So does a lost lease.
 pub(super) fn back_off(wait: Duration, failed: &str, _recorded: &ChildRunning) -> Result<()> {
     let until = Instant::now() + wait;
     loop {
