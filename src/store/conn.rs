@@ -80,8 +80,8 @@ pub(super) type Outcome<T> = std::result::Result<T, Fault>;
 
 /// A statement's parameter with its type named, for tokio-postgres's `query_typed`: the
 /// statement is parsed, bound and run in one round trip, where `query` prepares it first (two).
-/// The store's statements run once each, so a prepared one is never reused; on loopback with
-/// TLS that halves the time a command waits on the server.
+/// The store's statements run once each, so a prepared one is never reused: half the round
+/// trips (on loopback the difference was within the bench's noise; a distant server gains).
 pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
 
 /// An open connection.
