@@ -182,6 +182,14 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
     fsio::write_atomic(&dir.join(RUNNING), &serde_json::to_vec(&running)?, fsio::Perms::Public).map(drop)
 }
 
+/// An apply failed after it began to create (`why`): what it was creating may exist in no
+/// state, so it leaves the marker of an apply cut short ([`UNSETTLED`]) in the locked
+/// directory, and the next look-up (`workspace::unrecorded`) checks for those machines.
+pub(crate) fn note_unsettled(why: &str) -> Result<()> {
+    let Some(dir) = HELD.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return Ok(()) };
+    fsio::write_atomic(&dir.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public).map(drop)
+}
+
 /// Terraform has ended (and been reaped), on its own: forget its record. (One killed by a
 /// signal keeps it, naming a process that is gone: the next lock learns that it was cut.)
 pub(crate) fn note_done() -> Result<()> {

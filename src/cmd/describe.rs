@@ -30,6 +30,8 @@ pub(crate) struct Row {
     #[serde(rename = "Properties", skip_serializing_if = "Option::is_none")]
     properties: Option<Value>,
     /// `queued` (terraform has not seen its file), `pending` (live, not in state yet),
+    /// `unconfirmed` (live, not in state, and an apply that was creating failed or was cut
+    /// short: its machine may exist; the next run looks it up by its tags),
     /// `created` (in state), `tainted` (its create failed; the next apply replaces it),
     /// `configured` (live, state unknown: no terraform), `invalid` (not valid JSON).
     status: &'static str,
@@ -48,12 +50,21 @@ pub(crate) struct Row {
 
 type State = BTreeMap<String, StateResource>;
 
-fn row(inst: Instance, properties: bool, state: Option<&State>, hashes: &BTreeMap<String, String>) -> Row {
+/// The instances' statuses come from `state`, and whether the directory awaits a look-up
+/// (`awaiting`, see `Workspace::awaiting_lookup`).
+struct Seen<'a> {
+    state: Option<&'a State>,
+    awaiting: bool,
+}
+
+fn row(inst: Instance, properties: bool, seen: &Seen<'_>, hashes: &BTreeMap<String, String>) -> Row {
+    let state = seen.state;
     let in_state = inst.vm.as_ref().and_then(|(t, n)| state?.get(&format!("{t}.{n}")));
     let status = match (&inst.doc, inst.suffix, state, in_state) {
         (Err(_), ..) => "invalid",
         (Ok(_), Suffix::Queued, ..) => "queued",
         (Ok(_), Suffix::Live, None, _) => "configured",
+        (Ok(_), Suffix::Live, Some(_), None) if seen.awaiting => "unconfirmed",
         (Ok(_), Suffix::Live, Some(_), None) => "pending",
         (Ok(_), Suffix::Live, Some(_), Some(r)) if r.tainted => "tainted",
         (Ok(_), Suffix::Live, Some(_), Some(_)) => "created",
@@ -90,6 +101,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             Err(e) => return Err(e),
         };
     let instances = dir.instances(&profiles);
+    let awaiting = ws.awaiting_lookup().is_some();
     let state = state_of(&ws, &instances).unwrap_or_else(|e| {
         ctx.printer.warn(&format!("statuses come from the files only: {e:#}"));
         None
@@ -102,7 +114,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             }
         })
         .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
-        .map(|i| row(i, args.properties, state.as_ref(), &hashes))
+        .map(|i| row(i, args.properties, &Seen { state: state.as_ref(), awaiting }, &hashes))
         .collect();
     if ctx.printer.json_output() {
         return ctx.printer.json(&rows);
@@ -122,9 +134,10 @@ pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
     let profiles = ctx.profiles(ws.dir())?;
     let instances = ws.dir().instances(&profiles);
     let state = state_of(&ws, &instances)?;
+    let seen = Seen { state: state.as_ref(), awaiting: ws.awaiting_lookup().is_some() };
     let mut counts = BTreeMap::new();
     for inst in instances {
-        let row = row(inst, false, state.as_ref(), &BTreeMap::new());
+        let row = row(inst, false, &seen, &BTreeMap::new());
         *counts.entry((row.group.unwrap_or_default(), row.status.to_string())).or_default() += 1;
     }
     Ok(counts)

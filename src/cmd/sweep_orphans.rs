@@ -6,6 +6,9 @@
 //!   update followed by a scale-down, or by pruning);
 //! - a global file no remaining instance names.
 //!
+//! Never while an apply that failed while creating (or was cut short) awaits its look-up: an
+//! instance whose VM is not in state may then have its machine in the cloud.
+//!
 //! It lists them with what terraform will destroy (a dry-run plan), asks on a terminal (or
 //! needs `--yes`), then removes them and applies (unless `--no-apply`).
 
@@ -50,6 +53,10 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
             .hint("run `infrakit-tf reconcile` first (it finishes the import), then sweep-orphans")
             .into());
     }
+    // An apply that failed while creating (or was cut short) may have made machines that no
+    // state records: their files are not orphans, and whether they are is known once
+    // `reconcile` has looked them up (exit 13 until then).
+    ws.refuse_while_unsettled("sweep orphans")?;
 
     // An instance we cannot read may own anything: its VM may be in state under a type we do
     // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.

@@ -265,13 +265,15 @@ impl Store {
         })?;
         if self.lease.is_some() {
             self.configs = Some(config.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default());
-            self.unsettled = self.unsettled.take().or(unsettled);
         }
+        // A reader shows what awaits a look-up too (`describe`, `sweep-orphans --dry-run`).
+        self.unsettled = self.unsettled.take().or(unsettled);
         Ok(dir)
     }
 
     /// Why an apply of this directory may have been cut short (its machines not recorded), as
-    /// the store knew under this lease; `None`: none was.
+    /// the store knew when its files were read (under this lease, for a writer); `None`: none
+    /// was.
     pub(crate) fn unsettled(&self) -> Option<&str> {
         self.unsettled.as_deref()
     }

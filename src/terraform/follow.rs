@@ -40,6 +40,10 @@ pub(super) struct Collected {
     /// What an apply completed, resource by resource (`apply_complete`): what a failed one
     /// did before it failed (its summary comes only when it succeeds).
     pub(super) done: Changes,
+    /// The resources an apply began to create (or replace: `apply_start`). Until terraform
+    /// has recorded them, their machines may exist in no state: a failed apply that began
+    /// any leaves the evidence that has them looked up (`lock::note_unsettled`).
+    pub(super) creating: Vec<String>,
 }
 
 impl Collected {
@@ -100,6 +104,9 @@ impl Collected {
             Event::Drift(c) => self.drift.push(c.clone()),
             Event::PlannedChange(c) => self.changes.push(c.clone()),
             Event::StateDump(state) => self.dump = Some(state.clone()),
+            Event::ApplyStart { address, action: Action::Create | Action::Replace } => {
+                self.creating.push(address.clone())
+            }
             Event::ApplyComplete { action, .. } => match action {
                 Action::Create => self.done.add += 1,
                 Action::Update => self.done.change += 1,

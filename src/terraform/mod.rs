@@ -37,6 +37,7 @@ use crate::tfoutput::{self, Changes, Event, ResourceChange, StateResource};
 /// Terraform's state, by resource address (`show -json`).
 pub(crate) type State = BTreeMap<String, StateResource>;
 
+#[derive(Clone)]
 pub(crate) struct Terraform {
     program: PathBuf,
     version: String,
@@ -118,6 +119,10 @@ struct Invocation {
     touches_dir: bool,
     /// It has `-target`s: terraform's warnings about targeting are expected.
     targeted: bool,
+    /// A failed try that began to create may be run again: what it made is looked up and
+    /// adopted first (see [`Terraform::apply_adopting`]). Without it, such a try is never
+    /// run again: its machines may exist, and a second create would make them twice.
+    adopts: bool,
 }
 
 impl Invocation {
@@ -129,6 +134,7 @@ impl Invocation {
             writes_state: false,
             touches_dir: true,
             targeted: false,
+            adopts: false,
         }
     }
 
@@ -331,8 +337,21 @@ impl Terraform {
         })
     }
 
-    /// `apply -auto-approve -json`, its progress shown as it runs. Returns what it did.
+    /// `apply -auto-approve -json`, its progress shown as it runs. Returns what it did. A try
+    /// that failed after it began to create is not run again (see [`Invocation::adopts`]).
     pub(crate) fn apply(&self, what: Apply<'_>) -> Result<Changes> {
+        self.apply_run(what, None)
+    }
+
+    /// [`Terraform::apply`], where a try that failed after it began to create may be run
+    /// again (when its error is transient): `adopt` is called first, to look up and adopt
+    /// what that try made (`workspace::unrecorded`), so that the next try imports it rather
+    /// than create it a second time.
+    pub(crate) fn apply_adopting(&self, what: Apply<'_>, adopt: &mut dyn FnMut() -> Result<()>) -> Result<Changes> {
+        self.apply_run(what, Some(adopt))
+    }
+
+    fn apply_run(&self, what: Apply<'_>, mut adopt: Option<&mut dyn FnMut() -> Result<()>>) -> Result<Changes> {
         let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-json"].map(String::from).into();
         args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
         args.extend(self.lock_wait());
@@ -346,8 +365,17 @@ impl Terraform {
                 args.extend(targets.iter().map(|t| format!("-target={t}")));
             }
         }
-        let targeted = matches!(what, Apply::Targets(t) if !t.is_empty());
-        let inv = Invocation { args, targeted, ..Invocation::new(&[]) }.writes_state().retryable();
+        let targeted = match what {
+            Apply::Targets(targets) | Apply::Saved { targets, .. } => !targets.is_empty(),
+            Apply::Configuration { .. } => false,
+        };
+        let inv =
+            Invocation { args, targeted, adopts: adopt.is_some(), ..Invocation::new(&[]) }.writes_state().retryable();
+        // Before a try after one that began to create: what it made, looked up and adopted.
+        let mut adopting = |creating: bool| match (&mut adopt, creating) {
+            (Some(adopt), true) => adopt(),
+            _ => Ok(()),
+        };
         let finished = match what {
             // A saved plan is stale once the failed try saved a state: the retry plans again,
             // as the first plan did (its targets, its refresh) but from that state, and applies
@@ -355,7 +383,8 @@ impl Terraform {
             // the plan that was checked (`--max-destroy`, adoption's "nothing destroyed") did.
             Apply::Saved { plan, refresh, targets, destroys } => {
                 let mut n = 0;
-                self.retrying(&inv, |inv| self.stream_once(inv), |inv, done| {
+                self.retrying(&inv, |inv| self.stream_once(inv), |inv, done, creating| {
+                    adopting(creating)?;
                     n += 1;
                     let fresh = plan.with_file_name(format!("retry-{n}.plan"));
                     let options = PlanOptions { refresh, lock: true, out: Some(&fresh), targets };
@@ -376,7 +405,14 @@ impl Terraform {
                     Ok(Invocation { args, ..inv.clone() })
                 })?
             }
-            _ => self.stream(&inv)?,
+            _ => self.retrying(
+                &inv,
+                |inv| self.stream_once(inv),
+                |inv, _, creating| {
+                    adopting(creating)?;
+                    Ok(inv.clone())
+                },
+            )?,
         };
         let applied = finished.collected.applied.unwrap_or_default();
         crate::metrics::note_applied(applied);
@@ -425,29 +461,30 @@ impl Terraform {
             let mut stdout = Vec::new();
             let ran = supervise::supervise(self, inv, Sink::Capture(&mut stdout)).map_err(Failed::plain)?;
             let transient = self.transient(inv, &ran);
-            conclude(self, inv, ran).map_err(|error| Failed { error, transient, done: Changes::default() })?;
+            conclude(self, inv, ran).map_err(|error| Failed::plain(error).transient(transient))?;
             Ok(String::from_utf8_lossy(&stdout).into_owned())
         };
-        self.retrying(inv, once, |inv, _| Ok(inv.clone()))
+        self.retrying(inv, once, |inv, _, _| Ok(inv.clone()))
     }
 
     /// Runs a `-json` command, its events shown as progress as they arrive.
     fn stream(&self, inv: &Invocation) -> Result<Finished> {
-        self.retrying(inv, |inv| self.stream_once(inv), |inv, _| Ok(inv.clone()))
+        self.retrying(inv, |inv| self.stream_once(inv), |inv, _, _| Ok(inv.clone()))
     }
 
     /// Runs `inv` by `once`, and again while it fails with a transient error, up to the
     /// retries `retry` allows, after a backoff: one line on stderr per retry, counted for the
     /// reports and the metrics. `once` gives a failure with the transient error's line, if it
-    /// was one; `next` makes the next try's invocation from the last one's and what the
-    /// failed tries completed. Nothing else is run again: an interrupt, a timeout, a held
-    /// state lock, a lost lease, a terraform killed by a signal or unable to save its state
-    /// (see [`Terraform::transient`]).
+    /// was one; `next` makes the next try's invocation from the last one's, what the failed
+    /// tries completed, and whether the last one began to create. Nothing else is run again:
+    /// an interrupt, a timeout, a held state lock, a lost lease, a terraform killed by a
+    /// signal or unable to save its state (see [`Terraform::transient`]), an apply that began
+    /// to create unless what it made is adopted first ([`Invocation::adopts`]).
     fn retrying<T>(
         &self,
         inv: &Invocation,
         mut once: impl FnMut(&Invocation) -> Result<T, Failed>,
-        mut next: impl FnMut(&Invocation, &Changes) -> Result<Invocation>,
+        mut next: impl FnMut(&Invocation, &Changes, bool) -> Result<Invocation>,
     ) -> Result<T> {
         let mut this = inv.clone();
         let mut done = Changes::default();
@@ -460,7 +497,7 @@ impl Terraform {
             crate::metrics::note_applied(failed.done);
             done += failed.done;
             let why = match failed.transient {
-                Some(why) if inv.retryable && attempt <= self.retry.max => why,
+                Some(why) if inv.retryable && attempt <= self.retry.max && (inv.adopts || !failed.creating) => why,
                 _ => return Err(failed.error),
             };
             if crate::exit::code_for(&failed.error) != Code::TerraformFailed {
@@ -479,7 +516,7 @@ impl Terraform {
             crate::metrics::note_retry();
             supervise::back_off(wait, &shown, &recorded)?;
             drop(recorded);
-            this = next(&this, &done)?;
+            this = next(&this, &done, failed.creating)?;
         }
         unreachable!("the loop returns")
     }
@@ -523,7 +560,8 @@ impl Terraform {
         let garbage = ran.collected.garbage;
         let transient = self.transient(inv, &ran);
         let done = ran.collected.done;
-        let finished = conclude(self, inv, ran).map_err(|error| Failed { error, transient, done })?;
+        let creating = !ran.collected.creating.is_empty();
+        let finished = conclude(self, inv, ran).map_err(|error| Failed { error, transient, done, creating })?;
         let c = &finished.collected;
         if garbage > 0 && c.planned.is_none() && c.applied.is_none() {
             return Err(Failed::plain(
@@ -576,12 +614,18 @@ struct Failed {
     transient: Option<String>,
     /// What it completed before it failed (an apply's).
     done: Changes,
+    /// It began to create (an apply's): what it made may be in no state.
+    creating: bool,
 }
 
 impl Failed {
-    /// A failure that is not transient, and completed nothing.
+    /// A failure that is not transient, and completed and began nothing.
     fn plain(error: anyhow::Error) -> Failed {
-        Failed { error, transient: None, done: Changes::default() }
+        Failed { error, transient: None, done: Changes::default(), creating: false }
+    }
+
+    fn transient(self, transient: Option<String>) -> Failed {
+        Failed { transient, ..self }
     }
 }
 

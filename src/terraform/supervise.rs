@@ -168,9 +168,23 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     if fenced.is_none() && tf.dies_with_us {
         fenced = lease::lost(); // lost while we were frozen: terraform was stopped meanwhile
     }
+    // An apply that failed (whatever the error: a create whose answer was lost leaves its
+    // machine in the cloud and in no state) after it began to create: its creates are
+    // looked up before anything applies again. Noted before its record goes, so that a kill
+    // in between still leaves the record, which the next lock takes for the same evidence;
+    // so does a marker that cannot be written (a full disk): the record is kept instead.
+    let mut noted = true;
+    let failed_apply = inv.is_apply() && tf.records_state && !status.success();
+    if let Some(first) = collected.creating.first().filter(|_| failed_apply) {
+        let why = match collected.creating.len() - 1 {
+            0 => format!("terraform apply failed while creating {first}"),
+            more => format!("terraform apply failed while creating {first} and {more} more"),
+        };
+        noted = lock::note_unsettled(&why).is_ok();
+    }
     // A stale record names a dead process: the next lock drops it, and takes a killed apply
     // for one that was cut short (`lock::UNSETTLED`).
-    if inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(&status).is_none() {
+    if noted && inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(&status).is_none() {
         let _ = lock::note_done();
     }
     if inv.writes_state && tf.records_state {

@@ -253,6 +253,7 @@ impl<'a> Workspace<'a> {
     /// For a command that only reads (or plans in a mirror): no lock. With a store, it reads
     /// a snapshot of the store's files (`sync::snapshot`).
     pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
+        let mut unsettled = None;
         let (dir, snapshot) = match ctx.store()? {
             Some(config) => {
                 let mut store = Store::connect(config)?;
@@ -267,6 +268,7 @@ impl<'a> Workspace<'a> {
                     init::record(&ctx.dir, &BTreeSet::new())?;
                 }
                 let (tmp, view) = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
+                unsettled = store.unsettled().map(str::to_string);
                 (view, Some(tmp))
             }
             None => {
@@ -280,6 +282,9 @@ impl<'a> Workspace<'a> {
                 (view.dir, None)
             }
         };
+        // What this host's last apply left here, not in the store yet, counts as well.
+        let marker = ctx.dir.join(lock::UNSETTLED);
+        let unsettled = unsettled.or_else(|| Some(std::fs::read_to_string(marker).ok()?.trim().to_string()));
         Ok(Workspace {
             ctx,
             dir,
@@ -289,7 +294,7 @@ impl<'a> Workspace<'a> {
             _lock: None,
             _snapshot: snapshot,
             marked: false,
-            unsettled: None,
+            unsettled,
         })
     }
 
@@ -399,15 +404,13 @@ impl<'a> Workspace<'a> {
                 f.name = format!("{base}{}", names::LIVE);
             }
         }
+        let started = Instant::now();
         let applied = self.init_if_needed(&providers).and_then(|()| {
-            let started = Instant::now();
             let what =
                 if targets.is_empty() { Apply::Configuration { refresh: false } } else { Apply::Targets(&targets) };
-            let changes = self.terraform()?.apply(what)?;
-            Ok((changes, started.elapsed()))
+            self.apply_adopting(what)
         });
-        let applied = self.recorded(applied);
-        match applied {
+        match applied.map(|changes| (changes, started.elapsed())) {
             Ok((changes, elapsed)) => {
                 self.finish_imports()?; // every import block has been carried out
                 let summary = TfSummary::new(changes, elapsed);
@@ -487,15 +490,18 @@ impl<'a> Workspace<'a> {
     }
 
     /// After a terraform run that may have changed the state: with a store, its stamp is
-    /// recorded there (see `state_guard`). The run's own error comes first.
+    /// recorded there (see `state_guard`), and so is the evidence of an apply that failed
+    /// while it was creating (`unrecorded`). The run's own error comes first.
     fn recorded<T>(&mut self, ran: Result<T>) -> Result<T> {
         let errored = crate::state_guard::errored(self.dir.path()).is_some();
         let recorded = match &mut self.store {
             Some(store) => store.record_state(&sync::me(&self.dir), errored),
             None => Ok(()),
         };
+        let noted = self.note_cut();
         let value = ran?;
         recorded?;
+        noted?;
         Ok(value)
     }
 
@@ -737,8 +743,25 @@ impl<'a> Workspace<'a> {
         if !self.written_providers.is_empty() {
             self.init_if_needed(&self.written_providers)?;
         }
-        let applied = self.terraform()?.apply(what);
-        self.recorded(applied)
+        self.apply_adopting(what)
+    }
+
+    /// Applies `what`. A try that failed after it began to create, with a transient error, is
+    /// run again only after what it made has been looked up and adopted (the import blocks
+    /// the next try carries out; dropped once it has); then it is recorded.
+    fn apply_adopting(&mut self, what: Apply<'_>) -> Result<Changes> {
+        let tf = self.terraform()?.clone();
+        let mut adopted: Vec<String> = Vec::new();
+        let applied = tf.apply_adopting(what, &mut || {
+            self.note_cut()?;
+            adopted.extend(self.find_unrecorded(false, &[])?.into_iter().map(|a| a.address));
+            Ok(())
+        });
+        let applied = self.recorded(applied)?;
+        if !adopted.is_empty() {
+            self.imports_done(&adopted)?;
+        }
+        Ok(applied)
     }
 
     /// Plans the directory as it would be after `changes` and promotion, in a mirror: nothing

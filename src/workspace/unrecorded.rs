@@ -26,10 +26,20 @@ impl Workspace<'_> {
     /// Learns whether an apply was cut short before (the lock's marker, `lock::UNSETTLED`;
     /// with a store, the store's record, into which a local marker is moved for every host):
     /// [`Workspace::find_unrecorded`] looks up what it made.
+    /// Also after every run that may have changed the state: an apply that failed while it was
+    /// creating left the marker (`lock::note_unsettled`), which goes to the store at once.
     pub(super) fn note_cut(&mut self) -> Result<()> {
         let marker = self.dir.path().join(UNSETTLED);
-        let local =
-            self.dir.has(UNSETTLED).then(|| std::fs::read_to_string(&marker).unwrap_or_default().trim().to_string());
+        let local = std::fs::read_to_string(&marker).ok().map(|why| why.trim().to_string());
+        if local.is_some() && !self.dir.has(UNSETTLED) {
+            self.dir.note(UNSETTLED, true);
+            if self.unsettled.is_none() {
+                self.ctx.printer.warn(&format!(
+                    "{}: the machines it was creating may exist in no state; they are looked up by their tags before anything applies again",
+                    local.as_deref().unwrap_or_default()
+                ));
+            }
+        }
         match &mut self.store {
             Some(store) => {
                 if let Some(why) = &local {
@@ -128,6 +138,13 @@ impl Workspace<'_> {
             self.settle_cut()?;
         }
         Ok(adopted)
+    }
+
+    /// Why the machines of an apply that was cut short (or failed while creating) are still to
+    /// be looked up, if they are: then a live file whose resources are not in the state may
+    /// have its machine in the cloud.
+    pub(crate) fn awaiting_lookup(&self) -> Option<&str> {
+        self.unsettled.as_deref()
     }
 
     /// Refuses `what` while an apply that was cut short has not been looked up (exit 13): it

@@ -74,6 +74,10 @@ struct Report {
     /// Machines an apply that was cut short made but never recorded, found by their tags:
     /// adopted by this run (`{address, id}`); in `--check`, those the next run adopts (drift).
     adopted: Vec<crate::unrecorded::Adopted>,
+    /// Why machines may exist that no state records (an apply failed while creating, or was
+    /// cut short), while they are still to be looked up: in `--check`, which looks without
+    /// settling; after a run, when its own apply failed while creating. `null`: nothing awaits.
+    lookup_pending: Option<String>,
 }
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
@@ -96,7 +100,8 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     ws.terraform()?;
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
     let adopted = ws.find_unrecorded(args.check, &[])?;
-    let mut report = Report { check: args.check, adopted, ..Report::default() };
+    let lookup_pending = ws.awaiting_lookup().map(str::to_string);
+    let mut report = Report { check: args.check, adopted, lookup_pending, ..Report::default() };
     if !args.check && !report.adopted.is_empty() {
         adopt_first(&mut ws, &ctx.printer, &mut report)?;
     }
@@ -106,7 +111,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         None
     } else {
         let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups };
-        run.converge(&mut ws, &instances, &mut report)?
+        let failure = run.converge(&mut ws, &instances, &mut report)?;
+        report.lookup_pending = ws.awaiting_lookup().map(str::to_string);
+        failure
     };
     report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     report.retries = crate::metrics::retries();
@@ -154,6 +161,7 @@ fn check(ws: &Workspace<'_>, groups: &[Group], instances: &[Instance], report: &
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
+        || report.lookup_pending.is_some()
         || !report.drift.is_empty()
         || !report.promoted.is_empty()
         || report.groups.iter().any(|g| g.pending);
@@ -680,6 +688,9 @@ fn summary(r: &Report) -> String {
             unrecorded.join(", ")
         ));
     }
+    if let Some(why) = &r.lookup_pending {
+        summary.push_str(&format!("; machines may exist that no state records ({why}): reconcile looks them up"));
+    }
     for g in r.groups.iter().filter(|g| g.pending) {
         summary.push_str(&format!("; group {}: {}", g.id, g.todo));
     }
@@ -727,6 +738,9 @@ fn table(r: &Report) -> Table {
     if !r.adopted.is_empty() {
         let name = if r.check { "unrecorded" } else { "adopted" };
         t.add_row([name.to_string(), list(r.adopted.iter().map(|a| format!("{} = {}", a.address, a.id)).collect())]);
+    }
+    if let Some(why) = &r.lookup_pending {
+        t.add_row(["lookup pending".to_string(), why.clone()]);
     }
     if r.check {
         t.add_row([

@@ -12,6 +12,11 @@
 //! - `<dir>/throttle-creates` file holds N > 0: this create fails as a throttled cloud API's
 //!   does (`ThrottlingException: Rate exceeded`) and N goes down by one, so the first N
 //!   creates fail and the next succeed, across terraform runs.
+//! - `<dir>/lose-creates` file holds N > 0 and, after it, how the answer is lost: `reset`
+//!   (the default), `timeout` or `503`: this create makes the object, then fails as a call
+//!   whose answer never came back does (a connection reset on the way back, `context deadline
+//!   exceeded`, a gateway's 503 after the backend acted), and N goes down by one. Terraform
+//!   records nothing: the machine exists, in no state, as on a cloud's bad minute.
 //!
 //! Data sources `fakecloud_instances` and `fakecloud_volumes` (as `aws_instances`): the IDs of
 //! the objects whose tags include every one of `tags`.
@@ -137,6 +142,29 @@ fn throttled(dir: &Path) -> Option<u64> {
     }
     std::fs::write(&path, format!("{}\n", n - 1)).ok()?;
     Some(n - 1)
+}
+
+/// Whether this create's answer is lost (`lose-creates`), counting it: then the error the
+/// call fails with. One process at a time takes a count, as for `throttled`.
+fn lost(dir: &Path) -> Option<String> {
+    static IN_PROCESS: Mutex<()> = Mutex::new(());
+    let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    let path = dir.join("lose-creates");
+    let text = std::fs::read_to_string(&path).ok()?;
+    let mut words = text.split_whitespace();
+    let n: u64 = words.next()?.parse().ok()?;
+    if n == 0 {
+        return None;
+    }
+    let how = words.next().unwrap_or("reset");
+    std::fs::write(&path, format!("{} {how}\n", n - 1)).ok()?;
+    Some(match how {
+        "timeout" => "waiting for the instance to become running: context deadline exceeded".to_string(),
+        "503" => {
+            "api error ServiceUnavailable: status code: 503, request id: fakecloud: Service Unavailable".to_string()
+        }
+        _ => "read tcp 127.0.0.1:40022->127.0.0.1:443: read: connection reset by peer".to_string(),
+    })
 }
 
 /// The create delay: the `delay-ms` file wins over the env var, so a test can change it
@@ -408,6 +436,10 @@ impl<K: Kind> Resource for FileResource<K> {
                 diags.root_error_short(e);
                 return None;
             }
+        }
+        if let Some(error) = lost(&dir) {
+            diags.root_error("fakecloud: creating the object failed", error);
+            return None;
         }
         Some((planned, private))
     }
