@@ -61,7 +61,8 @@ fn a_provision_killed_with_its_terraform_while_machines_boot_is_adopted() {
     assert!(run.stderr.contains("an apply was cut short"), "{}", run.stderr);
     // The adoption's targeted import is expected to be targeted: terraform's notes about
     // -target are not shown (README).
-    for note in ["Resource targeting is in effect", "not suitable for routine use", "Applied changes may be incomplete"] {
+    for note in ["Resource targeting is in effect", "not suitable for routine use", "Applied changes may be incomplete"]
+    {
         assert!(!run.stderr.contains(note), "{}", run.stderr);
     }
     let report = run.json();

@@ -61,8 +61,16 @@ fn evidence(c: &Cloud, lost: &BTreeSet<String>) {
         let rows = c.describe();
         assert!(rows.iter().any(|r| r["status"] == "unconfirmed"), "describe: {rows:?}");
     }
-    let check = c.run(&["reconcile", "--check", "--output", "json"]).code(PENDING);
+    let metrics = c.s.root.path().join("infrakit.prom");
+    let check =
+        c.run(&["reconcile", "--check", "--output", "json", "--metrics-file", metrics.to_str().unwrap()]).code(PENDING);
     let report = check.json();
+    let machines = lost.iter().filter(|id| id.starts_with("i-")).count();
+    if machines > 0 {
+        let text = std::fs::read_to_string(&metrics).unwrap();
+        let counted = format!(r#"status="unconfirmed"}} {machines}"#);
+        assert!(text.contains(&counted), "the metrics count them: {text}");
+    }
     let why = report["lookup_pending"].as_str().unwrap_or_else(|| panic!("{report}"));
     assert!(why.contains("failed while creating"), "{why}");
     assert_eq!(report["pending"], true);

@@ -1295,3 +1295,30 @@ fn a_role_without_the_privileges_it_needs_is_told_the_grant() {
         let _ = admin.batch_execute(&format!("DROP ROLE IF EXISTS {role}"));
     }
 }
+
+// A create whose answer is lost on one host (the cloud made the machine, the call failed):
+// the evidence is in the store at once, so the other host shows the instance unconfirmed,
+// reports the look-up pending, then looks the machine up and adopts it: nothing made twice.
+#[test]
+fn a_create_whose_answer_is_lost_on_one_host_is_adopted_by_the_other() {
+    let db = Db::new();
+    let a = Cloud::new();
+    a.with_lookups();
+    use_store(&a, &db.url());
+    let b = a.another_host();
+    let vm = a.s.write_outside("vm.json", r#"{"Properties": {"resource": {"fakecloud_instance": {"vm": {}}}}}"#);
+    a.run(&["provision", &vm]).ok();
+    std::fs::write(a.cloud.join("lose-creates"), "1 reset\n").unwrap();
+    let run = a.run(&["provision", &vm]).code(7);
+    assert!(run.stderr.contains("connection reset by peer"), "{}", run.stderr);
+    let rows = b.describe();
+    assert!(rows.iter().any(|r| r["status"] == "unconfirmed"), "{rows:#?}");
+    b.run(&["reconcile", "--check"]).code(10);
+    let run = b.run(&["reconcile"]).ok();
+    assert!(run.stderr.contains("looking up the machines it may have made"), "{}", run.stderr);
+    b.run(&["reconcile"]).ok();
+    assert_eq!(census(&b), (2, 0, 0), "both instances, nothing twice");
+    assert_eq!(db.state(), declared(&db.files()));
+    b.run(&["reconcile", "--check"]).ok();
+    assert!(a.describe().iter().all(|r| r["status"] == "created"));
+}
