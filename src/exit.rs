@@ -65,7 +65,7 @@ exit_codes! {
     /// older than the last run recorded while the directory has live instances; or a state
     /// terraform could not save waits to be pushed; or machines an apply cut short made cannot
     /// be told apart. Nothing was planned or applied.
-    StateLost = 13 => "Terraform's state cannot be trusted (missing, empty, of another lineage or older than the last run while live instances exist; an unsaved state waits to be pushed; a cut apply's machines cannot be told apart, or are still to be looked up by `reconcile`); nothing applied (see \"Crashes and recovery\")",
+    StateLost = 13 => "Terraform's state cannot be trusted (missing, empty, of another lineage or older than the last run while live instances exist; an unsaved state waits to be pushed; a cut apply's machines cannot be told apart, or are still to be looked up by `reconcile`: `sweep-orphans` waits for that look-up too); nothing applied (see \"Crashes and recovery\")",
     /// Terraform ran longer than `--terraform-timeout`: it was interrupted, then killed.
     TerraformTimeout = 14 => "terraform ran longer than `--terraform-timeout`: it was interrupted, then killed",
     /// `reconcile`: a rolling update stopped because a replacement was not healthy
