@@ -173,8 +173,10 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     // looked up before anything applies again. Noted before its record goes, so that a kill
     // in between still leaves the record, which the next lock takes for the same evidence;
     // so does a marker that cannot be written (a full disk): the record is kept instead.
+    // Not when terraform printed its state, unable to write any file: what room is left is
+    // the dump's (`state_guard::keep_dump`), which every later run refuses to go past.
     let mut noted = true;
-    let failed_apply = inv.is_apply() && tf.records_state && !status.success();
+    let failed_apply = inv.is_apply() && tf.records_state && !status.success() && collected.dump.is_none();
     if let Some(first) = collected.creating.first().filter(|_| failed_apply) {
         let why = match collected.creating.len() - 1 {
             0 => format!("terraform apply failed while creating {first}"),

@@ -922,6 +922,11 @@ impl<'a> Workspace<'a> {
             warn("the cleaning apply failed", &e);
             return false;
         }
+        // The failed apply began to create: what the files declare now is looked up at once
+        // (nothing to find, as a rule), rather than leave every later command to wait for it.
+        if let Err(e) = self.find_unrecorded(false, &[]) {
+            warn("the look-up after the failed apply", &e);
+        }
         true
     }
 

@@ -201,7 +201,9 @@ running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: fakecloud: create refused (fail-create is set)
   at fakecloud_volume.default-mgr1-data
   remove [ROOT]/cloud/fail-create to allow creates again
+warning: terraform apply failed while creating fakecloud_volume.default-mgr1-data: the machines it was creating may exist in no state; they are looked up by their tags before anything applies again
 [TIME] plan: 0 to add, 0 to change, 0 to destroy
+an apply was cut short (terraform apply failed while creating fakecloud_volume.default-mgr1-data): looking up the machines it may have made
 error: import of instance-[..] failed; what it wrote was removed: `terraform apply -auto-approve -input=false -json -refresh=false` failed (exit 1): fakecloud: create refused (fail-create is set): remove [ROOT]/cloud/fail-create to allow creates again (at fakecloud_volume.default-mgr1-data)
 
 "#]]);
@@ -383,6 +385,7 @@ running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: fakecloud: create refused (fail-create is set)
   at fakecloud_volume.default-mgr1-data
   remove [ROOT]/cloud/fail-create to allow creates again
+warning: terraform apply failed while creating fakecloud_volume.default-mgr1-data: the machines it was creating may exist in no state; they are looked up by their tags before anything applies again
 warning: rollback: could not forget `fakecloud_instance.instance-[..]`: `terraform-no-state-rm state rm -no-color fakecloud_instance.instance-[..]` failed (exit 1): state rm refused
 warning: rollback stopped: the imported files are kept so that nothing adopted is destroyed; run `infrakit-tf reconcile` to finish the import
 error: import of instance-[..] failed; it could not be undone (see the warnings): `terraform-no-state-rm apply -auto-approve -input=false -json -refresh=false` failed (exit 1): fakecloud: create refused (fail-create is set): remove [ROOT]/cloud/fail-create to allow creates again (at fakecloud_volume.default-mgr1-data)

@@ -75,8 +75,9 @@ struct Report {
     /// adopted by this run (`{address, id}`); in `--check`, those the next run adopts (drift).
     adopted: Vec<crate::unrecorded::Adopted>,
     /// Why machines may exist that no state records (an apply failed while creating, or was
-    /// cut short), while they are still to be looked up: in `--check`, which looks without
-    /// settling; after a run, when its own apply failed while creating. `null`: nothing awaits.
+    /// cut short), while the look-up is still to be settled: in `--check`, which looks without
+    /// settling (what it finds is `adopted`, and pending); after a run, when its own apply
+    /// failed while creating. `null`: nothing awaits.
     lookup_pending: Option<String>,
 }
 
@@ -161,7 +162,6 @@ fn check(ws: &Workspace<'_>, groups: &[Group], instances: &[Instance], report: &
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
-        || report.lookup_pending.is_some()
         || !report.drift.is_empty()
         || !report.promoted.is_empty()
         || report.groups.iter().any(|g| g.pending);
@@ -687,9 +687,6 @@ fn summary(r: &Report) -> String {
             unrecorded.len(),
             unrecorded.join(", ")
         ));
-    }
-    if let Some(why) = &r.lookup_pending {
-        summary.push_str(&format!("; machines may exist that no state records ({why}): reconcile looks them up"));
     }
     for g in r.groups.iter().filter(|g| g.pending) {
         summary.push_str(&format!("; group {}: {}", g.id, g.todo));
