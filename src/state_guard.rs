@@ -125,6 +125,18 @@ pub(crate) fn errored_refusal(dir: &Directory, file: &Path, env: Option<&str>, w
     .into()
 }
 
+/// Whether two state documents hold the same objects and outputs (whatever their serials): a
+/// state terraform could not save that the backend holds already (pushed by a run stopped
+/// before it removed the file) is dropped, not refused. Unreadable: `false`.
+pub(crate) fn same_objects(a: &[u8], b: &[u8]) -> bool {
+    let held = |bytes: &[u8]| {
+        serde_json::from_slice::<serde_json::Value>(bytes)
+            .ok()
+            .map(|v| (v.get("lineage").cloned(), v.get("resources").cloned(), v.get("outputs").cloned()))
+    };
+    matches!((held(a), held(b)), (Some(a), Some(b)) if a == b && a.0.is_some())
+}
+
 /// How a state terraform could not save may be pushed ([`push_verdict`]).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Push {
@@ -439,6 +451,19 @@ mod tests {
         assert!(refused(&ours, &Observed::Empty, None).contains("the store's state is empty"));
         assert!(refused(&Observed::Unreadable("x".into()), &state("a", 1), None).contains("cannot be read"));
         assert_eq!(refused(&Observed::Empty, &state("a", 1), None), "it is empty");
+    }
+
+    #[test]
+    fn a_state_the_backend_holds_already_is_told_whatever_its_serial() {
+        let doc = |serial: u64, id: &str| {
+            serde_json::to_vec(&serde_json::json!({"version": 4, "serial": serial, "lineage": "a",
+                "resources": [{"type": "t", "name": "n", "instances": [{"attributes": {"id": id}}]}], "outputs": {}}))
+            .unwrap()
+        };
+        assert!(same_objects(&doc(2, "i-1"), &doc(3, "i-1")));
+        assert!(!same_objects(&doc(2, "i-1"), &doc(3, "i-2")));
+        assert!(!same_objects(b"{}", b"{}"), "no lineage: not a state");
+        assert!(!same_objects(b"not json", &doc(3, "i-1")));
     }
 
     #[test]

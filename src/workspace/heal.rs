@@ -21,9 +21,10 @@ impl Workspace<'_> {
     /// (`errored.tfstate`, or where its emergency dump was kept) when that is safe, removes
     /// the file, records the state for every host, and leaves the evidence of a cut apply, so
     /// that this run looks up what the failed apply was making before it plans
-    /// ([`Workspace::find_unrecorded`]). Unsafe (another lineage, an older serial): refused
-    /// (exit 13), saying why; nothing is pushed. Nothing to do without such a file, and left to
-    /// the usual refusals when another host holds one too.
+    /// ([`Workspace::find_unrecorded`]). A file whose objects the store's state holds already
+    /// (pushed by a run stopped before it removed it) is removed. Unsafe (another lineage, an
+    /// older serial): refused (exit 13), saying why; nothing is pushed. Nothing to do without
+    /// such a file, and left to the usual refusals when another host holds one too.
     pub(super) fn heal_errored(&mut self) -> Result<()> {
         let Some(file) = state_guard::errored(self.dir.path()) else { return Ok(()) };
         let (Some(store), Some(config)) = (&mut self.store, self.ctx.store()?) else { return Ok(()) };
@@ -32,17 +33,31 @@ impl Workspace<'_> {
         if facts.errored.as_ref().is_some_and(|host| *host != me) {
             return Ok(());
         }
-        let ours = match std::fs::read(&file) {
-            Ok(bytes) => Observed::of(&bytes),
-            Err(e) => Observed::Unreadable(e.to_string()),
+        let (bytes, ours) = match std::fs::read(&file) {
+            Ok(bytes) => {
+                let ours = Observed::of(&bytes);
+                (bytes, ours)
+            }
+            Err(e) => (Vec::new(), Observed::Unreadable(e.to_string())),
         };
-        let push = state_guard::push_verdict(&ours, &facts.observed, facts.recorded.as_ref())
-            .map_err(|why| state_guard::errored_refusal(&self.dir, &file, Some(&config.shell_env()), Some(&why)))?;
+        let push = match state_guard::push_verdict(&ours, &facts.observed, facts.recorded.as_ref()) {
+            Ok(push) => Some(push),
+            // Pushed already, by a run stopped before it removed the file: the store's state
+            // is a later serial of the same objects.
+            Err(_) if store.state_document()?.is_some_and(|doc| state_guard::same_objects(doc.as_bytes(), &bytes)) => {
+                None
+            }
+            Err(why) => {
+                return Err(state_guard::errored_refusal(&self.dir, &file, Some(&config.shell_env()), Some(&why)))
+            }
+        };
         // The evidence first: a run killed after the push still looks up what the apply made.
         let why = self.unsettled.clone().unwrap_or_else(|| "terraform could not save its state".into());
         store.set_unsettled(Some(&why))?;
         self.unsettled = Some(why);
-        self.terraform()?.state_push(&file, push == Push::Force)?;
+        if let Some(push) = &push {
+            self.terraform()?.state_push(&file, *push == Push::Force)?;
+        }
         fsio::remove(&file)?;
         self.recorded(Ok(()))?;
         let stamp = |observed: &Observed| match observed {
@@ -54,11 +69,18 @@ impl Workspace<'_> {
         } else {
             file.display().to_string()
         };
-        self.ctx.printer.warn(&format!(
-            "pushed `{shown}`, the state terraform could not save ({}; the store's was: {}), and removed it",
-            stamp(&ours),
-            stamp(&facts.observed)
-        ));
+        self.ctx.printer.warn(&match push {
+            Some(_) => format!(
+                "pushed `{shown}`, the state terraform could not save ({}; the store's was: {}), and removed it",
+                stamp(&ours),
+                stamp(&facts.observed)
+            ),
+            None => format!(
+                "removed `{shown}`, a state terraform could not save ({}): the store's ({}) holds it already",
+                stamp(&ours),
+                stamp(&facts.observed)
+            ),
+        });
         Ok(())
     }
 }

@@ -140,7 +140,8 @@ fn a_failover_during_an_apply_heals_within_two_reconciles() {
 
 // An `errored.tfstate` that pushing would not be safe with (another state's lineage, or a
 // serial older than the store's state) is refused (exit 13) as before, saying why; nothing is
-// pushed and the file stays.
+// pushed and the file stays. One whose objects the store's state holds already, a serial
+// later (a run stopped between its push and the file's removal), is removed.
 #[test]
 fn a_state_that_cannot_be_pushed_safely_is_refused_saying_why() {
     let db = Db::new();
@@ -170,5 +171,14 @@ fn a_state_that_cannot_be_pushed_safely_is_refused_saying_why() {
         assert_eq!(db.state_data(), now, "nothing pushed");
         assert!(a.s.dir.join("errored.tfstate").exists());
     }
+    let serial = top(&now)["serial"].as_u64().unwrap();
+    let pushed = now.replacen(&format!("\"serial\": {serial},"), &format!("\"serial\": {},", serial - 1), 1);
+    assert_ne!(pushed, now);
+    a.s.write("errored.tfstate", &pushed);
+    let run = a.run(&["reconcile"]).ok();
+    assert!(run.stderr.contains("removed `errored.tfstate`, a state terraform could not save"), "{}", run.stderr);
+    assert!(run.stderr.contains("holds it already"), "{}", run.stderr);
+    assert!(!a.s.dir.join("errored.tfstate").exists());
+    a.run(&["reconcile", "--check"]).ok();
     assert_eq!(census(&a), (2, 2, 1));
 }
