@@ -11,7 +11,8 @@
 //! saved, nothing is lost, and terraform may go on.
 //!
 //! A state terraform could not save (it writes it to `errored.tfstate`, whatever the backend)
-//! stops every plan and apply until it is pushed and the file removed.
+//! stops every plan and apply until it is pushed and the file removed. With a store, a writer
+//! pushes it by itself first when that is safe ([`push_verdict`]; `Workspace::heal_errored`).
 //!
 //! The local backend's state file is read here (directly: it is cheap, and no extra
 //! terraform run is paid for it). With a store, terraform's state is a row of the store's
@@ -67,26 +68,9 @@ pub(crate) fn record(dir: &Path) -> Result<()> {
 /// store: where its state is).
 pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
     if let Some(file) = errored(dir.path()) {
-        let shown = if file == dir.path().join(ERRORED) { PathBuf::from(ERRORED) } else { file.clone() };
-        let push = match env {
-            Some(env) => format!("cd {} && {env} terraform state push {}", dir.shown().display(), shown.display()),
-            None => format!("terraform state push {}", shown.display()),
-        };
-        let place = if file == dir.path().join(ERRORED) {
-            format!("`{ERRORED}` in `{}`", dir.shown().display())
-        } else {
-            format!("`{}` (kept there for `{}`, which was full)", file.display(), dir.shown().display())
-        };
         // Terraform could not save the state after a run (a full disk, a backend gone): what
         // it did is only in this file. Applying again would do it again.
-        return Err(Failure::new(
-            Code::StateLost,
-            format!("refusing to run terraform: {place} holds a state terraform could not save"),
-        )
-        .hint(format!(
-            "push it where the state belongs (`{push}`; `-force` when terraform says the serial is the same: the file is the newer), then remove it and re-run"
-        ))
-        .into());
+        return Err(errored_refusal(dir, &file, env, None));
     }
     let Some(path) = local_state(dir.path()) else { return Ok(()) };
     if !dir.managed().any(|f| f.suffix == Suffix::Live) {
@@ -111,6 +95,94 @@ pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
             backup_of(&path).display()
         ))
         .into()),
+    }
+}
+
+/// The refusal (exit 13) to plan or apply while `file` holds a state terraform could not save
+/// in `dir`; `why` it was not pushed by itself, when a writer judged it unsafe ([`push_verdict`]).
+/// `env` is what terraform runs with, as a shell prefix (see [`check`]).
+pub(crate) fn errored_refusal(dir: &Directory, file: &Path, env: Option<&str>, why: Option<&str>) -> anyhow::Error {
+    let shown = if file == dir.path().join(ERRORED) { PathBuf::from(ERRORED) } else { file.to_path_buf() };
+    let push = match env {
+        Some(env) => format!("cd {} && {env} terraform state push {}", dir.shown().display(), shown.display()),
+        None => format!("terraform state push {}", shown.display()),
+    };
+    let place = if file == dir.path().join(ERRORED) {
+        format!("`{ERRORED}` in `{}`", dir.shown().display())
+    } else {
+        format!("`{}` (kept there for `{}`, which was full)", file.display(), dir.shown().display())
+    };
+    let message = format!("refusing to run terraform: {place} holds a state terraform could not save");
+    match why {
+        None => Failure::new(Code::StateLost, message).hint(format!(
+            "push it where the state belongs (`{push}`; `-force` when terraform says the serial is the same: the file is the newer), then remove it and re-run"
+        )),
+        Some(why) => Failure::new(Code::StateLost, format!("{message}, and pushing it by itself is not safe: {why}"))
+            .hint(format!(
+                "look at both states (`terraform state pull`, and the file): if the file is the one, push it (`{push} -force`); then remove it and re-run"
+            )),
+    }
+    .into()
+}
+
+/// Whether two state documents hold the same objects and outputs (whatever their serials): a
+/// state terraform could not save that the backend holds already (pushed by a run stopped
+/// before it removed the file) is dropped, not refused. Unreadable: `false`.
+pub(crate) fn same_objects(a: &[u8], b: &[u8]) -> bool {
+    let held = |bytes: &[u8]| {
+        serde_json::from_slice::<serde_json::Value>(bytes)
+            .ok()
+            .map(|v| (v.get("lineage").cloned(), v.get("resources").cloned(), v.get("outputs").cloned()))
+    };
+    matches!((held(a), held(b)), (Some(a), Some(b)) if a == b && a.0.is_some())
+}
+
+/// How a state terraform could not save may be pushed ([`push_verdict`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// Newer than the backend's: a plain `state push`.
+    Plain,
+    /// Of the backend's serial (terraform wrote the file instead of saving that version):
+    /// `state push -force`, since terraform refuses another state of the same serial.
+    Force,
+}
+
+/// Whether the state terraform could not save (`file`, as [`Observed::of`] its bytes) may be
+/// pushed over the store's state (`backend`; `recorded`: the stamp the last run left) by
+/// itself, losing nothing: the same lineage and a serial not older than the store's state's
+/// (nor than the one recorded), or no state in the store while the file is of the recorded
+/// lineage (or none was recorded: a first apply that could not save). `Err`: why not.
+pub(crate) fn push_verdict(file: &Observed, backend: &Observed, recorded: Option<&Stamp>) -> Result<Push, String> {
+    let ours = match file {
+        Observed::State(stamp) => stamp,
+        Observed::Missing => return Err("it is gone".into()),
+        Observed::Empty => return Err("it is empty".into()),
+        Observed::Unreadable(e) => return Err(format!("its lineage and serial cannot be read: {e}")),
+    };
+    let push = match backend {
+        Observed::State(now) if now.lineage != ours.lineage => {
+            Err(format!("its lineage `{}` is not the store's state's `{}`", ours.lineage, now.lineage))
+        }
+        Observed::State(now) if ours.serial < now.serial => {
+            Err(format!("its serial {} is older than the store's state's {}", ours.serial, now.serial))
+        }
+        Observed::State(now) if ours.serial == now.serial => Ok(Push::Force),
+        Observed::State(_) => Ok(Push::Plain),
+        Observed::Missing => match recorded {
+            Some(then) if then.lineage != ours.lineage => Err(format!(
+                "the store holds no state, and its lineage `{}` is not the `{}` the last run recorded",
+                ours.lineage, then.lineage
+            )),
+            _ => Ok(Push::Plain),
+        },
+        Observed::Empty => Err("the store's state is empty (0 bytes): which one is right cannot be told".into()),
+        Observed::Unreadable(e) => Err(format!("the store's state cannot be read: {e}")),
+    }?;
+    match recorded {
+        Some(then) if then.lineage == ours.lineage && then.serial > ours.serial => {
+            Err(format!("its serial {} is older than the {} the last run recorded", ours.serial, then.serial))
+        }
+        _ => Ok(push),
     }
 }
 
@@ -355,6 +427,43 @@ mod tests {
         // Nowhere at all: the text, to print.
         let places = places_in(&gone, None, &gone);
         assert!(matches!(keep_in(&places, &state), Kept::Nowhere(text) if text.contains("\"lineage\": \"abc\"")));
+    }
+
+    #[test]
+    fn a_state_is_pushed_by_itself_only_over_an_older_version_of_itself() {
+        let stamp = |lineage: &str, serial| Stamp { lineage: lineage.into(), serial };
+        let state = |lineage: &str, serial| Observed::State(stamp(lineage, serial));
+        let ours = state("a", 7);
+        assert_eq!(push_verdict(&ours, &state("a", 6), Some(&stamp("a", 6))), Ok(Push::Plain));
+        assert_eq!(push_verdict(&ours, &state("a", 7), Some(&stamp("a", 7))), Ok(Push::Force));
+        assert_eq!(push_verdict(&ours, &Observed::Missing, None), Ok(Push::Plain));
+        assert_eq!(push_verdict(&ours, &Observed::Missing, Some(&stamp("a", 5))), Ok(Push::Plain));
+        let refused = |file: &Observed, backend: &Observed, recorded: Option<Stamp>| {
+            push_verdict(file, backend, recorded.as_ref()).unwrap_err()
+        };
+        assert_eq!(refused(&ours, &state("b", 3), None), "its lineage `a` is not the store's state's `b`");
+        assert_eq!(refused(&ours, &state("a", 8), None), "its serial 7 is older than the store's state's 8");
+        assert_eq!(
+            refused(&ours, &state("a", 6), Some(stamp("a", 9))),
+            "its serial 7 is older than the 9 the last run recorded"
+        );
+        assert!(refused(&ours, &Observed::Missing, Some(stamp("b", 1))).contains("the store holds no state"));
+        assert!(refused(&ours, &Observed::Empty, None).contains("the store's state is empty"));
+        assert!(refused(&Observed::Unreadable("x".into()), &state("a", 1), None).contains("cannot be read"));
+        assert_eq!(refused(&Observed::Empty, &state("a", 1), None), "it is empty");
+    }
+
+    #[test]
+    fn a_state_the_backend_holds_already_is_told_whatever_its_serial() {
+        let doc = |serial: u64, id: &str| {
+            serde_json::to_vec(&serde_json::json!({"version": 4, "serial": serial, "lineage": "a",
+                "resources": [{"type": "t", "name": "n", "instances": [{"attributes": {"id": id}}]}], "outputs": {}}))
+            .unwrap()
+        };
+        assert!(same_objects(&doc(2, "i-1"), &doc(3, "i-1")));
+        assert!(!same_objects(&doc(2, "i-1"), &doc(3, "i-2")));
+        assert!(!same_objects(b"{}", b"{}"), "no lineage: not a state");
+        assert!(!same_objects(b"not json", &doc(3, "i-1")));
     }
 
     #[test]

@@ -123,6 +123,15 @@ impl Store {
         })
     }
 
+    /// Terraform's state document as the store holds it (`None`: no state yet).
+    pub(crate) fn state_document(&mut self) -> Result<Option<String>> {
+        let sql = format!("SELECT data FROM {} WHERE name = 'default'", self.state_table());
+        match self.query(async |c| c.query_typed(sql.as_str(), &[]).await) {
+            Err(e) if no_table(&e) => Ok(None),
+            rows => Ok(rows?.first().map(|r| r.get(0))),
+        }
+    }
+
     /// The SQL that forgets the recorded stamp (to accept the state as it is), for hints.
     pub(crate) fn forget_state_sql(&self) -> String {
         format!(

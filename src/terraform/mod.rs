@@ -455,6 +455,19 @@ impl Terraform {
         self.capture(&inv).map(drop)
     }
 
+    /// `state push FILE`: a state terraform could not save, put where the state belongs.
+    /// `force` (`-force`) only when its serial is the backend's: terraform refuses a different
+    /// state of the same serial without it. The caller has checked the lineage and serial.
+    pub(crate) fn state_push(&self, file: &Path, force: bool) -> Result<()> {
+        let mut inv = Invocation::new(&["state", "push", "-no-color"]).writes_state();
+        inv.args.extend(self.lock_wait());
+        if force {
+            inv.args.push("-force".into());
+        }
+        inv.args.push(file.to_str().context("state path is not UTF-8")?.to_string());
+        self.capture(&inv).map(drop)
+    }
+
     /// Runs to completion and returns stdout; stderr's tail goes into the error.
     fn capture(&self, inv: &Invocation) -> Result<String> {
         let once = |inv: &Invocation| {

@@ -27,6 +27,7 @@
 //! [`Workspace::discover_imports`], [`Workspace::state`].
 
 mod changes;
+mod heal;
 mod imports;
 mod init;
 mod mirror;
@@ -75,6 +76,9 @@ pub(crate) struct Workspace<'a> {
     /// Why an apply of this directory was cut short, until what it made is looked up (see
     /// `unrecorded`); `None`: none was.
     unsettled: Option<String>,
+    /// The command changes nothing though it holds the lock (`reconcile --check`): a state
+    /// terraform could not save is not pushed (`heal`), only refused.
+    check_only: bool,
 }
 
 /// What [`Workspace::migrate`] did (`migrate --output json`).
@@ -175,6 +179,7 @@ impl<'a> Workspace<'a> {
             _snapshot: None,
             marked: false,
             unsettled: None,
+            check_only: false,
         })
     }
 
@@ -295,6 +300,7 @@ impl<'a> Workspace<'a> {
             _snapshot: snapshot,
             marked: false,
             unsettled,
+            check_only: false,
         })
     }
 
@@ -305,6 +311,12 @@ impl<'a> Workspace<'a> {
         } else {
             Self::lock(ctx, ctx.lock_timeout)
         }
+    }
+
+    /// This command changes nothing, though it holds the lock (`reconcile --check`): see
+    /// [`Workspace::preflight`].
+    pub(crate) fn check_only(&mut self) {
+        self.check_only = true;
     }
 
     /// The directory as last listed.
@@ -432,6 +444,8 @@ impl<'a> Workspace<'a> {
     /// The checks an apply must pass before anything is written: every queued file it would
     /// promote (those `changes` does not replace) is a readable document, and the state is not
     /// lost (`state_guard`). Returns those queued documents (for `init`'s provider check).
+    /// With a store, a state terraform could not save is pushed first when that is safe (see
+    /// `heal`), unless the command changes nothing ([`Workspace::check_only`]).
     pub(crate) fn preflight(&mut self, changes: &ChangeSet) -> Result<Vec<Value>> {
         if self.store.is_some() {
             // Before the change is in the store: a host whose state is not shared refuses
@@ -457,6 +471,9 @@ impl<'a> Workspace<'a> {
                     .into())
                 }
             }
+        }
+        if !self.check_only {
+            self.heal_errored()?;
         }
         crate::state_guard::check(&self.dir, self.ctx.store()?.map(|s| s.shell_env()).as_deref())?;
         if let (Some(store), Some(config)) = (&mut self.store, self.ctx.store()?) {

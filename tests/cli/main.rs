@@ -14,6 +14,7 @@ mod crash;
 mod describe;
 mod destroy_label;
 mod errors;
+mod failover;
 mod fakecloud;
 mod faults;
 mod generated;

@@ -26,18 +26,25 @@ fn server() -> String {
 }
 
 /// One test's database on a server, dropped at the end.
-struct Db {
+pub(crate) struct Db {
     server: String,
     name: String,
 }
 
 impl Db {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::on(server())
     }
 
-    fn on(server: String) -> Self {
+    pub(crate) fn on(server: String) -> Self {
         Self::create(server, "")
+    }
+
+    /// The same database, on the server `server` now (a standby promoted): dropped there.
+    pub(crate) fn moved_to(self, server: String) -> Self {
+        let moved = Db { server, name: self.name.clone() };
+        std::mem::forget(self); // its server is gone
+        moved
     }
 
     /// A copy of this database (store and state), as it is now.
@@ -55,7 +62,7 @@ impl Db {
     }
 
     /// The database's URL, as a user writes it (`sslmode=disable`: the test server has no TLS).
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let base = self.server.rsplit_once('/').unwrap().0;
         format!("{base}/{}?sslmode=disable", self.name)
     }
@@ -73,12 +80,12 @@ impl Db {
         creds.split_once(':').unwrap().1.to_string()
     }
 
-    fn client(&self) -> postgres::Client {
+    pub(crate) fn client(&self) -> postgres::Client {
         postgres::Client::connect(&self.url(), postgres::NoTls).unwrap()
     }
 
     /// The store's files of directory `web`: name → document.
-    fn files(&self) -> BTreeMap<String, Value> {
+    pub(crate) fn files(&self) -> BTreeMap<String, Value> {
         let rows = self
             .client()
             .query(
@@ -96,7 +103,7 @@ impl Db {
     }
 
     /// Terraform's state as its pg backend keeps it (in the directory's own schema): its resources.
-    fn resources(&self) -> Vec<Value> {
+    pub(crate) fn resources(&self) -> Vec<Value> {
         let row = self.client().query_one("SELECT data FROM infrakit_tf_state_web.states WHERE name = 'default'", &[]);
         let data: String = row.unwrap().get(0);
         let state: Value = serde_json::from_str(&data).unwrap();
@@ -104,7 +111,7 @@ impl Db {
     }
 
     /// Terraform's state document as its pg backend keeps it.
-    fn state_data(&self) -> String {
+    pub(crate) fn state_data(&self) -> String {
         self.client()
             .query_one("SELECT data FROM infrakit_tf_state_web.states WHERE name = 'default'", &[])
             .unwrap()
@@ -124,14 +131,14 @@ impl Db {
     }
 
     /// The cloud IDs of the objects terraform's state manages.
-    fn managed_ids(&self) -> BTreeSet<String> {
+    pub(crate) fn managed_ids(&self) -> BTreeSet<String> {
         let resources = self.resources();
         let instances = resources.iter().flat_map(|r| r["instances"].as_array().cloned().unwrap_or_default());
         instances.filter_map(|i| i["attributes"]["id"].as_str().map(str::to_string)).collect()
     }
 
     /// The resource addresses of terraform's state.
-    fn state(&self) -> BTreeSet<String> {
+    pub(crate) fn state(&self) -> BTreeSet<String> {
         let resources = self.resources();
         resources.iter().map(|r| format!("{}.{}", r["type"].as_str().unwrap(), r["name"].as_str().unwrap())).collect()
     }
@@ -150,7 +157,7 @@ fn hostname() -> String {
 }
 
 /// The resources the store's files declare.
-fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
+pub(crate) fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for doc in files.values() {
         for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
@@ -289,7 +296,7 @@ fn a_host_that_dies_mid_apply_is_taken_over_by_the_other() {
 
 /// Starts `provision --count N` on `host`, one create at a time (each `ms` long), and waits
 /// until two resources have been created.
-fn provisioning(host: &Cloud, count: u32, ms: u64) -> crate::cloud::Started {
+pub(crate) fn provisioning(host: &Cloud, count: u32, ms: u64) -> crate::cloud::Started {
     host.delay_creates(ms);
     let count = count.to_string();
     let mut run = host.start(&["--parallelism", "1", "provision", "--count", &count, &host.spec()], &[]);
@@ -451,32 +458,46 @@ fn reconcile_no_wait_on_both_hosts_at_once_runs_one() {
 
 /// A server of the test's own (`.ci/postgres`), to restart or stop: the shared one serves the
 /// other tests.
-struct OwnServer {
+pub(crate) struct OwnServer {
     root: tempfile::TempDir,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl OwnServer {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let root = tempfile::tempdir().unwrap();
-        let url = Self::ctl("start", root.path());
+        let url = Self::ctl("start", &[root.path()]);
         OwnServer { root, url }
     }
 
-    fn ctl(verb: &str, dir: &Path) -> String {
+    /// A streaming standby of `primary` (`.ci/postgres start-standby`): read-only until
+    /// [`OwnServer::promote`]d.
+    pub(crate) fn standby_of(primary: &OwnServer) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let url = Self::ctl("start-standby", &[root.path(), primary.root.path()]);
+        OwnServer { root, url }
+    }
+
+    fn ctl(verb: &str, dirs: &[&Path]) -> String {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres");
-        let out = std::process::Command::new(&script).arg(verb).arg(dir).output().unwrap();
+        let out = std::process::Command::new(&script).arg(verb).args(dirs).output().unwrap();
         assert!(out.status.success(), "{verb}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
     /// `pg_ctl restart -m fast`: every session ends; back when this returns.
     fn restart(&self) {
-        Self::ctl("restart", self.root.path());
+        Self::ctl("restart", &[self.root.path()]);
     }
 
-    fn stop(&self) {
-        Self::ctl("stop", self.root.path());
+    /// `pg_ctl stop -m immediate`: the server dies as in a crash.
+    pub(crate) fn stop(&self) {
+        Self::ctl("stop", &[self.root.path()]);
+    }
+
+    /// A standby becomes a primary (`pg_ctl promote`): writable when this returns.
+    pub(crate) fn promote(&self) {
+        Self::ctl("promote", &[self.root.path()]);
     }
 }
 

@@ -99,6 +99,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let specs: Vec<(String, String)> = groups.iter().map(|g| (g.spec.id.clone(), g.spec.fingerprint_input())).collect();
     ws.check_groups(&specs)?;
     ws.terraform()?;
+    if args.check {
+        ws.check_only(); // a state terraform could not save is refused, not pushed
+    }
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
     let adopted = ws.find_unrecorded(args.check, &[])?;
     let lookup_pending = ws.awaiting_lookup().map(str::to_string);
