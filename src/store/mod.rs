@@ -134,6 +134,14 @@ impl Store {
         }
         match probe.version {
             Some(schema::SCHEMA_VERSION) if probe.fence => {}
+            Some(schema::SCHEMA_VERSION) => match schema::upgrade_fence(&mut conn, limit) {
+                Ok(()) => {}
+                // Not the fence's owner (another role made the store): the fence before
+                // holds where terraform carries `infrakit_tf.lease`, that is, not behind a pooler.
+                Err(Fault::Db(e))
+                    if !pooled && e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {}
+                Err(f) => return Err(unavailable(f)),
+            },
             Some(v) if v > schema::SCHEMA_VERSION => {
                 return Err(Failure::new(
                     Code::Invalid,

@@ -125,10 +125,16 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
 /// database race: one fails ("duplicate key value violates unique constraint
 /// pg_class_relname_nsp_index"). Made here first, each init finds it.
 pub(super) fn create_state_sequence(conn: &mut Conn, limit: Duration) -> Outcome<()> {
+    one_host_at_a_time(conn, limit, "CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint")
+}
+
+/// Runs `sql` in a transaction under our advisory lock, so that hosts starting at once take
+/// turns.
+fn one_host_at_a_time(conn: &mut Conn, limit: Duration, sql: &str) -> Outcome<()> {
     conn.call(limit, async |c| {
         let tx = c.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS]).await?;
-        tx.batch_execute("CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint").await?;
+        tx.batch_execute(sql).await?;
         tx.commit().await
     })
 }
@@ -172,33 +178,8 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
                  renewed timestamptz NOT NULL,
                  expires timestamptz NOT NULL,
                  released boolean NOT NULL);
-             CREATE OR REPLACE FUNCTION infrakit_tf.fence() RETURNS trigger LANGUAGE plpgsql AS $fence$
-             DECLARE
-                 -- The lease's epoch, set directly (PG_CONN_STR's infrakit_tf.lease, which a
-                 -- pooler refuses or drops), else from the session's name (`infrakit-tf tf
-                 -- DIR#EPOCH`, which PgBouncer passes on), unless PostgreSQL may have cut it.
-                 token text := current_setting('infrakit_tf.lease', true);
-                 app text := current_setting('application_name');
-                 prefix text := 'infrakit-tf tf ' || TG_ARGV[0] || '#';
-             BEGIN
-                 IF coalesce(token, '') = '' AND starts_with(app, prefix) AND octet_length(app) < 63 THEN
-                     token := substr(app, length(prefix) + 1);
-                 END IF;
-                 -- Only terraforms run by infrakit-tf carry a lease; a state push by hand does not.
-                 IF coalesce(token, '') <> '' THEN
-                     PERFORM 1 FROM infrakit_tf.leases
-                      WHERE directory = TG_ARGV[0] AND epoch::text = token
-                        AND NOT released AND expires > clock_timestamp()
-                      FOR SHARE;
-                     IF NOT FOUND THEN
-                         RAISE EXCEPTION 'infrakit-tf: the lease (epoch %) on store directory % is no longer held: another host may hold it; this terraform''s state write is refused', token, TG_ARGV[0]
-                             USING ERRCODE = 'lock_not_available';
-                     END IF;
-                 END IF;
-                 IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
-                 RETURN NEW;
-             END $fence$;
-             COMMENT ON FUNCTION infrakit_tf.fence() IS '{FENCE}';"
+             {}",
+            fence_sql()
         ))
         .await?;
         let has: Option<i32> = tx.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]).await?.get(0);
@@ -209,6 +190,44 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
         .await?;
         tx.commit().await
     })
+}
+
+/// The fence (the trigger function on each state table), its revision as its comment.
+fn fence_sql() -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION infrakit_tf.fence() RETURNS trigger LANGUAGE plpgsql AS $fence$
+         DECLARE
+             -- The lease's epoch, set directly (PG_CONN_STR's infrakit_tf.lease, which a
+             -- pooler refuses or drops), else from the session's name (`infrakit-tf tf
+             -- DIR#EPOCH`, which PgBouncer passes on), unless PostgreSQL may have cut it.
+             token text := current_setting('infrakit_tf.lease', true);
+             app text := current_setting('application_name');
+             prefix text := 'infrakit-tf tf ' || TG_ARGV[0] || '#';
+         BEGIN
+             IF coalesce(token, '') = '' AND starts_with(app, prefix) AND octet_length(app) < 63 THEN
+                 token := substr(app, length(prefix) + 1);
+             END IF;
+             -- Only terraforms run by infrakit-tf carry a lease; a state push by hand does not.
+             IF coalesce(token, '') <> '' THEN
+                 PERFORM 1 FROM infrakit_tf.leases
+                  WHERE directory = TG_ARGV[0] AND epoch::text = token
+                    AND NOT released AND expires > clock_timestamp()
+                  FOR SHARE;
+                 IF NOT FOUND THEN
+                     RAISE EXCEPTION 'infrakit-tf: the lease (epoch %) on store directory % is no longer held: another host may hold it; this terraform''s state write is refused', token, TG_ARGV[0]
+                         USING ERRCODE = 'lock_not_available';
+                 END IF;
+             END IF;
+             IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+             RETURN NEW;
+         END $fence$;
+         COMMENT ON FUNCTION infrakit_tf.fence() IS '{FENCE}';"
+    )
+}
+
+/// Brings the fence to this build's revision ([`FENCE`]), one host at a time.
+pub(super) fn upgrade_fence(conn: &mut Conn, limit: Duration) -> Outcome<()> {
+    one_host_at_a_time(conn, limit, &fence_sql())
 }
 
 /// Puts the fence on terraform's state table in `schema` (once: it stays), so that a state
