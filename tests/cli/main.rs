@@ -21,6 +21,7 @@ mod groups;
 mod hardening;
 mod import;
 mod lock;
+mod pooler;
 mod provision;
 mod proxy;
 mod readme;

@@ -16,23 +16,23 @@ use crate::support::Run;
 
 const INVALID: i32 = 3;
 const LOCKED: i32 = 5;
-const STORE_UNAVAILABLE: i32 = 16;
+pub(crate) const STORE_UNAVAILABLE: i32 = 16;
 
 /// The test server's URL (`postgresql://user:password@127.0.0.1:PORT/postgres`).
-fn server() -> String {
+pub(crate) fn server() -> String {
     std::env::var("INFRAKIT_TF_TEST_PG").expect(
         "INFRAKIT_TF_TEST_PG is not set: the store tests need a PostgreSQL server (`.ci/test` starts one with `.ci/postgres start DIR`)",
     )
 }
 
 /// One test's database on a server, dropped at the end.
-struct Db {
-    server: String,
-    name: String,
+pub(crate) struct Db {
+    pub(crate) server: String,
+    pub(crate) name: String,
 }
 
 impl Db {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::on(server())
     }
 
@@ -55,7 +55,7 @@ impl Db {
     }
 
     /// The database's URL, as a user writes it (`sslmode=disable`: the test server has no TLS).
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let base = self.server.rsplit_once('/').unwrap().0;
         format!("{base}/{}?sslmode=disable", self.name)
     }
@@ -68,17 +68,17 @@ impl Db {
         format!("{user}@{rest}")
     }
 
-    fn password(&self) -> String {
+    pub(crate) fn password(&self) -> String {
         let creds = self.server.split_once("://").unwrap().1.split_once('@').unwrap().0;
         creds.split_once(':').unwrap().1.to_string()
     }
 
-    fn client(&self) -> postgres::Client {
+    pub(crate) fn client(&self) -> postgres::Client {
         postgres::Client::connect(&self.url(), postgres::NoTls).unwrap()
     }
 
     /// The store's files of directory `web`: name → document.
-    fn files(&self) -> BTreeMap<String, Value> {
+    pub(crate) fn files(&self) -> BTreeMap<String, Value> {
         let rows = self
             .client()
             .query(
@@ -104,7 +104,7 @@ impl Db {
     }
 
     /// Terraform's state document as its pg backend keeps it.
-    fn state_data(&self) -> String {
+    pub(crate) fn state_data(&self) -> String {
         self.client()
             .query_one("SELECT data FROM infrakit_tf_state_web.states WHERE name = 'default'", &[])
             .unwrap()
@@ -131,7 +131,7 @@ impl Db {
     }
 
     /// The resource addresses of terraform's state.
-    fn state(&self) -> BTreeSet<String> {
+    pub(crate) fn state(&self) -> BTreeSet<String> {
         let resources = self.resources();
         resources.iter().map(|r| format!("{}.{}", r["type"].as_str().unwrap(), r["name"].as_str().unwrap())).collect()
     }
@@ -145,12 +145,12 @@ impl Drop for Db {
     }
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string()
 }
 
 /// The resources the store's files declare.
-fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
+pub(crate) fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for doc in files.values() {
         for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
@@ -194,7 +194,7 @@ fn name_in(host: &Cloud, url: &str, directory: &str) {
 
 /// Gives the hosts' leases `lease` (`store.lease`), so that a test waits that long, not the
 /// default 30 s, for a dead host's lease to expire. Every host's configuration must match.
-fn lease(hosts: &[&Cloud], lease: &str) {
+pub(crate) fn lease(hosts: &[&Cloud], lease: &str) {
     for host in hosts {
         let mut config: Value = host.s.read("infrakit-tf.json");
         config["store"]["lease"] = json!(lease);
@@ -204,8 +204,13 @@ fn lease(hosts: &[&Cloud], lease: &str) {
 
 /// Two hosts of one cloud, sharing the store `db`.
 fn hosts(db: &Db) -> (Cloud, Cloud) {
+    hosts_at(&db.url())
+}
+
+/// Two hosts of one cloud, sharing the store at `url`.
+pub(crate) fn hosts_at(url: &str) -> (Cloud, Cloud) {
     let a = Cloud::new();
-    use_store(&a, &db.url());
+    use_store(&a, url);
     let b = a.another_host();
     (a, b)
 }
