@@ -102,7 +102,8 @@ pub(crate) struct StoredDir {
 impl Store {
     /// Connects and makes sure the schema is there. A server that cannot be reached, refuses
     /// us, lacks a privilege we need, or has a newer schema is an error; nothing is written.
-    /// So is a pooler that does not keep a server session for each client (see `pooler`).
+    /// So is a pooler that does not keep a server session for each client, or refuses
+    /// terraform's connections (see `pooler`).
     pub(crate) fn connect(config: &StoreConfig) -> Result<Self> {
         let display = config.display();
         let limit = config.connect_limit();
@@ -113,13 +114,8 @@ impl Store {
         // The startup packet's settings not in effect: a pooler refused or dropped them.
         let pooled = probe.in_transaction != conn.in_transaction().as_millis() as i64;
         if pooled {
-            if pooler::hands_over(&mut conn, &config.pg, &config.tls, limit).map_err(unavailable)? {
-                return Err(Failure::new(
-                    Code::StoreUnavailable,
-                    format!("cannot use the store at {display}: it is behind a pooler in transaction or statement pooling mode (PgBouncer's pool_mode), which hands one server session to several clients: terraform's state lock and statements need one of their own"),
-                )
-                .hint("have the pooler pool this database by session (PgBouncer: `pool_mode = session`, or `pool_mode=session` on its line in [databases]), or point the store's URL at PostgreSQL itself; nothing was changed")
-                .into());
+            if let Some(refusal) = pooler::check(&mut conn, &config.pg, &config.tls, limit).map_err(unavailable)? {
+                return Err(refusal.error(&display));
             }
             conn.set_session(limit).map_err(unavailable)?;
         }

@@ -5,12 +5,13 @@
 //! their URLs; each test's database is made on the server directly (`store::Db`) and reached
 //! through one of them. Without them these tests fail: they are never skipped.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
 use crate::cloud::Cloud;
-use crate::store::{census, declared, hostname, hosts_at, lease, point_at, use_store, Db, STORE_UNAVAILABLE};
+use crate::store::{census, declared, hostname, hosts_at, lease, point_at, server, use_store, Db, STORE_UNAVAILABLE};
 
 /// The URL of the PgBouncer of `mode` that `.ci/test` started.
 fn pgbouncer(mode: &str) -> String {
@@ -20,12 +21,21 @@ fn pgbouncer(mode: &str) -> String {
     })
 }
 
-/// `db`'s URL through the PgBouncer of `mode`, and the pooler's port.
+/// `db`'s URL through the PgBouncer of `mode` (or at URL `pooler`), and the pooler's port.
 fn through(db: &Db, mode: &str) -> (String, String) {
-    let pooler = pgbouncer(mode);
+    through_at(db, &pgbouncer(mode))
+}
+
+fn through_at(db: &Db, pooler: &str) -> (String, String) {
     let base = pooler.rsplit_once('/').unwrap().0;
     let port = base.rsplit_once(':').unwrap().1.to_string();
     (format!("{base}/{}?sslmode=disable", db.name), port)
+}
+
+/// How many schemas of the store (and of terraform's state) the database has.
+fn store_schemas(db: &Db) -> i64 {
+    let sql = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'infrakit_tf%'";
+    db.client().query_one(sql, &[]).unwrap().get(0)
 }
 
 #[test]
@@ -139,12 +149,7 @@ fn a_transaction_pooler_is_refused_before_anything_is_written() {
     };
     refused(&a, &["provision", &a.spec()]);
     refused(&a, &["describe"]);
-    let schemas: i64 = db
-        .client()
-        .query_one("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'infrakit_tf%'", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(schemas, 0, "nothing written in the database");
+    assert_eq!(store_schemas(&db), 0, "nothing written in the database");
     // A store made directly: a host behind the transaction pooler changes none of it.
     let direct = a.another_host();
     point_at(&direct, &db.url());
@@ -179,4 +184,58 @@ fn a_parameter_a_pooler_refuses_is_said_to_be_the_poolers() {
     );
     assert!(run.stderr.contains("hint: a connection pooler (PgBouncer) answered there"), "{}", run.stderr);
     assert!(!run.stderr.contains("check that PostgreSQL runs there"), "{}", run.stderr);
+}
+
+/// A PgBouncer of the test's own in front of the test server, Debian's settings as they are
+/// (no `ignore_startup_parameters`), pooling by session.
+struct DebianPgBouncer {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl DebianPgBouncer {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(Self::script())
+            .args(["start".as_ref(), dir.path().as_os_str(), server().as_ref(), "session".as_ref(), "-".as_ref()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        DebianPgBouncer { dir, url: String::from_utf8(out.stdout).unwrap().trim().to_string() }
+    }
+
+    fn script() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/pgbouncer")
+    }
+}
+
+impl Drop for DebianPgBouncer {
+    fn drop(&mut self) {
+        let _ = Command::new(Self::script()).arg("stop").arg(self.dir.path()).output();
+    }
+}
+
+// PgBouncer as Debian's file has it refuses the parameter terraform's driver sends on every
+// connection: refused at connect, naming the line that lets it through, nothing written
+// (rather than files committed and `terraform init` failing).
+#[test]
+fn a_pooler_that_refuses_terraforms_driver_is_refused_before_anything_is_written() {
+    let bouncer = DebianPgBouncer::start();
+    let db = Db::new();
+    let (url, port) = through_at(&db, &bouncer.url);
+    let a = Cloud::new();
+    use_store(&a, &url);
+    let before = a.s.snapshot();
+    let run = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
+    assert_eq!(
+        run.error_lines(),
+        [format!("error: cannot use the store at postgresql://infrakit@127.0.0.1:{port}/{}: the pooler in front of it refuses terraform's connections (unsupported startup parameter: extra_float_digits: terraform's driver, lib/pq, sends it on every connection)", db.name).as_str()]
+    );
+    assert!(
+        run.stderr.contains("hint: add `ignore_startup_parameters = extra_float_digits` to the [pgbouncer] section"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(a.s.snapshot(), before, "nothing written here");
+    assert_eq!(store_schemas(&db), 0, "nothing written in the database");
 }
