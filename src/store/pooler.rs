@@ -55,7 +55,7 @@ impl Refusal {
             ),
             Refusal::RefusesTerraform(message) => (
                 format!("the pooler in front of it refuses terraform's connections ({message}: terraform's driver, lib/pq, sends it on every connection)"),
-                "add `ignore_startup_parameters = extra_float_digits` to the [pgbouncer] section of pgbouncer.ini and reload PgBouncer",
+                "add `ignore_startup_parameters = extra_float_digits` to the [pgbouncer] section of pgbouncer.ini (or `extra_float_digits` to the list it has there) and reload PgBouncer",
             ),
         };
         Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {why}"))
