@@ -72,9 +72,11 @@ exit_codes! {
     /// (`--health-cmd`); nothing more was destroyed.
     UpdateStopped = 15 => "`reconcile`: a rolling update stopped: a replacement was not healthy (`--health-cmd`); nothing more was destroyed",
     /// The store (PostgreSQL, `store` in infrakit-tf.json) cannot be reached, refused the
-    /// connection or what we need, or this host lost its lease on the directory (terraform,
-    /// if it ran, was stopped): the change under way was not made, here or in the store.
-    StoreUnavailable = 16 => "the store (PostgreSQL) cannot be reached or refused us, or this host lost its lease (terraform was stopped); the change under way was not made",
+    /// connection or what we need, is behind a pooler that does not pool by session
+    /// (PgBouncer's transaction or statement pooling), or this host lost its lease on the
+    /// directory (terraform, if it ran, was stopped): the change under way was not made, here
+    /// or in the store.
+    StoreUnavailable = 16 => "the store (PostgreSQL) cannot be reached or refused us (a pooler that does not pool by session included), or this host lost its lease (terraform was stopped); the change under way was not made",
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }

@@ -16,6 +16,7 @@ use crate::profile::StoreSection;
 use anyhow::Result;
 use tokio_postgres::config::Host;
 
+use super::conn::Setup;
 use super::lease::{self, Timing};
 use super::tls::{Mode, Settings, Tls};
 
@@ -41,6 +42,9 @@ struct Session {
     idle_sessions: bool,
     /// Whether the connection is over TLS (`allow` and `prefer` may or may not be).
     tls: bool,
+    /// Whether a pooler (session pooling) is in front of the server: it passes no setting of
+    /// the startup packet but `application_name` (see `pooler`).
+    pooled: bool,
 }
 
 /// The lease when `store.lease` does not say.
@@ -107,8 +111,17 @@ impl StoreConfig {
     }
 
     /// Notes where the first connection went and what it found.
-    pub(super) fn connected(&self, reached: &(Host, u16), idle_sessions: bool, tls: bool) {
-        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, idle_sessions, tls });
+    pub(super) fn connected(&self, reached: &(Host, u16), idle_sessions: bool, tls: bool, pooled: bool) {
+        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, idle_sessions, tls, pooled });
+    }
+
+    /// How the next connections get their settings: as the first one found.
+    pub(super) fn setup(&self) -> Setup {
+        if self.session.get().is_some_and(|s| s.pooled) {
+            Setup::Pooled
+        } else {
+            Setup::Startup
+        }
     }
 
     /// The longest a connection may take to open: `connect_timeout`, else 10 s.
@@ -129,12 +142,17 @@ impl StoreConfig {
     /// does not know to the server as settings): never ended for being idle while it holds
     /// the state's lock through a long apply (`idle_session_timeout=0`, from PostgreSQL 14;
     /// `idle_in_transaction_session_timeout=0`), named (`application_name`, so that a host
-    /// taking over an expired lease can end its sessions), and the lease's epoch
-    /// (`infrakit_tf.lease`), which the state table's fence checks on every write.
+    /// taking over an expired lease can end its sessions, and carrying the lease's epoch),
+    /// and the lease's epoch (`infrakit_tf.lease`), which the state table's fence checks on
+    /// every write. Behind a pooler, only `application_name`: PgBouncer refuses other keys
+    /// (or drops them), and passes that one on, epoch and all, to the fence.
     pub(crate) fn terraform_env(&self) -> Vec<(String, String)> {
         let mut conn = self.base_conn();
         let epoch = lease::epoch();
         conn.push(("application_name", lease::terraform_session(&self.name, epoch)));
+        if self.session.get().is_some_and(|s| s.pooled) {
+            return self.env_with(conn);
+        }
         if let Some(epoch) = epoch {
             conn.push(("infrakit_tf.lease", epoch.to_string()));
         }
@@ -522,11 +540,21 @@ mod tests {
         // Of several hosts, the one that answered; from PostgreSQL 14, idle_session_timeout too.
         let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:5432,h2:6432/d"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
-        cfg.connected(&(Host::Tcp("h2".into()), 6432), true, false);
+        cfg.connected(&(Host::Tcp("h2".into()), 6432), true, false, false);
         let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],
             format!("host=h2 port=6432 user=u dbname=d sslmode=disable {session} idle_session_timeout=0")
+        );
+        // Behind a pooler: only what it passes on.
+        let cfg =
+            StoreConfig::resolve(section(Some("postgresql://u@h1:6432/d?sslmode=disable"), Some("web")), None, file);
+        let cfg = cfg.unwrap().unwrap();
+        cfg.connected(&(Host::Tcp("h1".into()), 6432), true, false, true);
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().into_iter().collect();
+        assert_eq!(
+            tf["PG_CONN_STR"],
+            "host=h1 port=6432 user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'"
         );
         let cfg = StoreConfig::resolve(section(Some("postgresql://ops:pw@db:6543/infra"), Some("web")), None, file);
         assert_eq!(

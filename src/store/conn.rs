@@ -9,6 +9,11 @@
 //! A URL may name several hosts (`postgresql://h1:5432,h2:5432/db`, libpq's failover form):
 //! they are tried in order, one at a time, so that we know which one answered
 //! ([`Conn::reached`]) and terraform, whose driver takes one host, is given that one.
+//!
+//! The session's settings go in the startup packet (`options`), which costs no round trip; a
+//! connection pooler refuses that parameter (PgBouncer: `unsupported startup parameter:
+//! options`) or drops it (`ignore_startup_parameters`), so behind one they are made by a
+//! statement after connecting instead ([`Setup`], see `pooler`).
 
 use std::time::Duration;
 
@@ -21,6 +26,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config};
 
+use super::pooler;
 use super::tls::{Mode, Tls};
 
 /// How a call failed.
@@ -95,9 +101,25 @@ pub(super) struct Conn {
     reached: (Host, u16),
     /// Whether the server knows `idle_session_timeout` (PostgreSQL 14 and later).
     idle_sessions: bool,
+    /// How long the session may sit idle in a transaction (asked, not necessarily in effect:
+    /// see [`Conn::set_session`]).
+    in_transaction: Duration,
     /// Whether the connection is over TLS.
     tls: bool,
     broken: bool,
+}
+
+/// How a connection's session gets its settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Setup {
+    /// In the startup packet (no round trip), unless refused there: then none (the caller
+    /// finds them not in effect and asks for them with [`Conn::set_session`]).
+    Startup,
+    /// A pooler is known to be in front of the server: none in the startup packet, then one
+    /// statement ([`Conn::set_session`]).
+    Pooled,
+    /// None at all (a connection that only looks at the pooler, see `pooler::hands_over`).
+    Bare,
 }
 
 impl Conn {
@@ -108,27 +130,74 @@ impl Conn {
     /// is asked again without it), and never left idle inside a transaction for longer than
     /// `in_transaction` (a host that froze mid-commit must not hold the lease's row for hours).
     /// TLS is as `tls` says (libpq's `allow`: plain first, then TLS if the server refuses).
-    pub(super) fn open(pg: &Config, tls: &Tls, limit: Duration, in_transaction: Duration) -> Outcome<Conn> {
-        match Self::open_with(pg, tls, limit, in_transaction, true) {
-            Err(Fault::Db(e)) if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) => {
-                Self::open_with(pg, tls, limit, in_transaction, false)
-            }
-            opened => opened,
+    /// Behind a pooler, `setup` says how the settings are made instead (see [`Setup`]).
+    pub(super) fn open(
+        pg: &Config,
+        tls: &Tls,
+        limit: Duration,
+        in_transaction: Duration,
+        setup: Setup,
+    ) -> Outcome<Conn> {
+        let opened = match setup {
+            Setup::Startup => match Self::open_with(pg, tls, limit, in_transaction, Some(true)) {
+                Err(Fault::Db(e))
+                    if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) =>
+                {
+                    Self::open_with(pg, tls, limit, in_transaction, Some(false))
+                }
+                // A pooler: the caller sees the settings are not in effect (`schema::probe`).
+                Err(Fault::Db(e)) if pooler::refused_startup(&e) => {
+                    Self::open_with(pg, tls, limit, in_transaction, None)
+                }
+                opened => opened,
+            },
+            Setup::Pooled | Setup::Bare => Self::open_with(pg, tls, limit, in_transaction, None),
+        };
+        let mut conn = opened?;
+        if setup == Setup::Pooled {
+            conn.set_session(limit)?;
         }
+        Ok(conn)
     }
 
+    /// Makes the session's settings with one statement, for a session that could not get
+    /// them in its startup packet (behind a pooler): as [`Conn::open`] says, and
+    /// `idle_session_timeout` only where the server knows it. A session pooler keeps them for
+    /// the client's whole session (and resets them, `DISCARD ALL`, when it ends).
+    pub(super) fn set_session(&mut self, limit: Duration) -> Outcome<()> {
+        let ms = self.in_transaction.as_millis().to_string();
+        self.idle_sessions = self.call(limit, async |c| {
+            let row = c
+                .query_typed_one(
+                    "SELECT set_config('idle_in_transaction_session_timeout', $1, false), \
+                            CASE WHEN current_setting('idle_session_timeout', true) IS NULL THEN false \
+                                 ELSE set_config('idle_session_timeout', '0', false) IS NOT NULL END",
+                    &[(&ms, Type::TEXT)],
+                )
+                .await?;
+            Ok(row.get(1))
+        })?;
+        Ok(())
+    }
+
+    /// `startup`: the session's settings in the startup packet, `idle_session_timeout` with
+    /// them or not (`Some(idle_sessions)`); or none (`None`).
     fn open_with(
         pg: &Config,
         tls: &Tls,
         limit: Duration,
         in_transaction: Duration,
-        idle_sessions: bool,
+        startup: Option<bool>,
     ) -> Outcome<Conn> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Fault::Lost(format!("cannot start the connection's runtime: {e}")))?;
-        let mut options = format!("-c idle_in_transaction_session_timeout={}", in_transaction.as_millis());
+        let idle_sessions = startup == Some(true);
+        let mut options = String::new();
+        if startup.is_some() {
+            options = format!("-c idle_in_transaction_session_timeout={}", in_transaction.as_millis());
+        }
         if idle_sessions {
             options.push_str(" -c idle_session_timeout=0");
         }
@@ -166,10 +235,15 @@ impl Conn {
                     });
                     let tls = used.load(Ordering::Relaxed);
                     let (client, reached) = (Some(client), (host.clone(), port));
-                    return Ok(Conn { rt, client, io, reached, idle_sessions, tls, broken: false });
+                    return Ok(Conn { rt, client, io, reached, idle_sessions, in_transaction, tls, broken: false });
                 }
-                // Refused for the setting: every host is the same server, or the same version.
-                Ok(Err(e)) if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) => {
+                // Refused for the setting: every host is the same server, or the same version;
+                // or by a pooler, for the parameter (each host is tried again without it).
+                Ok(Err(e))
+                    if !options.is_empty()
+                        && (e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout"))
+                            || pooler::refused_startup(&e)) =>
+                {
                     return Err(Fault::Db(e))
                 }
                 Ok(Err(e)) => last = Some(tls.why(&e, name).map_or_else(|| Fault::from(e), Fault::Lost)),
@@ -214,6 +288,11 @@ impl Conn {
         self.idle_sessions
     }
 
+    /// How long the session may sit idle in a transaction, as asked.
+    pub(super) fn in_transaction(&self) -> Duration {
+        self.in_transaction
+    }
+
     /// Whether the connection is over TLS.
     pub(super) fn tls(&self) -> bool {
         self.tls
@@ -233,7 +312,7 @@ impl Drop for Conn {
     }
 }
 
-/// `pg` with one host, `options` after the URL's own, TLS as `ssl` says.
+/// `pg` with one host, `options` after the URL's own (if any), TLS as `ssl` says.
 fn single(pg: &Config, host: &Host, port: u16, options: &str, ssl: SslMode) -> Config {
     let mut one = Config::new();
     match host {
@@ -250,10 +329,12 @@ fn single(pg: &Config, host: &Host, port: u16, options: &str, ssl: SslMode) -> C
     if let Some(db) = pg.get_dbname() {
         one.dbname(db);
     }
-    one.options(match pg.get_options() {
-        Some(yours) => format!("{yours} {options}"),
-        None => options.to_string(),
-    });
+    match (pg.get_options(), options) {
+        (Some(yours), "") => one.options(yours),
+        (Some(yours), ours) => one.options(format!("{yours} {ours}")),
+        (None, "") => &mut one,
+        (None, ours) => one.options(ours),
+    };
     if let Some(name) = pg.get_application_name() {
         one.application_name(name);
     }

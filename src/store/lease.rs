@@ -19,7 +19,8 @@
 //!   business.
 //! - **Fencing**: every store commit first renews the lease in its own transaction, comparing
 //!   the epoch ([`fence`]): a host that lost it cannot commit. Terraform's own state writes
-//!   carry the epoch too (`infrakit_tf.lease` in its connection, see `config`), and a trigger
+//!   carry the epoch too (`infrakit_tf.lease` in its connection, and its `application_name`,
+//!   which a session pooler passes on; see `config`), and a trigger
 //!   on its state table refuses the write of a lease no longer held (`schema`): even a
 //!   terraform that somehow outlived its lease (a frozen process) cannot write a stale state.
 //! - **Taking over** a lease that expired without being released (its host died, or lost the
@@ -35,7 +36,7 @@ use tokio_postgres::{Client, Config};
 
 use tokio_postgres::types::Type;
 
-use super::conn::{Conn, Outcome, Param};
+use super::conn::{Conn, Outcome, Param, Setup};
 use super::tls::Tls;
 
 /// The lease's timings, all from its duration (`store.lease` in infrakit-tf.json).
@@ -400,7 +401,16 @@ impl Lease {
     /// Starts holding `epoch` of `directory`, acquired just now (`sent`: when the acquiring
     /// statement was sent). The heartbeat connects on its first renewal, so a short command
     /// costs a thread, not a connection.
-    pub(super) fn hold(pg: &Config, tls: &Tls, directory: &str, epoch: i64, timing: Timing, sent: Instant) -> Lease {
+    /// `setup`: how its connections get their settings (behind a pooler or not).
+    pub(super) fn hold(
+        pg: &Config,
+        tls: &Tls,
+        setup: Setup,
+        directory: &str,
+        epoch: i64,
+        timing: Timing,
+        sent: Instant,
+    ) -> Lease {
         let shared = Arc::new(Shared {
             directory: directory.to_string(),
             epoch,
@@ -413,7 +423,7 @@ impl Lease {
         }
         shared.renewed(sent);
         let (stop, stopped) = mpsc::channel();
-        let beat = Heartbeat { pg: pg.clone(), tls: tls.clone(), shared: shared.clone() };
+        let beat = Heartbeat { pg: pg.clone(), tls: tls.clone(), setup, shared: shared.clone() };
         // Detached: at release it is told to stop, and a renewal after the release cannot
         // revive the lease (it renews only one not released).
         let _ = std::thread::Builder::new().name("lease".into()).spawn(move || beat.run(&stopped));
@@ -476,6 +486,7 @@ impl Drop for Lease {
 struct Heartbeat {
     pg: Config,
     tls: Tls,
+    setup: Setup,
     shared: Arc<Shared>,
 }
 
@@ -513,7 +524,7 @@ impl Heartbeat {
     /// One renewal, connecting first if needed; each step bounded by `limit`.
     fn renew(&self, conn: &mut Option<Conn>, limit: Duration) -> Result<bool, String> {
         if conn.is_none() {
-            *conn = Some(Conn::open(&self.pg, &self.tls, limit, limit).map_err(|f| f.why())?);
+            *conn = Some(Conn::open(&self.pg, &self.tls, limit, limit, self.setup).map_err(|f| f.why())?);
         }
         let c = conn.as_mut().expect("connected");
         let (directory, epoch, timing) = (&self.shared.directory, self.shared.epoch, self.shared.timing);

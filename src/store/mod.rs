@@ -12,7 +12,9 @@
 //!   [`lease::lost`] or get an error, and know nothing of heartbeats;
 //! - `schema`: the tables, their migration, the role's privileges, the state table's fence;
 //! - `config`: where the store is (the URL, libpq's environment, the password file), and
-//!   what terraform's `backend "pg"` gets.
+//!   what terraform's `backend "pg"` gets;
+//! - `pooler`: a connection pooler in front of the server (PgBouncer): known, and refused
+//!   unless it pools by session.
 //!
 //! Here: [`Store`], which connects, takes the lease, and reads and commits the files. A
 //! change ([`Store::commit`]) is one transaction that first renews the lease by its epoch: all
@@ -24,6 +26,7 @@
 mod config;
 mod conn;
 pub(crate) mod lease;
+mod pooler;
 mod schema;
 mod state;
 pub(crate) mod tls;
@@ -36,7 +39,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 pub(crate) use self::config::{hostname, StoreConfig};
-use self::conn::{Conn, Fault, Param};
+use self::conn::{Conn, Fault, Param, Setup};
 use self::lease::Lease;
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
@@ -99,14 +102,24 @@ pub(crate) struct StoredDir {
 impl Store {
     /// Connects and makes sure the schema is there. A server that cannot be reached, refuses
     /// us, lacks a privilege we need, or has a newer schema is an error; nothing is written.
+    /// So is a pooler that does not keep a server session for each client, or refuses
+    /// terraform's connections (see `pooler`).
     pub(crate) fn connect(config: &StoreConfig) -> Result<Self> {
         let display = config.display();
         let limit = config.connect_limit();
-        let mut conn = Conn::open(&config.pg, &config.tls, limit, config.timing.call_limit())
-            .map_err(|f| unavailable(&display, &f.why()))?;
-        config.connected(conn.reached(), conn.idle_sessions(), conn.tls());
-        let probe =
-            schema::probe(&mut conn, limit, &config.state_schema()).map_err(|f| unavailable(&display, &f.why()))?;
+        let unavailable = |f: Fault| unavailable(&display, &f.why());
+        let mut conn = Conn::open(&config.pg, &config.tls, limit, config.timing.call_limit(), Setup::Startup)
+            .map_err(unavailable)?;
+        let probe = schema::probe(&mut conn, limit, &config.state_schema()).map_err(unavailable)?;
+        // The startup packet's settings not in effect: a pooler refused or dropped them.
+        let pooled = probe.in_transaction != conn.in_transaction().as_millis() as i64;
+        if pooled {
+            if let Some(refusal) = pooler::check(&mut conn, &config.pg, &config.tls, limit).map_err(unavailable)? {
+                return Err(refusal.error(&display));
+            }
+            conn.set_session(limit).map_err(unavailable)?;
+        }
+        config.connected(conn.reached(), conn.idle_sessions(), conn.tls(), pooled);
         if let Some(grant) = probe.missing {
             return Err(Failure::new(
                 Code::StoreUnavailable,
@@ -116,7 +129,15 @@ impl Store {
             .into());
         }
         match probe.version {
-            Some(schema::SCHEMA_VERSION) => {}
+            Some(schema::SCHEMA_VERSION) if probe.fence => {}
+            Some(schema::SCHEMA_VERSION) => match schema::upgrade_fence(&mut conn, limit) {
+                Ok(()) => {}
+                // Not the fence's owner (another role made the store): the fence before
+                // holds where terraform carries `infrakit_tf.lease`, that is, not behind a pooler.
+                Err(Fault::Db(e))
+                    if !pooled && e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {}
+                Err(f) => return Err(unavailable(f)),
+            },
             Some(v) if v > schema::SCHEMA_VERSION => {
                 return Err(Failure::new(
                     Code::Invalid,
@@ -128,10 +149,10 @@ impl Store {
                 .hint("upgrade infrakit-tf on this host")
                 .into())
             }
-            _ => schema::create(&mut conn, limit).map_err(|f| unavailable(&display, &f.why()))?,
+            _ => schema::create(&mut conn, limit).map_err(unavailable)?,
         }
         if !probe.state_sequence {
-            schema::create_state_sequence(&mut conn, limit).map_err(|f| unavailable(&display, &f.why()))?;
+            schema::create_state_sequence(&mut conn, limit).map_err(unavailable)?;
         }
         let owner = format!(
             "{}/{}/{}",
@@ -179,7 +200,9 @@ impl Store {
                 Err(e) => return Err(e),
             };
             if let Some(acquired) = acquired {
-                self.lease = Some(Lease::hold(&self.config.pg, &self.config.tls, &name, acquired.epoch, timing, sent));
+                let setup = self.config.setup();
+                self.lease =
+                    Some(Lease::hold(&self.config.pg, &self.config.tls, setup, &name, acquired.epoch, timing, sent));
                 if let Some(previous) = acquired.took_over {
                     let ended = self
                         .with(|conn, limit| lease::end_stale_sessions(conn, limit, &name, acquired.epoch))
@@ -435,8 +458,14 @@ impl Store {
             tries += 1;
             let conn = match self.conn.take() {
                 Some(conn) => conn,
-                None => Conn::open(&self.config.pg, &self.config.tls, self.config.connect_limit(), limit)
-                    .map_err(|f| lost(&self.display, &f.why()))?,
+                None => Conn::open(
+                    &self.config.pg,
+                    &self.config.tls,
+                    self.config.connect_limit(),
+                    limit,
+                    self.config.setup(),
+                )
+                .map_err(|f| lost(&self.display, &f.why()))?,
             };
             let mut conn = conn;
             let result = call(&mut conn, limit);
@@ -473,6 +502,7 @@ impl Store {
                     &self.config.tls,
                     self.config.connect_limit(),
                     self.config.timing.call_limit(),
+                    self.config.setup(),
                 )
                 .ok();
             }
@@ -503,9 +533,13 @@ fn lost(display: &str, why: &str) -> anyhow::Error {
 
 /// The error for a store that cannot be reached or refused us (exit 16).
 fn unavailable(display: &str, why: &str) -> anyhow::Error {
-    Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {why}"))
-        .hint("check that PostgreSQL runs there and the URL is right (`store.postgres` in infrakit-tf.json, --store or INFRAKIT_TF_STORE); nothing was changed")
-        .into()
+    let hint = if why.starts_with(pooler::REFUSED) {
+        // A pooler (PgBouncer) answered, and refuses a parameter ours still carries: the URL's.
+        "a connection pooler (PgBouncer) answered there and refuses that parameter of the connection: take it out of the store's URL, or have the pooler let it through (`ignore_startup_parameters`); nothing was changed"
+    } else {
+        "check that PostgreSQL runs there and the URL is right (`store.postgres` in infrakit-tf.json, --store or INFRAKIT_TF_STORE); nothing was changed"
+    };
+    Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {why}")).hint(hint).into()
 }
 
 /// The permission bits a file has in the store and, through it, on every host: never more

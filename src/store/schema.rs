@@ -20,7 +20,8 @@
 //!                             owner text, acquired, renewed, expires timestamptz,
 //!                             released boolean)                             -- see `lease`
 //! infrakit_tf.lease_epochs   -- a sequence: every acquisition's epoch, never twice
-//! infrakit_tf.fence()        -- the trigger function on each state table (see `fence_state`)
+//! infrakit_tf.fence()        -- the trigger function on each state table (see `fence_state`),
+//!                               its comment the revision (FENCE)
 //! ```
 
 use std::time::Duration;
@@ -34,6 +35,12 @@ use super::conn::{Conn, Outcome};
 /// revision would miss the change).
 pub(super) const SCHEMA_VERSION: i32 = 3;
 
+/// The fence's revision, its function's comment: a store whose fence is another is given this
+/// one by [`create`] (compatible both ways, so no new [`SCHEMA_VERSION`]: hosts of the release
+/// before, whose terraforms carry `infrakit_tf.lease`, run on beside this one). Revision 2
+/// also reads the epoch from terraform's `application_name`, which a session pooler passes on.
+pub(super) const FENCE: &str = "infrakit-tf fence 2";
+
 /// First key of our advisory locks (`iktf`).
 pub(super) const CLASS: i32 = 0x696b_7466;
 
@@ -46,6 +53,11 @@ pub(super) struct Probe {
     /// Whether terraform's pg backend's shared sequence (`public.global_states_id_seq`) exists:
     /// see [`create_state_sequence`].
     pub(super) state_sequence: bool,
+    /// Whether the fence is this build's ([`FENCE`]).
+    pub(super) fence: bool,
+    /// The session's `idle_in_transaction_session_timeout` in milliseconds: not the one the
+    /// startup packet asked for when a pooler refused or dropped it.
+    pub(super) in_transaction: i64,
 }
 
 /// The schema's version and the privileges this role lacks: `CREATE` on schema `public`
@@ -58,7 +70,10 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         // CASE orders the table check after the schema's (a table of a schema we may not use,
         // or a version-1 store's missing `leases`, is an error, not false): `create` brings a
         // version 1 up, so its missing table is no missing privilege.
-        let params = [(&state_schema as &(dyn tokio_postgres::types::ToSql + Sync), tokio_postgres::types::Type::TEXT)];
+        let params = [
+            (&state_schema as &(dyn tokio_postgres::types::ToSql + Sync), tokio_postgres::types::Type::TEXT),
+            (&FENCE, tokio_postgres::types::Type::TEXT),
+        ];
         let (privileges, version) = tokio::join!(
             c.query_typed_one(
                 "SELECT has_schema_privilege('public', 'CREATE'), \
@@ -69,7 +84,9 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
                              WHEN NOT has_schema_privilege('infrakit_tf', 'USAGE') THEN false \
                              WHEN to_regclass('infrakit_tf.leases') IS NULL THEN true \
                              ELSE has_table_privilege('infrakit_tf.leases', 'SELECT, INSERT, UPDATE, DELETE') END, \
-                        to_regclass('public.global_states_id_seq') IS NOT NULL",
+                        to_regclass('public.global_states_id_seq') IS NOT NULL, \
+                        obj_description(to_regprocedure('infrakit_tf.fence()'), 'pg_proc') IS NOT DISTINCT FROM $2, \
+                        (SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout')",
                 &params,
             ),
             c.query_typed_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]),
@@ -78,7 +95,7 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         let (public, database, schemas_exist): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));
         let (db, role): (String, String) = (row.get(3), row.get(4));
         let ours: bool = row.get(5);
-        let state_sequence: bool = row.get(6);
+        let (state_sequence, fence, in_transaction): (bool, bool, i64) = (row.get(6), row.get(7), row.get(8));
         let missing = if !database && !schemas_exist {
             Some(format!("GRANT CREATE ON DATABASE {db} TO {role}"))
         } else if !ours {
@@ -99,7 +116,7 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => None,
             Err(e) => return Err(e),
         };
-        Ok(Probe { version, missing, state_sequence })
+        Ok(Probe { version, missing, state_sequence, fence, in_transaction })
     })
 }
 
@@ -108,20 +125,27 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
 /// database race: one fails ("duplicate key value violates unique constraint
 /// pg_class_relname_nsp_index"). Made here first, each init finds it.
 pub(super) fn create_state_sequence(conn: &mut Conn, limit: Duration) -> Outcome<()> {
+    one_host_at_a_time(conn, limit, "CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint")
+}
+
+/// Runs `sql` in a transaction under our advisory lock, so that hosts starting at once take
+/// turns.
+fn one_host_at_a_time(conn: &mut Conn, limit: Duration, sql: &str) -> Outcome<()> {
     conn.call(limit, async |c| {
         let tx = c.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS]).await?;
-        tx.batch_execute("CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint").await?;
+        tx.batch_execute(sql).await?;
         tx.commit().await
     })
 }
 
-/// Creates the schema, or brings version 1 to this one. All or nothing, one host at a time.
+/// Creates the schema, or brings an older one (or its fence) to this one. All or nothing, one
+/// host at a time.
 pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
     conn.call(limit, async |c| {
         let tx = c.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS]).await?;
-        tx.batch_execute(
+        tx.batch_execute(&format!(
             "CREATE SCHEMA IF NOT EXISTS infrakit_tf;
              CREATE TABLE IF NOT EXISTS infrakit_tf.schema_version (version integer NOT NULL);
              CREATE TABLE IF NOT EXISTS infrakit_tf.directories (
@@ -154,25 +178,9 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
                  renewed timestamptz NOT NULL,
                  expires timestamptz NOT NULL,
                  released boolean NOT NULL);
-             CREATE OR REPLACE FUNCTION infrakit_tf.fence() RETURNS trigger LANGUAGE plpgsql AS $fence$
-             DECLARE
-                 token text := current_setting('infrakit_tf.lease', true);
-             BEGIN
-                 -- Only terraforms run by infrakit-tf carry a lease; a state push by hand does not.
-                 IF coalesce(token, '') <> '' THEN
-                     PERFORM 1 FROM infrakit_tf.leases
-                      WHERE directory = TG_ARGV[0] AND epoch::text = token
-                        AND NOT released AND expires > clock_timestamp()
-                      FOR SHARE;
-                     IF NOT FOUND THEN
-                         RAISE EXCEPTION 'infrakit-tf: the lease (epoch %) on store directory % is no longer held: another host may hold it; this terraform''s state write is refused', token, TG_ARGV[0]
-                             USING ERRCODE = 'lock_not_available';
-                     END IF;
-                 END IF;
-                 IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
-                 RETURN NEW;
-             END $fence$;",
-        )
+             {}",
+            fence_sql()
+        ))
         .await?;
         let has: Option<i32> = tx.query_one("SELECT max(version) FROM infrakit_tf.schema_version", &[]).await?.get(0);
         match has {
@@ -182,6 +190,44 @@ pub(super) fn create(conn: &mut Conn, limit: Duration) -> Outcome<()> {
         .await?;
         tx.commit().await
     })
+}
+
+/// The fence (the trigger function on each state table), its revision as its comment.
+fn fence_sql() -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION infrakit_tf.fence() RETURNS trigger LANGUAGE plpgsql AS $fence$
+         DECLARE
+             -- The lease's epoch, set directly (PG_CONN_STR's infrakit_tf.lease, which a
+             -- pooler refuses or drops), else from the session's name (`infrakit-tf tf
+             -- DIR#EPOCH`, which PgBouncer passes on), unless PostgreSQL may have cut it.
+             token text := current_setting('infrakit_tf.lease', true);
+             app text := current_setting('application_name');
+             prefix text := 'infrakit-tf tf ' || TG_ARGV[0] || '#';
+         BEGIN
+             IF coalesce(token, '') = '' AND starts_with(app, prefix) AND octet_length(app) < 63 THEN
+                 token := substr(app, length(prefix) + 1);
+             END IF;
+             -- Only terraforms run by infrakit-tf carry a lease; a state push by hand does not.
+             IF coalesce(token, '') <> '' THEN
+                 PERFORM 1 FROM infrakit_tf.leases
+                  WHERE directory = TG_ARGV[0] AND epoch::text = token
+                    AND NOT released AND expires > clock_timestamp()
+                  FOR SHARE;
+                 IF NOT FOUND THEN
+                     RAISE EXCEPTION 'infrakit-tf: the lease (epoch %) on store directory % is no longer held: another host may hold it; this terraform''s state write is refused', token, TG_ARGV[0]
+                         USING ERRCODE = 'lock_not_available';
+                 END IF;
+             END IF;
+             IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+             RETURN NEW;
+         END $fence$;
+         COMMENT ON FUNCTION infrakit_tf.fence() IS '{FENCE}';"
+    )
+}
+
+/// Brings the fence to this build's revision ([`FENCE`]), one host at a time.
+pub(super) fn upgrade_fence(conn: &mut Conn, limit: Duration) -> Outcome<()> {
+    one_host_at_a_time(conn, limit, &fence_sql())
 }
 
 /// Puts the fence on terraform's state table in `schema` (once: it stays), so that a state

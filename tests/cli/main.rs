@@ -23,6 +23,7 @@ mod hardening;
 mod import;
 mod lock;
 mod lost;
+mod pooler;
 mod provision;
 mod proxy;
 mod readme;

@@ -16,10 +16,10 @@ use crate::support::Run;
 
 const INVALID: i32 = 3;
 const LOCKED: i32 = 5;
-const STORE_UNAVAILABLE: i32 = 16;
+pub(crate) const STORE_UNAVAILABLE: i32 = 16;
 
 /// The test server's URL (`postgresql://user:password@127.0.0.1:PORT/postgres`).
-fn server() -> String {
+pub(crate) fn server() -> String {
     std::env::var("INFRAKIT_TF_TEST_PG").expect(
         "INFRAKIT_TF_TEST_PG is not set: the store tests need a PostgreSQL server (`.ci/test` starts one with `.ci/postgres start DIR`)",
     )
@@ -27,8 +27,8 @@ fn server() -> String {
 
 /// One test's database on a server, dropped at the end.
 pub(crate) struct Db {
-    server: String,
-    name: String,
+    pub(crate) server: String,
+    pub(crate) name: String,
 }
 
 impl Db {
@@ -75,7 +75,7 @@ impl Db {
         format!("{user}@{rest}")
     }
 
-    fn password(&self) -> String {
+    pub(crate) fn password(&self) -> String {
         let creds = self.server.split_once("://").unwrap().1.split_once('@').unwrap().0;
         creds.split_once(':').unwrap().1.to_string()
     }
@@ -152,7 +152,7 @@ impl Drop for Db {
     }
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string()
 }
 
@@ -201,7 +201,7 @@ fn name_in(host: &Cloud, url: &str, directory: &str) {
 
 /// Gives the hosts' leases `lease` (`store.lease`), so that a test waits that long, not the
 /// default 30 s, for a dead host's lease to expire. Every host's configuration must match.
-fn lease(hosts: &[&Cloud], lease: &str) {
+pub(crate) fn lease(hosts: &[&Cloud], lease: &str) {
     for host in hosts {
         let mut config: Value = host.s.read("infrakit-tf.json");
         config["store"]["lease"] = json!(lease);
@@ -211,8 +211,13 @@ fn lease(hosts: &[&Cloud], lease: &str) {
 
 /// Two hosts of one cloud, sharing the store `db`.
 fn hosts(db: &Db) -> (Cloud, Cloud) {
+    hosts_at(&db.url())
+}
+
+/// Two hosts of one cloud, sharing the store at `url`.
+pub(crate) fn hosts_at(url: &str) -> (Cloud, Cloud) {
     let a = Cloud::new();
-    use_store(&a, &db.url());
+    use_store(&a, url);
     let b = a.another_host();
     (a, b)
 }

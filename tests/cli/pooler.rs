@@ -1,0 +1,241 @@
+//! The store behind PgBouncer (Debian's package, its settings): pooling by session, it works,
+//! fence included; pooling by transaction, it is refused before anything is written. The
+//! two PgBouncers `.ci/test` starts (`.ci/pgbouncer`) stand in front of the store tests'
+//! server, `INFRAKIT_TF_TEST_PGBOUNCER_SESSION` and `INFRAKIT_TF_TEST_PGBOUNCER_TRANSACTION`
+//! their URLs; each test's database is made on the server directly (`store::Db`) and reached
+//! through one of them. Without them these tests fail: they are never skipped.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::cloud::Cloud;
+use crate::store::{census, declared, hostname, hosts_at, lease, point_at, server, use_store, Db, STORE_UNAVAILABLE};
+
+/// The URL of the PgBouncer of `mode` that `.ci/test` started.
+fn pgbouncer(mode: &str) -> String {
+    let var = format!("INFRAKIT_TF_TEST_PGBOUNCER_{}", mode.to_uppercase());
+    std::env::var(&var).unwrap_or_else(|_| {
+        panic!("{var} is not set: the pooler tests need PgBouncer in front of INFRAKIT_TF_TEST_PG (`.ci/test` starts it with `.ci/pgbouncer start DIR URL {mode}`)")
+    })
+}
+
+/// `db`'s URL through the PgBouncer of `mode` (or at URL `pooler`), and the pooler's port.
+fn through(db: &Db, mode: &str) -> (String, String) {
+    through_at(db, &pgbouncer(mode))
+}
+
+fn through_at(db: &Db, pooler: &str) -> (String, String) {
+    let base = pooler.rsplit_once('/').unwrap().0;
+    let port = base.rsplit_once(':').unwrap().1.to_string();
+    (format!("{base}/{}?sslmode=disable", db.name), port)
+}
+
+/// How many schemas of the store (and of terraform's state) the database has.
+fn store_schemas(db: &Db) -> i64 {
+    let sql = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'infrakit_tf%'";
+    db.client().query_one(sql, &[]).unwrap().get(0)
+}
+
+#[test]
+fn two_hosts_share_a_directory_through_a_session_pooler_and_one_takes_over_from_the_other() {
+    let db = Db::new();
+    let (a, b) = hosts_at(&through(&db, "session").0);
+    lease(&[&a, &b], "4s");
+    a.run(&["provision", &a.spec()]).ok();
+    assert_eq!(b.describe().len(), 1, "B reads what A made");
+    a.delay_creates(2000);
+    // Host A dies (infrakit-tf and its terraform) while its create is under way.
+    a.kill_during(&["provision", &a.spec()], "creating");
+    let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
+    let took = format!("warning: took over store directory `web` from infrakit-tf {} pid", hostname());
+    assert!(run.stderr.contains(&took), "{}", run.stderr);
+    assert_eq!(census(&b), (2, 2, 1), "both instances, nothing twice");
+    a.delay_creates(0);
+    a.run(&["reconcile", "--check"]).ok();
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+// A terraform whose lease is gone (here: a `terraform state push` with the session name a
+// run under that lease had, through the pooler, which passes no other setting) cannot write
+// the state: the fence reads the epoch from the name; a fence of the release before (which
+// read only `infrakit_tf.lease`) is brought up by the first command. The hosts' terraforms,
+// each under its own lease, write through the pooler.
+#[test]
+fn a_stale_state_write_through_a_session_pooler_is_refused() {
+    let db = Db::new();
+    let (url, port) = through(&db, "session");
+    let (a, b) = hosts_at(&url);
+    a.run(&["provision", &a.spec()]).ok();
+    db.client()
+        .batch_execute(
+            "CREATE OR REPLACE FUNCTION infrakit_tf.fence() RETURNS trigger LANGUAGE plpgsql AS $$
+             DECLARE token text := current_setting('infrakit_tf.lease', true);
+             BEGIN
+                 IF coalesce(token, '') <> '' THEN
+                     PERFORM 1 FROM infrakit_tf.leases WHERE directory = TG_ARGV[0] AND epoch::text = token
+                         AND NOT released AND expires > clock_timestamp() FOR SHARE;
+                     IF NOT FOUND THEN RAISE EXCEPTION 'stale' USING ERRCODE = 'lock_not_available'; END IF;
+                 END IF;
+                 IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+                 RETURN NEW;
+             END $$;
+             COMMENT ON FUNCTION infrakit_tf.fence() IS NULL;",
+        )
+        .unwrap();
+    b.run(&["provision", &b.spec()]).ok();
+    let epoch: i64 = db.client().query_one("SELECT epoch FROM infrakit_tf.leases", &[]).unwrap().get(0);
+    let conn = format!(
+        "host=127.0.0.1 port={port} user=infrakit dbname={} sslmode=disable application_name='infrakit-tf tf web#{epoch}'",
+        db.name
+    );
+    let terraform = |args: &[&str]| {
+        let out = Command::new(crate::terraform::terraform_program())
+            .args(args)
+            .current_dir(&a.s.dir)
+            .env("PG_CONN_STR", &conn)
+            .env("PG_SCHEMA_NAME", "infrakit_tf_state_web")
+            .env("PGPASSWORD", db.password())
+            .env("TF_CLI_CONFIG_FILE", a.s.cli_config())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (pulled, state, stderr) = terraform(&["state", "pull"]);
+    assert!(pulled, "{stderr}");
+    // What it would save: the state, one serial on.
+    let mut state: Value = serde_json::from_str(&state).unwrap();
+    state["serial"] = (state["serial"].as_i64().unwrap() + 1).into();
+    let newer = a.s.write_outside("newer.tfstate", &state.to_string());
+    let before = db.state_data();
+    let (pushed, _, stderr) = terraform(&["state", "push", &newer]);
+    assert!(!pushed, "a stale state write went through: {stderr}");
+    let refused = format!("the lease (epoch {epoch}) on store directory web is no longer held");
+    assert!(stderr.contains(&refused), "{stderr}");
+    assert_eq!(db.state_data(), before, "the state is as it was");
+    a.run(&["provision", &a.spec()]).ok();
+    assert_eq!(census(&b), (3, 3, 1));
+    assert_eq!(db.state(), declared(&db.files()));
+}
+
+// Transaction pooling hands one server session to several clients: terraform's state lock
+// and prepared statements would go astray. Refused at connect, one line naming it, exit 16,
+// nothing written: no local file, no schema in a new database, no row in an existing store.
+#[test]
+fn a_transaction_pooler_is_refused_before_anything_is_written() {
+    let db = Db::new();
+    let (url, port) = through(&db, "transaction");
+    let a = Cloud::new();
+    use_store(&a, &url);
+    let refused = |host: &Cloud, args: &[&str]| {
+        let before = host.s.snapshot();
+        let run = host.run(args).code(STORE_UNAVAILABLE);
+        assert_eq!(
+            run.error_lines(),
+            [format!("error: cannot use the store at postgresql://infrakit@127.0.0.1:{port}/{}: it is behind a pooler in transaction or statement pooling mode (PgBouncer's pool_mode), which hands one server session to several clients: terraform's state lock and statements need one of their own", db.name).as_str()]
+        );
+        assert!(
+            run.stderr
+                .contains("hint: have the pooler pool this database by session (PgBouncer: `pool_mode = session`"),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(host.s.snapshot(), before, "{args:?} wrote nothing here");
+    };
+    refused(&a, &["provision", &a.spec()]);
+    refused(&a, &["describe"]);
+    assert_eq!(store_schemas(&db), 0, "nothing written in the database");
+    // A store made directly: a host behind the transaction pooler changes none of it.
+    let direct = a.another_host();
+    point_at(&direct, &db.url());
+    direct.run(&["provision", &direct.spec()]).ok();
+    let rows = |sql: &str| -> Vec<String> {
+        db.client().query(sql, &[]).unwrap().iter().map(|r| r.get::<_, String>(0)).collect()
+    };
+    let store = "SELECT format('%s %s %s', d.name, d.revision, d.config) FROM infrakit_tf.directories d \
+                 UNION ALL SELECT format('%s %s %s', l.directory, l.epoch, l.expires) FROM infrakit_tf.leases l";
+    let (files, before) = (db.files(), rows(store));
+    refused(&a, &["provision", &a.spec()]);
+    assert_eq!((db.files(), rows(store)), (files, before), "the store as it was");
+    assert_eq!(census(&direct), (1, 1, 1));
+}
+
+// A parameter of the user's URL the pooler refuses is told as the pooler's refusal, not as a
+// server that is not there.
+#[test]
+fn a_parameter_a_pooler_refuses_is_said_to_be_the_poolers() {
+    let db = Db::new();
+    let (url, port) = through(&db, "session");
+    let a = Cloud::new();
+    use_store(&a, &format!("{url}&options=-c%20work_mem%3D8MB"));
+    let run = a.run(&["describe"]).code(STORE_UNAVAILABLE);
+    assert_eq!(
+        run.error_lines(),
+        [format!(
+            "error: cannot use the store at postgresql://infrakit@127.0.0.1:{port}/{}: unsupported startup parameter: options",
+            db.name
+        )
+        .as_str()]
+    );
+    assert!(run.stderr.contains("hint: a connection pooler (PgBouncer) answered there"), "{}", run.stderr);
+    assert!(!run.stderr.contains("check that PostgreSQL runs there"), "{}", run.stderr);
+}
+
+/// A PgBouncer of the test's own in front of the test server, Debian's settings as they are
+/// (no `ignore_startup_parameters`), pooling by session.
+struct DebianPgBouncer {
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl DebianPgBouncer {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(Self::script())
+            .args(["start".as_ref(), dir.path().as_os_str(), server().as_ref(), "session".as_ref(), "-".as_ref()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        DebianPgBouncer { dir, url: String::from_utf8(out.stdout).unwrap().trim().to_string() }
+    }
+
+    fn script() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/pgbouncer")
+    }
+}
+
+impl Drop for DebianPgBouncer {
+    fn drop(&mut self) {
+        let _ = Command::new(Self::script()).arg("stop").arg(self.dir.path()).output();
+    }
+}
+
+// PgBouncer as Debian's file has it refuses the parameter terraform's driver sends on every
+// connection: refused at connect, naming the line that lets it through, nothing written
+// (rather than files committed and `terraform init` failing).
+#[test]
+fn a_pooler_that_refuses_terraforms_driver_is_refused_before_anything_is_written() {
+    let bouncer = DebianPgBouncer::start();
+    let db = Db::new();
+    let (url, port) = through_at(&db, &bouncer.url);
+    let a = Cloud::new();
+    use_store(&a, &url);
+    let before = a.s.snapshot();
+    let run = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
+    assert_eq!(
+        run.error_lines(),
+        [format!("error: cannot use the store at postgresql://infrakit@127.0.0.1:{port}/{}: the pooler in front of it refuses terraform's connections (unsupported startup parameter: extra_float_digits: terraform's driver, lib/pq, sends it on every connection)", db.name).as_str()]
+    );
+    assert!(
+        run.stderr.contains("hint: add `ignore_startup_parameters = extra_float_digits` to the [pgbouncer] section"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(a.s.snapshot(), before, "nothing written here");
+    assert_eq!(store_schemas(&db), 0, "nothing written in the database");
+}
