@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::exit::invalid;
+use crate::exit::{invalid, Code, Failure};
 use crate::profile::StoreSection;
 use anyhow::Result;
 use tokio_postgres::config::Host;
@@ -45,6 +45,11 @@ struct Session {
     /// Whether a pooler (session pooling) is in front of the server: it passes no setting of
     /// the startup packet but `application_name` (see `pooler`).
     pooled: bool,
+    /// Whether that pooler refuses terraform's driver's startup packet: terraform then
+    /// connects through the relay (`relay`), started the first time it is asked for and
+    /// listening on this port until we exit.
+    relayed: bool,
+    relay: Mutex<Option<u16>>,
 }
 
 /// The lease when `store.lease` does not say.
@@ -111,8 +116,9 @@ impl StoreConfig {
     }
 
     /// Notes where the first connection went and what it found.
-    pub(super) fn connected(&self, reached: &(Host, u16), idle_sessions: bool, tls: bool, pooled: bool) {
-        let _ = self.session.set(Session { host: reached.0.clone(), port: reached.1, idle_sessions, tls, pooled });
+    pub(super) fn connected(&self, reached: &(Host, u16), idle_sessions: bool, tls: bool, pooled: bool, relayed: bool) {
+        let (host, port, relay) = (reached.0.clone(), reached.1, Mutex::default());
+        let _ = self.session.set(Session { host, port, idle_sessions, tls, pooled, relayed, relay });
     }
 
     /// How the next connections get their settings: as the first one found.
@@ -145,13 +151,16 @@ impl StoreConfig {
     /// taking over an expired lease can end its sessions, and carrying the lease's epoch),
     /// and the lease's epoch (`infrakit_tf.lease`), which the state table's fence checks on
     /// every write. Behind a pooler, only `application_name`: PgBouncer refuses other keys
-    /// (or drops them), and passes that one on, epoch and all, to the fence.
-    pub(crate) fn terraform_env(&self) -> Vec<(String, String)> {
-        let mut conn = self.base_conn();
+    /// (or drops them), and passes that one on, epoch and all, to the fence. Behind one that
+    /// refuses lib/pq's startup packet, the connection is our relay's (`relay`), started here
+    /// the first time: `host=127.0.0.1`, its port, `sslmode=disable` (the relay makes the TLS
+    /// connection ours made); an error when it cannot start.
+    pub(crate) fn terraform_env(&self) -> Result<Vec<(String, String)>> {
+        let mut conn = self.base_conn(self.relay()?);
         let epoch = lease::epoch();
         conn.push(("application_name", lease::terraform_session(&self.name, epoch)));
         if self.session.get().is_some_and(|s| s.pooled) {
-            return self.env_with(conn);
+            return Ok(self.env_with(conn));
         }
         if let Some(epoch) = epoch {
             conn.push(("infrakit_tf.lease", epoch.to_string()));
@@ -160,12 +169,46 @@ impl StoreConfig {
         if self.session.get().is_some_and(|s| s.idle_sessions) {
             conn.push(("idle_session_timeout", "0".into()));
         }
-        self.env_with(conn)
+        Ok(self.env_with(conn))
     }
 
-    /// The connection as `key=value` pairs: where, who, which database.
-    fn base_conn(&self) -> Vec<(&'static str, String)> {
+    /// The port of the relay terraform's connections go through, started now if it is not
+    /// yet: `None` when they need none.
+    fn relay(&self) -> Result<Option<u16>> {
+        let Some(session) = self.session.get().filter(|s| s.relayed) else { return Ok(None) };
+        let mut relay = session.relay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if relay.is_none() {
+            let upstream = super::relay::Upstream {
+                host: session.host.clone(),
+                port: session.port,
+                tls: session.tls.then(|| self.tls.clone()),
+                limit: self.connect_limit(),
+            };
+            let port = super::relay::start(upstream).map_err(|e| {
+                Failure::new(
+                    Code::StoreUnavailable,
+                    format!(
+                        "cannot start the relay terraform's connections to the pooler at {} need: {e}",
+                        self.display()
+                    ),
+                )
+            })?;
+            *relay = Some(port);
+        }
+        Ok(*relay)
+    }
+
+    /// The connection as `key=value` pairs: where, who, which database; at the `relay`'s port
+    /// on loopback, plain, when there is one.
+    fn base_conn(&self, relay: Option<u16>) -> Vec<(&'static str, String)> {
         let mut conn = Vec::new();
+        if let Some(port) = relay {
+            conn.push(("host", "127.0.0.1".to_string()));
+            conn.push(("port", port.to_string()));
+            conn.extend(self.who());
+            conn.push(("sslmode", "disable".to_string()));
+            return conn;
+        }
         let (host, port) = match self.session.get() {
             Some(s) => (Some(&s.host), Some(s.port)),
             None => (self.pg.get_hosts().first(), self.pg.get_ports().first().copied()),
@@ -178,18 +221,19 @@ impl StoreConfig {
         if let Some(port) = port {
             conn.push(("port", port.to_string()));
         }
-        if let Some(user) = self.pg.get_user() {
-            conn.push(("user", user.to_string()));
-        }
-        if let Some(db) = self.pg.get_dbname() {
-            conn.push(("dbname", db.to_string()));
-        }
+        conn.extend(self.who());
         let unix = matches!(host, Some(Host::Unix(_)));
         // Before connecting (`shell_env` may be asked first): TLS unless it is disabled (a
         // hint never suggests plain text that the connection might not have used).
         let tls = self.session.get().map_or(self.tls.mode != Mode::Disable, |s| s.tls);
         conn.extend(self.tls.for_terraform(tls && !unix));
         conn
+    }
+
+    /// Who connects to which database.
+    fn who(&self) -> Vec<(&'static str, String)> {
+        let user = self.pg.get_user().map(|u| ("user", u.to_string()));
+        user.into_iter().chain(self.pg.get_dbname().map(|d| ("dbname", d.to_string()))).collect()
     }
 
     fn env_with(&self, conn: Vec<(&'static str, String)>) -> Vec<(String, String)> {
@@ -203,10 +247,11 @@ impl StoreConfig {
     }
 
     /// The environment `terraform_env` gives terraform, as a shell prefix for a command you
-    /// run yourself (`terraform state push ...`), the password left out.
+    /// run yourself (`terraform state push ...`), the password left out; at the pooler itself,
+    /// never at our relay, which is gone once we exit.
     pub(crate) fn shell_env(&self) -> String {
         let quote = |v: &str| format!("'{}'", v.replace('\'', "'\\''"));
-        self.env_with(self.base_conn())
+        self.env_with(self.base_conn(None))
             .into_iter()
             .map(|(k, v)| if k == "PGPASSWORD" { format!("{k}=<password>") } else { format!("{k}={}", quote(&v)) })
             .collect::<Vec<_>>()
@@ -521,7 +566,7 @@ mod tests {
         assert_eq!(cfg.name, "web");
         let env = |url: &str| {
             let cfg = StoreConfig::resolve(section(Some(url), Some("web")), None, file).unwrap().unwrap();
-            cfg.terraform_env().into_iter().collect::<std::collections::BTreeMap<_, _>>()
+            cfg.terraform_env().unwrap().into_iter().collect::<std::collections::BTreeMap<_, _>>()
         };
         // Terraform's session: named, never ended for being idle (no lease held here: no epoch).
         let session = "application_name='infrakit-tf tf web' idle_in_transaction_session_timeout=0";
@@ -540,8 +585,8 @@ mod tests {
         // Of several hosts, the one that answered; from PostgreSQL 14, idle_session_timeout too.
         let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:5432,h2:6432/d"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
-        cfg.connected(&(Host::Tcp("h2".into()), 6432), true, false, false);
-        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().into_iter().collect();
+        cfg.connected(&(Host::Tcp("h2".into()), 6432), true, false, false, false);
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],
             format!("host=h2 port=6432 user=u dbname=d sslmode=disable {session} idle_session_timeout=0")
@@ -550,12 +595,26 @@ mod tests {
         let cfg =
             StoreConfig::resolve(section(Some("postgresql://u@h1:6432/d?sslmode=disable"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
-        cfg.connected(&(Host::Tcp("h1".into()), 6432), true, false, true);
-        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().into_iter().collect();
+        cfg.connected(&(Host::Tcp("h1".into()), 6432), true, false, true, false);
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],
             "host=h1 port=6432 user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'"
         );
+        // Behind one that refuses lib/pq's startup packet: our relay, on loopback, plain; a hint
+        // for a person names the pooler.
+        let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:6432/d"), Some("web")), None, file);
+        let cfg = cfg.unwrap().unwrap();
+        cfg.connected(&(Host::Tcp("h1".into()), 6432), true, true, true, true);
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
+        let port = cfg.session.get().unwrap().relay.lock().unwrap().unwrap();
+        assert_eq!(
+            tf["PG_CONN_STR"],
+            format!("host=127.0.0.1 port={port} user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'")
+        );
+        let again: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
+        assert_eq!(again["PG_CONN_STR"], tf["PG_CONN_STR"], "one relay");
+        assert!(cfg.shell_env().starts_with("PG_CONN_STR='host=h1 port=6432 user=u dbname=d sslmode=require'"));
         let cfg = StoreConfig::resolve(section(Some("postgresql://ops:pw@db:6543/infra"), Some("web")), None, file);
         assert_eq!(
             cfg.unwrap().unwrap().shell_env(),

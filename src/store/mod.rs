@@ -14,7 +14,9 @@
 //! - `config`: where the store is (the URL, libpq's environment, the password file), and
 //!   what terraform's `backend "pg"` gets;
 //! - `pooler`: a connection pooler in front of the server (PgBouncer): known, and refused
-//!   unless it pools by session.
+//!   unless it pools by session;
+//! - `relay`: terraform's connections to a pooler that refuses its driver's startup packet
+//!   (Debian's PgBouncer), on loopback, that packet's `extra_float_digits` dropped.
 //!
 //! Here: [`Store`], which connects, takes the lease, and reads and commits the files. A
 //! change ([`Store::commit`]) is one transaction that first renews the lease by its epoch: all
@@ -27,6 +29,7 @@ mod config;
 mod conn;
 pub(crate) mod lease;
 mod pooler;
+mod relay;
 mod schema;
 mod state;
 pub(crate) mod tls;
@@ -102,8 +105,7 @@ pub(crate) struct StoredDir {
 impl Store {
     /// Connects and makes sure the schema is there. A server that cannot be reached, refuses
     /// us, lacks a privilege we need, or has a newer schema is an error; nothing is written.
-    /// So is a pooler that does not keep a server session for each client, or refuses
-    /// terraform's connections (see `pooler`).
+    /// So is a pooler that does not keep a server session for each client (see `pooler`).
     pub(crate) fn connect(config: &StoreConfig) -> Result<Self> {
         let display = config.display();
         let limit = config.connect_limit();
@@ -113,13 +115,14 @@ impl Store {
         let probe = schema::probe(&mut conn, limit, &config.state_schema()).map_err(unavailable)?;
         // The startup packet's settings not in effect: a pooler refused or dropped them.
         let pooled = probe.in_transaction != conn.in_transaction().as_millis() as i64;
+        let mut relayed = false;
         if pooled {
-            if let Some(refusal) = pooler::check(&mut conn, &config.pg, &config.tls, limit).map_err(unavailable)? {
-                return Err(refusal.error(&display));
-            }
+            relayed = pooler::check(&mut conn, &config.pg, &config.tls, limit)
+                .map_err(unavailable)?
+                .map_err(|refusal| refusal.error(&display))?;
             conn.set_session(limit).map_err(unavailable)?;
         }
-        config.connected(conn.reached(), conn.idle_sessions(), conn.tls(), pooled);
+        config.connected(conn.reached(), conn.idle_sessions(), conn.tls(), pooled, relayed);
         if let Some(grant) = probe.missing {
             return Err(Failure::new(
                 Code::StoreUnavailable,

@@ -6,8 +6,9 @@
 //! gets, and its driver's unnamed prepared statements go astray).
 //!
 //! Terraform's driver (lib/pq) sends `extra_float_digits` in every startup packet, which
-//! PgBouncer refuses unless its `ignore_startup_parameters` names it: checked up front too,
-//! rather than found by `terraform init` after the change was committed.
+//! PgBouncer refuses unless its `ignore_startup_parameters` names it (Debian's file does not):
+//! found out here, when we connect, and then terraform's connections go through our relay,
+//! which drops that parameter (`relay`).
 //!
 //! A pooler is suspected when the session's settings sent in the startup packet are not in
 //! effect: refused (PgBouncer: `unsupported startup parameter: options`) or dropped
@@ -41,8 +42,6 @@ pub(super) fn refused_startup(e: &tokio_postgres::Error) -> bool {
 pub(super) enum Refusal {
     /// It pools by transaction or statement ([`hands_over`]).
     HandsOver,
-    /// It refuses terraform's connections ([`refuses_terraform`]): its message.
-    RefusesTerraform(String),
 }
 
 impl Refusal {
@@ -50,12 +49,8 @@ impl Refusal {
     pub(super) fn error(&self, display: &str) -> anyhow::Error {
         let (why, fix) = match self {
             Refusal::HandsOver => (
-                "it is behind a pooler in transaction or statement pooling mode (PgBouncer's pool_mode), which hands one server session to several clients: terraform's state lock and statements need one of their own".to_string(),
+                "it is behind a pooler in transaction or statement pooling mode (PgBouncer's pool_mode), which hands one server session to several clients: terraform's state lock and statements need one of their own",
                 "have the pooler pool this database by session (PgBouncer: `pool_mode = session`, or `pool_mode=session` on its line in [databases]), or point the store's URL at PostgreSQL itself",
-            ),
-            Refusal::RefusesTerraform(message) => (
-                format!("the pooler in front of it refuses terraform's connections ({message}: terraform's driver, lib/pq, sends it on every connection)"),
-                "add `ignore_startup_parameters = extra_float_digits` to the [pgbouncer] section of pgbouncer.ini (or `extra_float_digits` to the list it has there) and reload PgBouncer",
             ),
         };
         Failure::new(Code::StoreUnavailable, format!("cannot use the store at {display}: {why}"))
@@ -64,13 +59,14 @@ impl Refusal {
     }
 }
 
-/// Whether the pooler behind `conn` can serve the store: it pools by session, and lets
-/// terraform's driver in. Behind a pooler only.
-pub(super) fn check(conn: &mut Conn, pg: &Config, tls: &Tls, limit: Duration) -> Outcome<Option<Refusal>> {
+/// Whether the pooler behind `conn` can serve the store (it pools by session, else the
+/// refusal), and when it can, whether terraform's connections need the relay (`Ok(true)`: it
+/// refuses lib/pq's startup packet). Behind a pooler only.
+pub(super) fn check(conn: &mut Conn, pg: &Config, tls: &Tls, limit: Duration) -> Outcome<Result<bool, Refusal>> {
     if hands_over(conn, pg, tls, limit)? {
-        return Ok(Some(Refusal::HandsOver));
+        return Ok(Err(Refusal::HandsOver));
     }
-    Ok(refuses_terraform(conn, pg, tls, limit)?.map(Refusal::RefusesTerraform))
+    Ok(Ok(refuses_terraform(conn, pg, tls, limit)?))
 }
 
 /// Whether the pooler behind `conn` hands its server session to another client once a
@@ -95,11 +91,12 @@ fn backend(conn: &mut Conn, limit: Duration) -> Outcome<i32> {
 /// keys, which PgBouncer refuses unless `ignore_startup_parameters` names it.
 const TERRAFORMS: &str = "extra_float_digits";
 
-/// Whether the pooler `conn` reached refuses terraform's connections: its answer to a startup
-/// packet as lib/pq sends it (with [`TERRAFORMS`]), over TLS if ours is; `Some(its message)`
-/// when refused. PgBouncer answers before any password is asked for, and nothing more is sent:
-/// one connection, three round trips with TLS (one without), behind a pooler only.
-fn refuses_terraform(conn: &Conn, pg: &Config, tls: &Tls, limit: Duration) -> Outcome<Option<String>> {
+/// Whether the pooler `conn` reached refuses terraform's connections as lib/pq makes them (then
+/// they go through the relay): its answer to a startup packet as lib/pq sends it (with
+/// [`TERRAFORMS`]), over TLS if ours is. PgBouncer answers before any password is asked for,
+/// and nothing more is sent: one connection, three round trips with TLS (one without), behind
+/// a pooler only.
+fn refuses_terraform(conn: &Conn, pg: &Config, tls: &Tls, limit: Duration) -> Outcome<bool> {
     let (host, port) = conn.reached().clone();
     let user = pg.get_user().unwrap_or_default().to_string();
     let db = pg.get_dbname().map_or_else(|| user.clone(), str::to_string);
@@ -113,30 +110,7 @@ fn refuses_terraform(conn: &Conn, pg: &Config, tls: &Tls, limit: Duration) -> Ou
         .enable_all()
         .build()
         .map_err(|e| Fault::Lost(format!("cannot start the connection's runtime: {e}")))?;
-    let exchange = async {
-        match &host {
-            Host::Unix(dir) => {
-                let socket = tokio::net::UnixStream::connect(dir.join(format!(".s.PGSQL.{port}"))).await?;
-                first_answer(socket, &packet).await
-            }
-            Host::Tcp(name) => {
-                let mut socket = tokio::net::TcpStream::connect((name.as_str(), port)).await?;
-                if !conn.tls() {
-                    return first_answer(socket, &packet).await;
-                }
-                // SSLRequest, then the handshake ours made.
-                socket.write_all(&[0, 0, 0, 8, 4, 210, 22, 47]).await?;
-                if socket.read_u8().await? != b'S' {
-                    return Err(std::io::Error::other("the pooler no longer offers TLS"));
-                }
-                let handshake = MakeTlsConnect::<tokio::net::TcpStream>::make_tls_connect(
-                    &mut tls.connector(Arc::new(AtomicBool::new(false))),
-                    name,
-                )?;
-                first_answer(handshake.connect(socket).await?, &packet).await
-            }
-        }
-    };
+    let exchange = async { first_answer(raw(&host, port, conn.tls().then_some(tls)).await?, &packet).await };
     let answer = rt.block_on(async { tokio::time::timeout(limit, exchange).await });
     match answer {
         Ok(Ok(refused)) => Ok(refused),
@@ -145,17 +119,42 @@ fn refuses_terraform(conn: &Conn, pg: &Config, tls: &Tls, limit: Duration) -> Ou
     }
 }
 
-/// Sends the startup `packet` and reads the first answer: `Some(message)` when it is
-/// PgBouncer's refusal of a parameter, `None` for anything else (a password asked for).
-async fn first_answer(
-    mut socket: impl AsyncRead + AsyncWrite + Unpin,
-    packet: &[u8],
-) -> std::io::Result<Option<String>> {
+/// A byte stream to the server or pooler, plain or TLS.
+pub(super) trait Duplex: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Duplex for S {}
+
+/// A connection to `host` and `port` as ours reached it, before any message of the protocol:
+/// over TLS when `tls` is given (an SSLRequest, then the handshake ours made). For a raw
+/// startup packet: the check above, and the relay (`relay`).
+pub(super) async fn raw(host: &Host, port: u16, tls: Option<&Tls>) -> std::io::Result<Box<dyn Duplex>> {
+    match host {
+        Host::Unix(dir) => Ok(Box::new(tokio::net::UnixStream::connect(dir.join(format!(".s.PGSQL.{port}"))).await?)),
+        Host::Tcp(name) => {
+            let mut socket = tokio::net::TcpStream::connect((name.as_str(), port)).await?;
+            socket.set_nodelay(true)?;
+            let Some(tls) = tls else { return Ok(Box::new(socket)) };
+            socket.write_all(&[0, 0, 0, 8, 4, 210, 22, 47]).await?;
+            if socket.read_u8().await? != b'S' {
+                return Err(std::io::Error::other("the pooler no longer offers TLS"));
+            }
+            let handshake = MakeTlsConnect::<tokio::net::TcpStream>::make_tls_connect(
+                &mut tls.connector(Arc::new(AtomicBool::new(false))),
+                name,
+            )?;
+            Ok(Box::new(handshake.connect(socket).await?))
+        }
+    }
+}
+
+/// Sends the startup `packet` and reads the first answer: whether it is PgBouncer's refusal of
+/// a parameter (not: anything else, a password asked for).
+async fn first_answer(mut socket: impl AsyncRead + AsyncWrite + Unpin, packet: &[u8]) -> std::io::Result<bool> {
     socket.write_all(packet).await?;
     let kind = socket.read_u8().await?;
     let len = socket.read_i32().await?;
     if kind != b'E' || !(4..=65_536).contains(&len) {
-        return Ok(None);
+        return Ok(false);
     }
     let mut body = vec![0; len as usize - 4];
     socket.read_exact(&mut body).await?;
@@ -165,7 +164,6 @@ async fn first_answer(
             .find(|f| f.first() == Some(&kind))
             .map(|f| String::from_utf8_lossy(&f[1..]).into_owned())
     };
-    let refused = field(b'C').as_deref() == Some(SqlState::PROTOCOL_VIOLATION.code())
-        && field(b'M').is_some_and(|m| m.starts_with(REFUSED));
-    Ok(refused.then(|| field(b'M')).flatten())
+    Ok(field(b'C').as_deref() == Some(SqlState::PROTOCOL_VIOLATION.code())
+        && field(b'M').is_some_and(|m| m.starts_with(REFUSED)))
 }

@@ -1,9 +1,12 @@
 //! The store behind PgBouncer (Debian's package, its settings): pooling by session, it works,
-//! fence included; pooling by transaction, it is refused before anything is written. The
-//! two PgBouncers `.ci/test` starts (`.ci/pgbouncer`) stand in front of the store tests'
-//! server, `INFRAKIT_TF_TEST_PGBOUNCER_SESSION` and `INFRAKIT_TF_TEST_PGBOUNCER_TRANSACTION`
-//! their URLs; each test's database is made on the server directly (`store::Db`) and reached
-//! through one of them. Without them these tests fail: they are never skipped.
+//! fence included, terraform's connections through our relay (Debian's PgBouncer refuses the
+//! `extra_float_digits` of terraform's driver) or directly (one that lets it through);
+//! pooling by transaction, it is refused before anything is written. The two PgBouncers
+//! `.ci/test` starts (`.ci/pgbouncer`, Debian's settings as they are) stand in front of the
+//! store tests' server, `INFRAKIT_TF_TEST_PGBOUNCER_SESSION` and
+//! `INFRAKIT_TF_TEST_PGBOUNCER_TRANSACTION` their URLs; each test's database is made on the
+//! server directly (`store::Db`) and reached through one of them, or through a PgBouncer of
+//! the test's own ([`OwnPgBouncer`]). Without them these tests fail: they are never skipped.
 
 use std::path::Path;
 use std::process::Command;
@@ -61,11 +64,13 @@ fn two_hosts_share_a_directory_through_a_session_pooler_and_one_takes_over_from_
 // run under that lease had, through the pooler, which passes no other setting) cannot write
 // the state: the fence reads the epoch from the name; a fence of the release before (which
 // read only `infrakit_tf.lease`) is brought up by the first command. The hosts' terraforms,
-// each under its own lease, write through the pooler.
+// each under its own lease, write through the pooler. A PgBouncer that lets terraform's
+// `extra_float_digits` through needs no relay: terraform connects to it directly.
 #[test]
 fn a_stale_state_write_through_a_session_pooler_is_refused() {
+    let bouncer = OwnPgBouncer::start("extra_float_digits");
     let db = Db::new();
-    let (url, port) = through(&db, "session");
+    let (url, port) = through_at(&db, &bouncer.url);
     let (a, b) = hosts_at(&url);
     a.run(&["provision", &a.spec()]).ok();
     db.client()
@@ -186,22 +191,22 @@ fn a_parameter_a_pooler_refuses_is_said_to_be_the_poolers() {
     assert!(!run.stderr.contains("check that PostgreSQL runs there"), "{}", run.stderr);
 }
 
-/// A PgBouncer of the test's own in front of the test server, Debian's settings as they are
-/// (no `ignore_startup_parameters`), pooling by session.
-struct DebianPgBouncer {
+/// A PgBouncer of the test's own in front of the test server, pooling by session, Debian's
+/// settings but its `ignore_startup_parameters` (`-`: Debian's, none).
+struct OwnPgBouncer {
     dir: tempfile::TempDir,
     url: String,
 }
 
-impl DebianPgBouncer {
-    fn start() -> Self {
+impl OwnPgBouncer {
+    fn start(ignored: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(Self::script())
-            .args(["start".as_ref(), dir.path().as_os_str(), server().as_ref(), "session".as_ref(), "-".as_ref()])
+            .args(["start".as_ref(), dir.path().as_os_str(), server().as_ref(), "session".as_ref(), ignored.as_ref()])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        DebianPgBouncer { dir, url: String::from_utf8(out.stdout).unwrap().trim().to_string() }
+        OwnPgBouncer { dir, url: String::from_utf8(out.stdout).unwrap().trim().to_string() }
     }
 
     fn script() -> std::path::PathBuf {
@@ -209,33 +214,46 @@ impl DebianPgBouncer {
     }
 }
 
-impl Drop for DebianPgBouncer {
+impl Drop for OwnPgBouncer {
     fn drop(&mut self) {
         let _ = Command::new(Self::script()).arg("stop").arg(self.dir.path()).output();
     }
 }
 
 // PgBouncer as Debian's file has it refuses the parameter terraform's driver sends on every
-// connection: refused at connect, naming the line that lets it through, nothing written
-// (rather than files committed and `terraform init` failing).
+// connection (lib/pq's `extra_float_digits`): terraform's connections go through infrakit-tf's
+// relay, which drops it. Two hosts provision and reconcile through it, terraform's state is
+// written through it, and the fence still refuses a write under a lease that is gone (the
+// session's name, which the relay and the pooler pass on, carrying the old epoch).
 #[test]
-fn a_pooler_that_refuses_terraforms_driver_is_refused_before_anything_is_written() {
-    let bouncer = DebianPgBouncer::start();
+fn terraform_works_through_a_pooler_that_refuses_its_drivers_startup_parameter() {
+    let bouncer = OwnPgBouncer::start("-");
     let db = Db::new();
     let (url, port) = through_at(&db, &bouncer.url);
-    let a = Cloud::new();
-    use_store(&a, &url);
-    let before = a.s.snapshot();
-    let run = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
-    assert_eq!(
-        run.error_lines(),
-        [format!("error: cannot use the store at postgresql://infrakit@127.0.0.1:{port}/{}: the pooler in front of it refuses terraform's connections (unsupported startup parameter: extra_float_digits: terraform's driver, lib/pq, sends it on every connection)", db.name).as_str()]
+    let (a, b) = hosts_at(&url);
+    a.run(&["provision", &a.spec()]).ok();
+    assert_eq!(b.describe().len(), 1, "B reads what A made");
+    b.run(&["provision", &b.spec()]).ok();
+    a.run(&["reconcile"]).ok();
+    b.run(&["reconcile", "--check"]).ok();
+    assert_eq!(census(&a), (2, 2, 1), "both instances, nothing twice");
+    assert_eq!(db.state(), declared(&db.files()), "terraform's state written through the pooler");
+    // A write under the epoch of a lease released since, through the same pooler.
+    let epoch: i64 = db.client().query_one("SELECT epoch FROM infrakit_tf.leases", &[]).unwrap().get(0);
+    let before = db.state_data();
+    let stale = format!(
+        "host=127.0.0.1 port={port} user=infrakit password={} dbname={} application_name='infrakit-tf tf web#{epoch}'",
+        db.password(),
+        db.name
     );
+    let mut client = postgres::Client::connect(&stale, postgres::NoTls).unwrap();
+    let refused = client
+        .batch_execute("UPDATE infrakit_tf_state_web.states SET data = data || ' ' WHERE name = 'default'")
+        .unwrap_err();
+    let refused = refused.as_db_error().unwrap().message().to_string();
     assert!(
-        run.stderr.contains("hint: add `ignore_startup_parameters = extra_float_digits` to the [pgbouncer] section"),
-        "{}",
-        run.stderr
+        refused.contains(&format!("the lease (epoch {epoch}) on store directory web is no longer held")),
+        "{refused}"
     );
-    assert_eq!(a.s.snapshot(), before, "nothing written here");
-    assert_eq!(store_schemas(&db), 0, "nothing written in the database");
+    assert_eq!(db.state_data(), before, "the state is as it was");
 }
