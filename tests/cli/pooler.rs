@@ -6,7 +6,9 @@
 //! store tests' server, `INFRAKIT_TF_TEST_PGBOUNCER_SESSION` and
 //! `INFRAKIT_TF_TEST_PGBOUNCER_TRANSACTION` their URLs; each test's database is made on the
 //! server directly (`store::Db`) and reached through one of them, or through a PgBouncer of
-//! the test's own ([`OwnPgBouncer`]). Without them these tests fail: they are never skipped.
+//! the test's own ([`OwnPgBouncer`]; one requires TLS, with the certificates of the TLS
+//! server's directory, `INFRAKIT_TF_TEST_PG_TLS_DIR`). Without them these tests fail: they
+//! are never skipped.
 
 use std::path::Path;
 use std::process::Command;
@@ -192,7 +194,8 @@ fn a_parameter_a_pooler_refuses_is_said_to_be_the_poolers() {
 }
 
 /// A PgBouncer of the test's own in front of the test server, pooling by session, Debian's
-/// settings but its `ignore_startup_parameters` (`-`: Debian's, none).
+/// settings but its `ignore_startup_parameters` (`-`: Debian's, none), and, with `tls` (a
+/// directory of `.ci/postgres start-tls`'s certificates), TLS required of its clients.
 struct OwnPgBouncer {
     dir: tempfile::TempDir,
     url: String,
@@ -200,11 +203,16 @@ struct OwnPgBouncer {
 
 impl OwnPgBouncer {
     fn start(ignored: &str) -> Self {
+        Self::start_with(ignored, None)
+    }
+
+    fn start_with(ignored: &str, tls: Option<&Path>) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(Self::script())
-            .args(["start".as_ref(), dir.path().as_os_str(), server().as_ref(), "session".as_ref(), ignored.as_ref()])
-            .output()
-            .unwrap();
+        let server = server();
+        let mut args =
+            vec!["start".as_ref(), dir.path().as_os_str(), server.as_ref(), "session".as_ref(), ignored.as_ref()];
+        args.extend(tls.map(Path::as_os_str));
+        let out = Command::new(Self::script()).args(&args).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         OwnPgBouncer { dir, url: String::from_utf8(out.stdout).unwrap().trim().to_string() }
     }
@@ -256,4 +264,29 @@ fn terraform_works_through_a_pooler_that_refuses_its_drivers_startup_parameter()
         "{refused}"
     );
     assert_eq!(db.state_data(), before, "the state is as it was");
+}
+
+// Over TLS (the pooler requires it of its clients): the relay makes the TLS connection ours
+// made (its checks, the URL's sslrootcert), terraform gets plain text on loopback only.
+#[test]
+fn terraform_reaches_a_tls_pooler_that_refuses_its_drivers_startup_parameter_through_the_relay() {
+    let tls_dir = std::path::PathBuf::from(std::env::var("INFRAKIT_TF_TEST_PG_TLS_DIR").expect(
+        "INFRAKIT_TF_TEST_PG_TLS_DIR is not set: this test uses the TLS server's certificates (`.ci/test` starts it with `.ci/postgres start-tls DIR`)",
+    ))
+    .join("tls");
+    let bouncer = OwnPgBouncer::start_with("-", Some(&tls_dir));
+    let db = Db::new();
+    let port = through_at(&db, &bouncer.url).1;
+    let url = format!(
+        "postgresql://infrakit:{}@localhost:{port}/{}?sslmode=verify-full&sslrootcert={}",
+        db.password(),
+        db.name,
+        tls_dir.join("ca.crt").display()
+    );
+    let (a, b) = hosts_at(&url);
+    a.run(&["provision", &a.spec()]).ok();
+    assert_eq!(b.describe().len(), 1, "B reads what A made");
+    b.run(&["provision", &b.spec()]).ok();
+    assert_eq!(census(&a), (2, 2, 1));
+    assert_eq!(db.state(), declared(&db.files()), "terraform's state written through the pooler");
 }
