@@ -11,7 +11,10 @@
 //!
 //! One thread, its own single-threaded runtime, started the first time terraform is given
 //! the store's connection and listening until the process exits: terraform under the lease
-//! never outlives us (`terraform::watchdog`), and readers' runs are short.
+//! is stopped by its watchdog when we are gone (`terraform::watchdog`), and readers' runs
+//! are short. But when we are killed alone mid-apply, the terraform that `PR_SET_PDEATHSIG`
+//! interrupts cannot save its state through us, as it can connected directly: what it made
+//! since its last save is in no state (README, "Behind PgBouncer").
 
 use std::io;
 use std::net::Ipv4Addr;
