@@ -139,7 +139,7 @@ impl Ctx {
         if let Some(store) = store {
             // `backend "pg" {}` keeps the state in the store's database, in a schema of the
             // directory's own; a setting of yours (in main.tf, the environment, --env) wins.
-            for (key, value) in store.terraform_env()? {
+            for (key, value) in store.terraform_env(dir.path())? {
                 let yours =
                     env.iter().any(|(k, _)| *k == key) || key != "PGPASSWORD" && std::env::var_os(&key).is_some();
                 if !yours {

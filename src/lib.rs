@@ -61,6 +61,9 @@ use context::Ctx;
 
 /// Runs one command and returns its exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    if let Command::Relay = cli.command {
+        return store::relay::run();
+    }
     let started = std::time::SystemTime::now();
     let ctx = Ctx::new(cli.global);
     fsio::sweep_temp_dirs(); // what killed runs left in TMPDIR
@@ -78,6 +81,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::SweepOrphans(args) => cmd::sweep_orphans::run(args, &ctx),
         Command::Import(args) => cmd::import::run(args, &ctx),
         Command::Migrate => cmd::migrate::run(&ctx),
+        Command::Relay => unreachable!("run above"),
     });
     let code = match result {
         Ok(()) => exit::Code::Ok,
@@ -89,5 +93,7 @@ pub fn run(cli: Cli) -> ExitCode {
     if let Some(command) = measured {
         cmd::record_metrics(&ctx, command, code as u8, started);
     }
+    // Our terraform runs are over: the relay, if one was started, need not outlive us.
+    store::relay::done();
     code.into()
 }

@@ -153,10 +153,10 @@ impl StoreConfig {
     /// every write. Behind a pooler, only `application_name`: PgBouncer refuses other keys
     /// (or drops them), and passes that one on, epoch and all, to the fence. Behind one that
     /// refuses lib/pq's startup packet, the connection is our relay's (`relay`), started here
-    /// the first time: `host=127.0.0.1`, its port, `sslmode=disable` (the relay makes the TLS
-    /// connection ours made); an error when it cannot start.
-    pub(crate) fn terraform_env(&self) -> Result<Vec<(String, String)>> {
-        let mut conn = self.base_conn(self.relay()?);
+    /// the first time, in `dir` (terraform's): `host=127.0.0.1`, its port, `sslmode=disable`
+    /// (the relay makes the TLS connection ours made); an error when it cannot start.
+    pub(crate) fn terraform_env(&self, dir: &Path) -> Result<Vec<(String, String)>> {
+        let mut conn = self.base_conn(self.relay(dir)?);
         let epoch = lease::epoch();
         conn.push(("application_name", lease::terraform_session(&self.name, epoch)));
         if self.session.get().is_some_and(|s| s.pooled) {
@@ -174,7 +174,7 @@ impl StoreConfig {
 
     /// The port of the relay terraform's connections go through, started now if it is not
     /// yet: `None` when they need none.
-    fn relay(&self) -> Result<Option<u16>> {
+    fn relay(&self, dir: &Path) -> Result<Option<u16>> {
         let Some(session) = self.session.get().filter(|s| s.relayed) else { return Ok(None) };
         let mut relay = session.relay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if relay.is_none() {
@@ -183,8 +183,10 @@ impl StoreConfig {
                 port: session.port,
                 tls: session.tls.then(|| self.tls.clone()),
                 limit: self.connect_limit(),
+                // The orphan grace (`lease::watch`), and a margin.
+                linger: self.timing.renew_deadline() + Duration::from_secs(10),
             };
-            let port = super::relay::start(upstream).map_err(|e| {
+            let port = super::relay::start(upstream, dir).map_err(|e| {
                 Failure::new(
                     Code::StoreUnavailable,
                     format!(
@@ -566,7 +568,7 @@ mod tests {
         assert_eq!(cfg.name, "web");
         let env = |url: &str| {
             let cfg = StoreConfig::resolve(section(Some(url), Some("web")), None, file).unwrap().unwrap();
-            cfg.terraform_env().unwrap().into_iter().collect::<std::collections::BTreeMap<_, _>>()
+            cfg.terraform_env(file).unwrap().into_iter().collect::<std::collections::BTreeMap<_, _>>()
         };
         // Terraform's session: named, never ended for being idle (no lease held here: no epoch).
         let session = "application_name='infrakit-tf tf web' idle_in_transaction_session_timeout=0";
@@ -586,7 +588,7 @@ mod tests {
         let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:5432,h2:6432/d"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
         cfg.connected(&(Host::Tcp("h2".into()), 6432), true, false, false, false);
-        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env(file).unwrap().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],
             format!("host=h2 port=6432 user=u dbname=d sslmode=disable {session} idle_session_timeout=0")
@@ -596,7 +598,7 @@ mod tests {
             StoreConfig::resolve(section(Some("postgresql://u@h1:6432/d?sslmode=disable"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
         cfg.connected(&(Host::Tcp("h1".into()), 6432), true, false, true, false);
-        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env(file).unwrap().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],
             "host=h1 port=6432 user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'"
@@ -606,13 +608,15 @@ mod tests {
         let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:6432/d"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
         cfg.connected(&(Host::Tcp("h1".into()), 6432), true, true, true, true);
-        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
-        let port = cfg.session.get().unwrap().relay.lock().unwrap().unwrap();
+        // (Started already: a test binary is no relay; tests/cli/pooler.rs runs it.)
+        let port = 54321;
+        *cfg.session.get().unwrap().relay.lock().unwrap() = Some(port);
+        let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env(file).unwrap().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],
             format!("host=127.0.0.1 port={port} user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'")
         );
-        let again: std::collections::BTreeMap<_, _> = cfg.terraform_env().unwrap().into_iter().collect();
+        let again: std::collections::BTreeMap<_, _> = cfg.terraform_env(file).unwrap().into_iter().collect();
         assert_eq!(again["PG_CONN_STR"], tf["PG_CONN_STR"], "one relay");
         assert!(cfg.shell_env().starts_with("PG_CONN_STR='host=h1 port=6432 user=u dbname=d sslmode=require'"));
         let cfg = StoreConfig::resolve(section(Some("postgresql://ops:pw@db:6543/infra"), Some("web")), None, file);

@@ -29,7 +29,7 @@ mod config;
 mod conn;
 pub(crate) mod lease;
 mod pooler;
-mod relay;
+pub(crate) mod relay;
 mod schema;
 mod state;
 pub(crate) mod tls;

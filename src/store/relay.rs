@@ -9,24 +9,37 @@
 //! either side closes. Authentication (md5, SCRAM) is between terraform and the pooler: the
 //! relay never sees a password, only the bytes that carry it.
 //!
-//! One thread, its own single-threaded runtime, started the first time terraform is given
-//! the store's connection and listening until the process exits: terraform under the lease
-//! is stopped by its watchdog when we are gone (`terraform::watchdog`), and readers' runs
-//! are short. But when we are killed alone mid-apply, the terraform that `PR_SET_PDEATHSIG`
-//! interrupts cannot save its state through us, as it can connected directly: what it made
-//! since its last save is in no state (README, "Behind PgBouncer").
+//! A process of its own (our binary again, the hidden `__relay` command), started the first
+//! time terraform is given the store's connection, because it must outlive us as long as our
+//! terraform may: when we are killed alone mid-apply, the terraform `PR_SET_PDEATHSIG`
+//! interrupts saves its state through it. Its stdin is a pipe from us, nothing else of ours
+//! (every other descriptor is close-on-exec): one line of JSON, where to and how (the TLS
+//! settings' files, no secret: it needs none), then, when we end normally, `done`; its stdout
+//! gives its port, one line, and is closed; its stderr is `/dev/null`; its own process group
+//! (a terminal's Ctrl-C is terraform's, the relay serves terraform's stop); what others left
+//! open for us (not close-on-exec) it closes first thing. It ends:
+//! - after `done`, once no connection is open (our terraform runs are over);
+//! - when the pipe ends without it (we died): once no connection has been open for
+//!   [`QUIET`] since, and at the latest [`Upstream::linger`] after (the lease's orphan
+//!   grace and a margin: the watchdog has killed that terraform by then).
+//!
+//! Terraform holds its connection through an apply (its state lock is a session's advisory
+//! lock): a relay with no connection for [`QUIET`] after we died serves nobody.
 
-use std::io;
+use std::io::{self, BufRead, Write};
 use std::net::Ipv4Addr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_postgres::config::Host;
 
 use super::pooler;
-use super::tls::Tls;
+use super::tls::{Parts, Tls};
 
 /// Where the relay passes connections on: the pooler as our connection reached it.
 pub(super) struct Upstream {
@@ -36,7 +49,33 @@ pub(super) struct Upstream {
     pub(super) tls: Option<Tls>,
     /// The longest connecting to the pooler may take.
     pub(super) limit: Duration,
+    /// The longest the relay serves once we are gone (see the module's comment).
+    pub(super) linger: Duration,
 }
+
+/// [`Upstream`] as the relay process reads it on its stdin.
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    /// A host name, or a Unix socket's directory.
+    host: String,
+    unix: bool,
+    port: u16,
+    tls: Option<Parts>,
+    limit: Duration,
+    linger: Duration,
+}
+
+/// The hidden command that runs the relay (`cli::Command::Relay`).
+const COMMAND: &str = "__relay";
+
+/// What we write on the relay's stdin when we end normally.
+const DONE: &str = "done";
+
+/// Once we are gone, how long the relay waits with no connection open before it ends.
+const QUIET: Duration = Duration::from_secs(5);
+
+/// The relay's stdin: open as long as we run (see the module's comment).
+static LIFELINE: Mutex<Option<std::process::ChildStdin>> = Mutex::new(None);
 
 /// The first message's code: a startup packet (protocol 3.0), or one of the requests that
 /// come instead of one.
@@ -50,31 +89,171 @@ const DROPPED: &[u8] = b"extra_float_digits";
 /// The longest first message taken: libpq's own limit for a startup packet (10000 bytes).
 const MAX_STARTUP: usize = 10_000;
 
-/// Starts the relay to `upstream`: the port it listens on, on `127.0.0.1`.
-pub(super) fn start(upstream: Upstream) -> io::Result<u16> {
+/// Starts the relay to `upstream`, in `dir` (terraform's, so that a process still working
+/// there is seen): the port it listens on, on `127.0.0.1`.
+// Our own binary again, not a program of the user's: its own process so that it outlives us
+// (see the module's comment); terraform's runner (`terraform::supervise`) spawns terraform.
+#[allow(clippy::disallowed_methods)]
+pub(super) fn start(upstream: Upstream, dir: &Path) -> io::Result<u16> {
+    use std::os::unix::process::CommandExt;
+    let (host, unix) = match &upstream.host {
+        Host::Tcp(name) => (name.clone(), false),
+        Host::Unix(path) => (path.display().to_string(), true),
+    };
+    let wire = Wire {
+        host,
+        unix,
+        port: upstream.port,
+        tls: upstream.tls.as_ref().map(Tls::parts),
+        limit: upstream.limit,
+        linger: upstream.linger,
+    };
+    let mut child = std::process::Command::new("/proc/self/exe")
+        .arg(COMMAND)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let mut lifeline = child.stdin.take().expect("piped");
+    let mut line = serde_json::to_vec(&wire)?;
+    line.push(b'\n');
+    lifeline.write_all(&line)?;
+    let mut port = String::new();
+    io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut port)?;
+    let port = port.trim().parse().map_err(|_| {
+        let _ = child.kill();
+        let _ = child.wait();
+        io::Error::other("it did not start")
+    })?;
+    // Never waited for: it outlives us, or ends after `done`, when we are about to exit.
+    *LIFELINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lifeline);
+    Ok(port)
+}
+
+/// Tells the relay, if we started one, that we are ending normally: it ends once no
+/// connection is open.
+pub(crate) fn done() {
+    if let Some(mut lifeline) = LIFELINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        let _ = lifeline.write_all(format!("{DONE}\n").as_bytes());
+    }
+}
+
+/// How the relay learns that it may end.
+enum Ending {
+    /// We ended normally.
+    Done,
+    /// We are gone without a word.
+    Orphaned,
+}
+
+/// The relay process (`__relay`): reads its [`Wire`] on stdin, writes its port on stdout,
+/// serves until it may end (see the module's comment). Nothing is printed: its stderr is
+/// `/dev/null`, and a relay that cannot start is an EOF where its port was awaited.
+pub(crate) fn run() -> std::process::ExitCode {
+    match serve_here() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(_) => std::process::ExitCode::FAILURE,
+    }
+}
+
+fn serve_here() -> anyhow::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    close_inherited();
+    let mut line = String::new();
+    io::stdin().read_line(&mut line)?;
+    let wire: Wire = serde_json::from_str(&line)?;
+    let host = if wire.unix { Host::Unix(PathBuf::from(&wire.host)) } else { Host::Tcp(wire.host) };
+    let tls = wire.tls.map(Tls::from_parts).transpose()?;
+    let upstream = Arc::new(Upstream { host, port: wire.port, tls, limit: wire.limit, linger: wire.linger });
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     listener.set_nonblocking(true)?;
     let port = listener.local_addr()?.port();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let upstream = Arc::new(upstream);
-    std::thread::Builder::new().name("relay".into()).spawn(move || {
-        rt.block_on(async move {
-            let Ok(listener) = TcpListener::from_std(listener) else { return };
-            loop {
-                match listener.accept().await {
-                    Ok((client, _)) => {
-                        let _ = client.set_nodelay(true);
-                        let upstream = upstream.clone();
-                        tokio::spawn(async move { serve(client, &upstream).await });
-                    }
-                    // Out of descriptors, say: the client sees its connection refused; wait a
-                    // little rather than spin.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                }
-            }
-        })
+    // The port, then stdout is `/dev/null`: nothing of ours holds the pipe.
+    {
+        // SAFETY: fd 1 is our stdout; the `File` is forgotten, never closing it.
+        let mut out = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
+        out.write_all(format!("{port}\n").as_bytes())?;
+        let null = std::fs::File::open("/dev/null")?;
+        // SAFETY: dup2(2) of descriptors we hold.
+        if unsafe { libc::dup2(null.as_raw_fd(), 1) } < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+    }
+    let (tell, ending) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name("lifeline".into()).spawn(move || {
+        let mut word = String::new();
+        let said = io::stdin().read_line(&mut word).is_ok_and(|_| word.trim() == DONE);
+        let _ = tell.send(if said { Ending::Done } else { Ending::Orphaned });
     })?;
-    Ok(port)
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let listener = TcpListener::from_std(listener)?;
+        relay(listener, upstream, ending).await;
+        Ok(())
+    })
+}
+
+/// Closes every descriptor but stdin, stdout and stderr: ours are close-on-exec, but what
+/// whoever started infrakit-tf left open (a pipe cron or a wrapper reads to its end) is not
+/// the relay's to keep open after infrakit-tf is gone.
+fn close_inherited() {
+    // SAFETY: close_range(2) on descriptors nothing in this process uses yet.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 0_u32) } == 0 {
+        return;
+    }
+    // Before Linux 5.9.
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    for fd in open.into_iter().filter(|fd| *fd > 2) {
+        // SAFETY: as above; the listing's own descriptor is closed already (EBADF).
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Serves `listener`'s connections until it may end (see the module's comment).
+async fn relay(listener: TcpListener, upstream: Arc<Upstream>, ending: tokio::sync::oneshot::Receiver<Ending>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let last_closed = Arc::new(Mutex::new(Instant::now()));
+    let mut ending = std::pin::pin!(ending);
+    // Once told: the quiet it waits for, and the latest it ends.
+    let mut end: Option<(Duration, Instant)> = None;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((client, _)) => {
+                    let _ = client.set_nodelay(true);
+                    let (upstream, open, last_closed) = (upstream.clone(), open.clone(), last_closed.clone());
+                    open.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(async move {
+                        serve(client, &upstream).await;
+                        *last_closed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+                        open.fetch_sub(1, Ordering::SeqCst);
+                    });
+                }
+                // Out of descriptors, say: the client sees its connection refused; wait a
+                // little rather than spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            },
+            told = &mut ending, if end.is_none() => {
+                let now = Instant::now();
+                end = Some(match told {
+                    Ok(Ending::Done) => (Duration::ZERO, now + upstream.linger),
+                    Ok(Ending::Orphaned) | Err(_) => (QUIET, now + upstream.linger),
+                });
+                *last_closed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = now;
+            }
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        if let Some((quiet, latest)) = end {
+            let since = last_closed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).elapsed();
+            if Instant::now() >= latest || open.load(Ordering::SeqCst) == 0 && since >= quiet {
+                return;
+            }
+        }
+    }
 }
 
 /// One of terraform's connections: its first message, rewritten, to the pooler, then bytes

@@ -135,7 +135,7 @@ impl Settings {
 }
 
 /// What the server's certificate chain is checked against.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Roots {
     /// Nothing: any certificate (still the handshake's signatures).
     Unchecked,
@@ -152,6 +152,15 @@ pub(crate) struct Tls {
     client: Option<(PathBuf, PathBuf)>,
     /// Built once; `None` for `disable`.
     config: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// [`Tls`] as it is passed to another process of ours: what was resolved, not the built
+/// configuration.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct Parts {
+    mode: String,
+    roots: Roots,
+    client: Option<(PathBuf, PathBuf)>,
 }
 
 impl Tls {
@@ -236,6 +245,23 @@ impl Tls {
             _ => None,
         };
         let mut tls = Tls { mode, roots, client, config: None };
+        tls.config = Some(Arc::new(tls.client_config()?));
+        Ok(tls)
+    }
+
+    /// The settings as another process of ours is given them (the relay, `relay`): files
+    /// named, never read here, no secret.
+    pub(super) fn parts(&self) -> Parts {
+        Parts { mode: self.mode.name().to_string(), roots: self.roots.clone(), client: self.client.clone() }
+    }
+
+    /// The settings [`Tls::parts`] gave, ready to connect with (their files read again).
+    pub(super) fn from_parts(parts: Parts) -> Result<Tls> {
+        let mode = Mode::parse(&parts.mode).ok_or_else(|| invalid(format!("no sslmode `{}`", parts.mode)))?;
+        if mode == Mode::Disable {
+            return Ok(Tls::disabled());
+        }
+        let mut tls = Tls { mode, roots: parts.roots, client: parts.client, config: None };
         tls.config = Some(Arc::new(tls.client_config()?));
         Ok(tls)
     }

@@ -16,7 +16,9 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::cloud::Cloud;
-use crate::store::{census, declared, hostname, hosts_at, lease, point_at, server, use_store, Db, STORE_UNAVAILABLE};
+use crate::store::{
+    census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db, STORE_UNAVAILABLE,
+};
 
 /// The URL of the PgBouncer of `mode` that `.ci/test` started.
 fn pgbouncer(mode: &str) -> String {
@@ -264,6 +266,52 @@ fn terraform_works_through_a_pooler_that_refuses_its_drivers_startup_parameter()
         "{refused}"
     );
     assert_eq!(db.state_data(), before, "the state is as it was");
+    no_relay_left(&[&a, &b]);
+}
+
+// Infrakit-tf alone is killed (the OOM killer) while its terraform creates machines behind
+// Debian's PgBouncer: the relay, a process of its own, outlives it, so that its terraform,
+// interrupted, saves what it made through it, as it does connected directly; then the relay
+// ends. The other host takes over once the lease has expired, and makes nothing twice.
+#[test]
+fn infrakit_tf_killed_alone_behind_a_pooler_that_refuses_its_drivers_startup_parameter_loses_nothing() {
+    let db = Db::new();
+    let (a, b) = hosts_at(&through(&db, "session").0);
+    lease(&[&a, &b], "12s");
+    let mut on_a = provisioning(&a, 3, 2000);
+    on_a.kill(false);
+    on_a.finish();
+    // Its terraform, its plugins and its relay (which runs in the directory too) are gone.
+    crate::support::wait_until_idle(&a.s.dir);
+    a.delay_creates(0);
+    let run = b.run(&["--lock-timeout", "10m", "reconcile"]).ok();
+    assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
+    assert_eq!(census(&b), (3, 3, 1), "created once: {}", run.stderr);
+    assert!(b.machines_per_instance().values().all(|n| *n == 1));
+    assert_eq!(db.state(), declared(&db.files()), "the state holds every machine");
+    b.run(&["reconcile", "--check"]).ok();
+    no_relay_left(&[&a, &b]);
+}
+
+/// Waits (10 s at most) until no relay (`infrakit-tf __relay`) runs in the hosts' directories:
+/// after a run that ended normally, it ends once terraform's connections are closed.
+fn no_relay_left(hosts: &[&Cloud]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let relays = || -> Vec<String> {
+        let proc = std::fs::read_dir("/proc").unwrap().filter_map(Result::ok);
+        proc.filter(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cwd = std::fs::read_link(e.path().join("cwd"));
+            cmdline.split(|b| *b == 0).any(|arg| arg == b"__relay")
+                && cwd.is_ok_and(|cwd| hosts.iter().any(|h| cwd == h.s.dir))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+    };
+    while !relays().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "relays still running: {:?}", relays());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 // Over TLS (the pooler requires it of its clients): the relay makes the TLS connection ours
@@ -289,4 +337,5 @@ fn terraform_reaches_a_tls_pooler_that_refuses_its_drivers_startup_parameter_thr
     b.run(&["provision", &b.spec()]).ok();
     assert_eq!(census(&a), (2, 2, 1));
     assert_eq!(db.state(), declared(&db.files()), "terraform's state written through the pooler");
+    no_relay_left(&[&a, &b]);
 }
