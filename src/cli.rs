@@ -181,10 +181,6 @@ pub enum Command {
     /// when the store already holds other files under this directory's name. Prints the files
     /// the store holds. Run again, it changes nothing.
     Migrate,
-    /// Not for you: the relay terraform's connections to a pooler go through, a process of
-    /// its own so that it outlives infrakit-tf as long as its terraform may (src/store/relay.rs)
-    #[command(name = "__relay", hide = true)]
-    Relay,
 }
 
 impl Command {
@@ -192,7 +188,7 @@ impl Command {
     /// writes, and `reconcile`; `None` for `validate` and `describe`.
     pub fn measured(&self) -> Option<&'static str> {
         match self {
-            Command::Validate(_) | Command::Describe(_) | Command::Relay => None,
+            Command::Validate(_) | Command::Describe(_) => None,
             Command::Provision(_) => Some("provision"),
             Command::Destroy(_) => Some("destroy"),
             Command::Label(_) => Some("label"),

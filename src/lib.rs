@@ -59,11 +59,15 @@ use std::process::ExitCode;
 use cli::{Cli, Command};
 use context::Ctx;
 
+/// The relay terraform's connections to a pooler go through (`store::relay`), when this
+/// process was started as one (`infrakit-tf __relay`): not a command of the CLI, so that no
+/// help, completion or man page shows it. `None`: it was not.
+pub fn relay() -> Option<ExitCode> {
+    (std::env::args_os().nth(1).as_deref() == Some(store::relay::COMMAND.as_ref())).then(store::relay::run)
+}
+
 /// Runs one command and returns its exit code.
 pub fn run(cli: Cli) -> ExitCode {
-    if let Command::Relay = cli.command {
-        return store::relay::run();
-    }
     let started = std::time::SystemTime::now();
     let ctx = Ctx::new(cli.global);
     fsio::sweep_temp_dirs(); // what killed runs left in TMPDIR
@@ -81,7 +85,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::SweepOrphans(args) => cmd::sweep_orphans::run(args, &ctx),
         Command::Import(args) => cmd::import::run(args, &ctx),
         Command::Migrate => cmd::migrate::run(&ctx),
-        Command::Relay => unreachable!("run above"),
     });
     let code = match result {
         Ok(()) => exit::Code::Ok,

@@ -9,8 +9,9 @@
 //! either side closes. Authentication (md5, SCRAM) is between terraform and the pooler: the
 //! relay never sees a password, only the bytes that carry it.
 //!
-//! A process of its own (our binary again, the hidden `__relay` command), started the first
-//! time terraform is given the store's connection, because it must outlive us as long as our
+//! A process of its own (our binary again, started as `infrakit-tf __relay`: no command of
+//! the CLI, so no help, completion or man page shows it), started the first time terraform
+//! is given the store's connection, because it must outlive us as long as our
 //! terraform may: when we are killed alone mid-apply, the terraform `PR_SET_PDEATHSIG`
 //! interrupts saves its state through it. Its stdin is a pipe from us, nothing else of ours
 //! (every other descriptor is close-on-exec): one line of JSON, where to and how (the TLS
@@ -65,8 +66,9 @@ struct Wire {
     linger: Duration,
 }
 
-/// The hidden command that runs the relay (`cli::Command::Relay`).
-const COMMAND: &str = "__relay";
+/// The first argument that makes our binary the relay (`crate::relay`, before the command
+/// line is parsed: no command of the CLI).
+pub(crate) const COMMAND: &str = "__relay";
 
 /// What we write on the relay's stdin when we end normally.
 const DONE: &str = "done";
