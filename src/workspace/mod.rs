@@ -771,6 +771,11 @@ impl<'a> Workspace<'a> {
         let mut adopted: Vec<String> = Vec::new();
         let applied = tf.apply_adopting(what, &mut || {
             self.note_cut()?;
+            // The failed try was creating: its marker may not have been written (a full disk
+            // keeps terraform's running record instead); this retry looks up all the same.
+            if self.unsettled.is_none() {
+                self.unsettled = Some("terraform apply failed while creating".to_string());
+            }
             adopted.extend(self.find_unrecorded(false, &[])?.into_iter().map(|a| a.address));
             Ok(())
         });
