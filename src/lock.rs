@@ -190,6 +190,11 @@ pub(crate) fn note_unsettled(why: &str) -> Result<()> {
     fsio::write_atomic(&dir.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public).map(drop)
 }
 
+/// Why the marker in `dir` says an apply was cut short, if it is there ([`UNSETTLED`]).
+pub(crate) fn unsettled(dir: &Path) -> Option<String> {
+    Some(std::fs::read_to_string(dir.join(UNSETTLED)).ok()?.trim().to_string())
+}
+
 /// Terraform has ended (and been reaped), on its own: forget its record. (One killed by a
 /// signal keeps it, naming a process that is gone: the next lock learns that it was cut.)
 pub(crate) fn note_done() -> Result<()> {

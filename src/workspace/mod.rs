@@ -288,8 +288,7 @@ impl<'a> Workspace<'a> {
             }
         };
         // What this host's last apply left here, not in the store yet, counts as well.
-        let marker = ctx.dir.join(lock::UNSETTLED);
-        let unsettled = unsettled.or_else(|| Some(std::fs::read_to_string(marker).ok()?.trim().to_string()));
+        let unsettled = unsettled.or_else(|| lock::unsettled(&ctx.dir));
         Ok(Workspace {
             ctx,
             dir,

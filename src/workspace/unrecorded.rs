@@ -30,7 +30,7 @@ impl Workspace<'_> {
     /// creating left the marker (`lock::note_unsettled`), which goes to the store at once.
     pub(super) fn note_cut(&mut self) -> Result<()> {
         let marker = self.dir.path().join(UNSETTLED);
-        let local = std::fs::read_to_string(&marker).ok().map(|why| why.trim().to_string());
+        let local = crate::lock::unsettled(self.dir.path());
         if local.is_some() && !self.dir.has(UNSETTLED) {
             self.dir.note(UNSETTLED, true);
             if self.unsettled.is_none() {
