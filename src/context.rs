@@ -126,7 +126,7 @@ impl Ctx {
     /// the listing that counts is taken under it).
     pub(crate) fn profiles_of_existing_dir(&self) -> Result<Profiles> {
         if !self.dir.is_dir() {
-            return Err(crate::directory::missing(&self.dir).into());
+            return Err(crate::exit::missing_directory(&self.dir).into());
         }
         Profiles::load(&self.dir, &self.vm_types)
     }
@@ -178,7 +178,7 @@ impl Ctx {
     /// listed ([`Ctx::directory`]). A directory that cannot be written fails here, before
     /// anything is changed.
     pub(crate) fn lock_within(&self, wait: Wait) -> Result<DirLock> {
-        let lock = lock::lock(&self.dir, wait, &self.printer)?;
+        let lock = lock::directory(&self.dir, wait, &self.printer)?;
         fsio::check_writable(&self.dir)?;
         let undone = journal::recover(&self.dir)?;
         if !undone.is_empty() {

@@ -15,36 +15,26 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::exit::{invalid, not_found};
+use crate::exit::invalid;
 use crate::expand::Slots;
 use crate::fsio;
-use crate::names::{self, InstanceId, Kind, Suffix};
+use crate::names::{self, InstanceId, Kind, Suffix, LAST_ID};
 use crate::profile::Profiles;
 use crate::tfconfig;
 
-/// The highest instance number whose file was removed (see [`Directory::last_issued`]).
-pub(crate) const LAST_ID: &str = ".infrakit-tf-last-id";
-
 pub(crate) struct Directory {
     path: PathBuf,
-    /// The directory messages name: `path`, or the user's directory a store's snapshot
-    /// stands for.
+    /// The directory messages name: `path`, or the user's directory a store's view stands
+    /// for.
     shown: PathBuf,
     /// Each listed name, and its inode as the listing found it (no `stat`: the kernel gives
     /// it) or as `note` saw it; 0 where it is not known.
     names: BTreeMap<String, u64>,
-    /// A reader's view ([`Directory::read_view`]): the managed files' bytes as of one
-    /// moment, read from here rather than from the disk.
+    /// A reader's view (`workspace::view`): the managed files' bytes as of one moment, read
+    /// from here rather than from the disk.
     contents: Option<BTreeMap<String, Vec<u8>>>,
-    /// A reader's copy of terraform's local state, as of that moment (see `read_view`).
+    /// A reader's copy of terraform's local state, as of that moment.
     state: Option<Vec<u8>>,
-}
-
-/// What a reader's view found besides the files.
-pub(crate) struct View {
-    pub(crate) dir: Directory,
-    /// The files of a change half done (a pending journal), shown as they were before it.
-    pub(crate) half_done: Option<Vec<String>>,
 }
 
 /// One managed file of the listing.
@@ -99,40 +89,13 @@ impl Instance {
     }
 }
 
-/// Terraform's local state at `path`, read whole. Terraform rewrites it in place (truncating
-/// first) after each resource of an apply; one read mid-write does not parse. Then its backup
-/// (`terraform.tfstate.backup`, the state as it was before the run that is writing began: an
-/// earlier moment, whole) is read instead; while neither parses, both are read again, for up to
-/// a second. `None` when there is none, or none parsed (then terraform reads it as it is).
-fn copy_state(path: &Path) -> Option<Vec<u8>> {
-    let mut backup = path.as_os_str().to_owned();
-    backup.push(".backup");
-    let whole = |p: &Path| std::fs::read(p).ok().filter(|b| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok());
-    if !path.exists() {
-        return None;
-    }
-    for _ in 0..100 {
-        if let Some(bytes) = whole(path).or_else(|| whole(Path::new(&backup))) {
-            return Some(bytes);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    None
-}
-
-/// The error for a managed directory that does not exist.
-pub(crate) fn missing(path: &Path) -> crate::exit::Failure {
-    not_found(format!("directory `{}` does not exist", path.display()))
-        .hint("create it, or point --dir (or INFRAKIT_TF_DIR) at your Terraform directory")
-}
-
 impl Directory {
     /// Opens and lists a directory that must exist.
     pub(crate) fn open(path: &Path) -> Result<Self> {
         let abs = std::path::absolute(path).with_context(|| format!("failed to resolve `{}`", path.display()))?;
         let entries = match std::fs::read_dir(&abs) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing(path).into()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(crate::exit::missing_directory(path).into()),
             Err(e) => return Err(e).with_context(|| format!("failed to list `{}`", abs.display())),
         };
         let mut names = BTreeMap::new();
@@ -145,52 +108,7 @@ impl Directory {
         Ok(Directory { shown: abs.clone(), path: abs, names, contents: None, state: None })
     }
 
-    /// For a command that only reads (no lock): the directory as of one moment, never half of
-    /// a change. Under the shared generation lock (`lock::reading`: writers hold it only while
-    /// they change files), it is listed and every managed file is read into memory, and
-    /// terraform's local state is copied (retried while it does not parse: terraform rewrites
-    /// it in place during an apply). A change left half done (a pending journal: its writer
-    /// was killed, or its undo failed) is shown as it was before that change, the files it
-    /// touched named in `half_done`.
-    pub(crate) fn read_view(path: &Path) -> Result<View> {
-        let abs = std::path::absolute(path).with_context(|| format!("failed to resolve `{}`", path.display()))?;
-        let reading = crate::lock::reading(&abs);
-        let mut dir = Directory::open(path)?; // listed under the lock
-        let mut contents = BTreeMap::new();
-        for name in dir.names.keys().filter(|n| crate::store::keeps(n)) {
-            match std::fs::read(dir.path.join(name)) {
-                Ok(bytes) => {
-                    contents.insert(name.clone(), bytes);
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", dir.path.join(name).display())),
-            }
-        }
-        let pending = crate::journal::pending(&dir.path)?;
-        dir.state = crate::state_guard::local_state_path(&dir.path).and_then(|p| copy_state(&p));
-        drop(reading);
-        let half_done = pending.map(|files| {
-            let mut names = Vec::new();
-            for (name, before) in files {
-                match before {
-                    Some(bytes) => {
-                        dir.names.insert(name.clone(), 0);
-                        contents.insert(name.clone(), bytes);
-                    }
-                    None => {
-                        dir.names.remove(&name);
-                        contents.remove(&name);
-                    }
-                }
-                names.push(name);
-            }
-            names
-        });
-        dir.contents = Some(contents);
-        Ok(View { dir, half_done })
-    }
-
-    /// A reader's copy of terraform's local state ([`Directory::read_view`]), if it has one.
+    /// A reader's copy of terraform's local state (`workspace::view`), if it has one.
     pub(crate) fn state_copy(&self) -> Option<&[u8]> {
         self.state.as_deref()
     }
@@ -203,20 +121,28 @@ impl Directory {
         }
     }
 
-    /// A store's snapshot, in `path`, standing for `shown` (named in messages): the managed
-    /// files are `contents`, held in memory (some of them may be in `path` too).
-    pub(crate) fn snapshot(path: &Path, shown: &Path, contents: BTreeMap<String, Vec<u8>>) -> Result<Self> {
-        let mut dir = Directory::open(path)?;
-        dir.names.extend(contents.keys().map(|n| (n.clone(), 0)));
-        Ok(Directory {
+    /// A reader's view of this listing (`workspace::view`): it stands for `shown` (named in
+    /// messages), and the managed files are `contents`, held in memory (listed here if they
+    /// were not), with `state` its copy of terraform's local state.
+    pub(crate) fn into_view(
+        mut self,
+        shown: &Path,
+        contents: BTreeMap<String, Vec<u8>>,
+        state: Option<Vec<u8>>,
+    ) -> Self {
+        for name in contents.keys() {
+            self.names.entry(name.clone()).or_insert(0);
+        }
+        Directory {
             shown: std::path::absolute(shown).unwrap_or_else(|_| shown.to_path_buf()),
             contents: Some(contents),
-            ..dir
-        })
+            state,
+            ..self
+        }
     }
 
     /// The names and inodes (see `workspace::sync::synced`) of the managed files and of any
-    /// other `*.tf.json` (a quick superset of `store::keeps`): as listed, or looked up for a
+    /// other `*.tf.json` (a quick superset of `names::is_ours`): as listed, or looked up for a
     /// name noted since; `None` for one that cannot be.
     pub(crate) fn listed_inodes(&self) -> impl Iterator<Item = (&str, Option<u64>)> + '_ {
         let wanted = |n: &str| n.ends_with(names::LIVE) || n.ends_with(names::QUEUED) || n == LAST_ID;

@@ -135,6 +135,12 @@ pub fn not_found(message: impl Into<String>) -> Failure {
     Failure::new(Code::NotFound, message)
 }
 
+/// The error for a managed directory that does not exist.
+pub fn missing_directory(path: &std::path::Path) -> Failure {
+    not_found(format!("directory `{}` does not exist", path.display()))
+        .hint("create it, or point --dir (or INFRAKIT_TF_DIR) at your Terraform directory")
+}
+
 /// The exit code of an error: the first classified failure in its chain, else 1.
 pub fn code_for(err: &anyhow::Error) -> Code {
     err.chain().find_map(|e| e.downcast_ref::<Failure>()).map_or(Code::Error, |f| f.code)

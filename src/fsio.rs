@@ -135,7 +135,7 @@ pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
 }
 
 /// Opens (creating it, empty, if need be) a file held only for its `flock` (see
-/// `lock::changing`).
+/// `lock::generation::changing`).
 pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
     fs::OpenOptions::new()
         .read(true)

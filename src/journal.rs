@@ -69,7 +69,7 @@ pub(crate) fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
     if ops.len() <= 1 {
         return ops.iter().try_for_each(|op| perform(dir, op));
     }
-    let changing = crate::lock::changing(dir)?; // readers see all of it or none
+    let changing = crate::lock::generation::changing(dir)?; // readers see all of it or none
     let journal = Journal { version: 1, before: ops.iter().map(|op| save(dir, &op.name)).collect::<Result<_>>()? };
     let journal_path = dir.join(JOURNAL);
     fsio::write_atomic(&journal_path, &serde_json::to_vec_pretty(&journal)?, Perms::Private)?;
@@ -82,7 +82,7 @@ pub(crate) fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
         });
     }
     fsio::remove(&journal_path)?; // the commit point
-    crate::lock::made_changes(dir, &changing);
+    crate::lock::generation::made_changes(dir, &changing);
     Ok(())
 }
 
@@ -96,7 +96,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Vec<String>> {
         Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", journal_path.display())),
     };
     let journal = parse(&bytes, &journal_path)?;
-    let _changing = crate::lock::changing(dir)?;
+    let _changing = crate::lock::generation::changing(dir)?;
     undo(dir, &journal)?;
     fsio::remove(&journal_path)?;
     Ok(journal.before.into_iter().map(|b| b.name).collect())
@@ -242,7 +242,7 @@ mod tests {
                 let e = e.unwrap();
                 (e.file_name().into_string().unwrap(), std::fs::read_to_string(e.path()).ok())
             })
-            .filter(|(name, _)| name != crate::lock::GENERATION) // the readers' lock, not a change
+            .filter(|(name, _)| name != crate::lock::generation::GENERATION) // the readers' lock, not a change
             .collect();
         v.sort();
         v

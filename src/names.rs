@@ -15,6 +15,18 @@ pub const QUEUED: &str = ".tf.json.new";
 /// Import blocks live in this file while an import runs (see `Workspace::settle_imports`). Not a
 /// managed name: never listed, described or swept.
 pub const IMPORT_FILE: &str = "infrakit-tf-import.tf.json";
+/// The highest instance number whose file was removed (see `Directory::last_issued`).
+pub const LAST_ID: &str = ".infrakit-tf-last-id";
+
+/// Whether a name is one of the files infrakit-tf keeps in a directory (and a store keeps for
+/// every host): the managed files (live and queued), the ID record and the import blocks.
+/// Anything else in the directory is the user's, or local.
+pub fn is_ours(name: &str) -> bool {
+    if name.contains('/') || name.contains('\0') {
+        return false;
+    }
+    name == LAST_ID || name == IMPORT_FILE || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
+}
 
 /// Whether a managed file is live or queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -206,6 +218,31 @@ pub fn is_terraform_name(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ours_are_the_managed_files_the_id_record_and_the_import_blocks() {
+        for kept in [
+            "instance-1.tf.json",
+            "instance-1.tf.json.new",
+            "web_dedicated_1.tf.json",
+            "web_global.tf.json.new",
+            ".infrakit-tf-last-id",
+            "infrakit-tf-import.tf.json",
+        ] {
+            assert!(is_ours(kept), "{kept}");
+        }
+        for local in [
+            "main.tf",
+            "infrakit-tf.json",
+            "terraform.tfstate",
+            ".infrakit-tf-journal.json",
+            ".infrakit-tf-terraform.json",
+            "web_dedicated_../../etc.tf.json",
+            "a_dedicated_x/y.tf.json",
+        ] {
+            assert!(!is_ours(local), "{local}");
+        }
+    }
 
     #[test]
     fn file_names_split_by_suffix() {

@@ -30,6 +30,15 @@ pub fn short(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// A duration as messages give it: `30s`, or `1500ms` when it is not whole seconds.
+pub fn duration(d: std::time::Duration) -> String {
+    if d.subsec_millis() != 0 {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}s", d.as_secs())
+    }
+}
+
 /// A JSON pointer as a message quotes it: each token shortened, so the path stays readable.
 pub fn short_pointer(pointer: &str) -> String {
     pointer.split('/').map(short).collect::<Vec<_>>().join("/")

@@ -247,7 +247,7 @@ impl Conn {
                     return Err(Fault::Db(e))
                 }
                 Ok(Err(e)) => last = Some(tls.why(&e, name).map_or_else(|| Fault::from(e), Fault::Lost)),
-                Err(_) => last = Some(Fault::Lost(format!("no answer within {}", crate::lock::human(limit)))),
+                Err(_) => last = Some(Fault::Lost(format!("no answer within {}", crate::text::duration(limit)))),
             }
         }
         Err(last.unwrap_or_else(|| Fault::Lost("no host to connect to".into())))
@@ -273,7 +273,7 @@ impl Conn {
             }
             Err(_) => {
                 self.broken = true;
-                Err(Fault::Lost(format!("the server did not answer within {}", crate::lock::human(limit))))
+                Err(Fault::Lost(format!("the server did not answer within {}", crate::text::duration(limit))))
             }
         }
     }

@@ -120,7 +120,7 @@ impl Shared {
         let since = state.renewed.elapsed();
         (since > self.timing.renew_deadline()).then(|| {
             let why = state.last_error.as_deref().unwrap_or("no answer");
-            format!("not renewed for {} ({why})", crate::lock::human(Duration::from_secs(since.as_secs())))
+            format!("not renewed for {} ({why})", crate::text::duration(Duration::from_secs(since.as_secs())))
         })
     }
 }

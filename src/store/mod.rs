@@ -46,7 +46,7 @@ use self::conn::{Conn, Fault, Param, Setup};
 use self::lease::Lease;
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
-use crate::lock::Wait;
+use crate::lock::wait::{Polite, Wait};
 use crate::output::Printer;
 
 /// How often a held lease is tried again.
@@ -185,10 +185,9 @@ impl Store {
     /// without being released is taken over (its host died or lost the server): the stale
     /// holder's terraform sessions are ended, and that is said.
     pub(crate) fn lock(&mut self, wait: Wait, printer: &Printer) -> Result<()> {
-        let Wait { timeout, deadline } = wait;
+        let mut polite = Polite::new(wait, printer, format!("store directory `{}`", self.config.name), POLL);
         let holder = format!("infrakit-tf {} pid {}", hostname(), std::process::id());
         let (timing, key) = (self.config.timing, (schema::CLASS, self.key()));
-        let mut said = false;
         loop {
             let sent = Instant::now();
             let (name, owner) = (self.config.name.clone(), self.owner.clone());
@@ -196,10 +195,7 @@ impl Store {
             let acquired = match got {
                 Ok(acquired) => acquired,
                 // While we wait, a server that restarts or a dropped connection is waited out.
-                Err(e) if Instant::now() < deadline && crate::exit::code_for(&e) == Code::StoreUnavailable => {
-                    std::thread::sleep(POLL.min(deadline - Instant::now()));
-                    continue;
-                }
+                Err(e) if crate::exit::code_for(&e) == Code::StoreUnavailable && polite.pause() => continue,
                 Err(e) => return Err(e),
             };
             if let Some(acquired) = acquired {
@@ -221,25 +217,9 @@ impl Store {
                 }
                 return Ok(());
             }
-            let now = Instant::now();
             let holder =
                 self.with(|conn, limit| lease::holder(conn, limit, &name)).unwrap_or_else(|_| "another run".into());
-            if now >= deadline {
-                return Err(Failure::new(Code::Locked, format!("store directory `{name}` is locked by {holder}"))
-                    .hint(format!(
-                        "wait for it to finish, or give --lock-timeout more than {}",
-                        crate::lock::human(timeout)
-                    ))
-                    .into());
-            }
-            if !said {
-                printer.status(&format!(
-                    "waiting up to {} for {holder} to release store directory `{name}` (--lock-timeout)",
-                    crate::lock::human(timeout),
-                ));
-                said = true;
-            }
-            std::thread::sleep(POLL.min(deadline - now));
+            polite.wait_for(&holder)?;
         }
     }
 
@@ -550,45 +530,4 @@ fn unavailable(display: &str, why: &str) -> anyhow::Error {
 /// says. One rule on both sides, so that a file compares equal to its copy.
 pub(crate) fn mode(bits: u32) -> u32 {
     bits & 0o644
-}
-
-/// Whether the store keeps a file of this name: the managed files (live and queued), the ID
-/// record and the import blocks. Anything else in the directory is the user's, or local.
-pub(crate) fn keeps(name: &str) -> bool {
-    if name.contains('/') || name.contains('\0') {
-        return false;
-    }
-    name == crate::directory::LAST_ID
-        || name == crate::names::IMPORT_FILE
-        || crate::names::split_file_name(name).and_then(|(base, _)| crate::names::classify(base)).is_some()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_store_keeps_managed_files_and_the_id_record_only() {
-        for kept in [
-            "instance-1.tf.json",
-            "instance-1.tf.json.new",
-            "web_dedicated_1.tf.json",
-            "web_global.tf.json.new",
-            ".infrakit-tf-last-id",
-            "infrakit-tf-import.tf.json",
-        ] {
-            assert!(keeps(kept), "{kept}");
-        }
-        for local in [
-            "main.tf",
-            "infrakit-tf.json",
-            "terraform.tfstate",
-            ".infrakit-tf-journal.json",
-            ".infrakit-tf-terraform.json",
-            "web_dedicated_../../etc.tf.json",
-            "a_dedicated_x/y.tf.json",
-        ] {
-            assert!(!keeps(local), "{local}");
-        }
-    }
 }

@@ -115,7 +115,7 @@ fn refuses_terraform(conn: &Conn, pg: &Config, tls: &Tls, limit: Duration) -> Ou
     match answer {
         Ok(Ok(refused)) => Ok(refused),
         Ok(Err(e)) => Err(Fault::Lost(e.to_string())),
-        Err(_) => Err(Fault::Lost(format!("no answer within {}", crate::lock::human(limit)))),
+        Err(_) => Err(Fault::Lost(format!("no answer within {}", crate::text::duration(limit)))),
     }
 }
 

@@ -267,7 +267,7 @@ async fn serve(mut client: TcpStream, upstream: &Upstream) {
         pooler::raw(&upstream.host, upstream.port, upstream.tls.as_ref()).await
     })
     .await
-    .unwrap_or_else(|_| Err(io::Error::other(format!("no answer within {}", crate::lock::human(upstream.limit)))));
+    .unwrap_or_else(|_| Err(io::Error::other(format!("no answer within {}", crate::text::duration(upstream.limit)))));
     let mut server = match reached {
         Ok(server) => server,
         Err(e) => {

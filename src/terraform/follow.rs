@@ -42,7 +42,7 @@ pub(super) struct Collected {
     pub(super) done: Changes,
     /// The resources an apply began to create (or replace: `apply_start`). Until terraform
     /// has recorded them, their machines may exist in no state: a failed apply that began
-    /// any leaves the evidence that has them looked up (`lock::note_unsettled`).
+    /// any leaves the evidence that has them looked up (`lock::running::note_unsettled`).
     pub(super) creating: Vec<String>,
 }
 

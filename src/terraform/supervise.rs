@@ -111,7 +111,7 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     fault::point(|| format!("spawned {display}"));
     // Best effort: without the record, terraform's own state lock still guards its state.
     if inv.touches_dir {
-        let _ = lock::note_running(pid, &display);
+        let _ = lock::running::note_running(pid, &display);
         crate::metrics::note_terraform_run();
     }
 
@@ -182,12 +182,12 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
             0 => format!("terraform apply failed while creating {first}"),
             more => format!("terraform apply failed while creating {first} and {more} more"),
         };
-        noted = lock::note_unsettled(&why).is_ok();
+        noted = lock::running::note_unsettled(&why).is_ok();
     }
     // A stale record names a dead process: the next lock drops it, and takes a killed apply
-    // for one that was cut short (`lock::UNSETTLED`).
+    // for one that was cut short (`lock::running::UNSETTLED`).
     if noted && inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(&status).is_none() {
-        let _ = lock::note_done();
+        let _ = lock::running::note_done();
     }
     if inv.writes_state && tf.records_state {
         // A failed write leaves an older record, which the check still accepts.

@@ -33,6 +33,7 @@ mod init;
 mod mirror;
 mod sync;
 mod unrecorded;
+mod view;
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,10 +47,11 @@ pub(crate) use self::changes::{
     ChangeSet, CommitMode, Committed, FileAction, FileChange, FileWrite, Outcome, TfSummary,
 };
 use crate::context::Ctx;
-use crate::directory::{Directory, Instance, LAST_ID};
+use crate::directory::{Directory, Instance};
 use crate::fsio::Perms;
 use crate::journal::{self, FileOp};
 use crate::lock::{self, DirLock, Wait};
+use crate::names::LAST_ID;
 use crate::names::{self, Kind};
 use crate::store::Store;
 use crate::terraform::{Apply, Plan, PlanOptions, State, Terraform};
@@ -68,7 +70,7 @@ pub(crate) struct Workspace<'a> {
     /// change goes to it first, in one transaction, then to the local mirror.
     store: Option<Store>,
     _lock: Option<DirLock>,
-    /// With a store, for a command that only reads: the directory it reads (`sync::snapshot`).
+    /// With a store, for a command that only reads: the directory it reads (`view::store`).
     _snapshot: Option<tempfile::TempDir>,
     /// With a store: whether the directory is marked as its mirror (`sync::mark`); the first
     /// change into a store directory that did not exist yet marks it.
@@ -256,7 +258,7 @@ impl<'a> Workspace<'a> {
     }
 
     /// For a command that only reads (or plans in a mirror): no lock. With a store, it reads
-    /// a snapshot of the store's files (`sync::snapshot`).
+    /// a snapshot of the store's files (`view::store`).
     pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
         let mut unsettled = None;
         let (dir, snapshot) = match ctx.store()? {
@@ -267,17 +269,17 @@ impl<'a> Workspace<'a> {
                     // is set up (`.terraform`, under the local lock, which a reader otherwise
                     // never takes) so that the state can be read from the backend. No managed
                     // file is written.
-                    let _lock = lock::lock(&ctx.dir, Wait::new(ctx.lock_timeout), &ctx.printer)?;
+                    let _lock = lock::directory(&ctx.dir, Wait::new(ctx.lock_timeout), &ctx.printer)?;
                     let local = Directory::open(&ctx.dir)?;
                     ctx.terraform(&local)?.init()?;
                     init::record(&ctx.dir, &BTreeSet::new())?;
                 }
-                let (tmp, view) = sync::snapshot(&mut store, &ctx.dir, &ctx.printer)?;
+                let (tmp, view) = view::store(&mut store, &ctx.dir, &ctx.printer)?;
                 unsettled = store.unsettled().map(str::to_string);
                 (view, Some(tmp))
             }
             None => {
-                let view = Directory::read_view(&ctx.dir)?;
+                let view = view::local(&ctx.dir)?;
                 if let Some(files) = view.half_done {
                     ctx.printer.warn(&format!(
                         "a change was left half done ({}: its run was killed, or could not undo it): shown as it was before; the next command that takes the lock (`infrakit-tf reconcile`) undoes it",
@@ -288,7 +290,7 @@ impl<'a> Workspace<'a> {
             }
         };
         // What this host's last apply left here, not in the store yet, counts as well.
-        let unsettled = unsettled.or_else(|| lock::unsettled(&ctx.dir));
+        let unsettled = unsettled.or_else(|| lock::running::unsettled(&ctx.dir));
         Ok(Workspace {
             ctx,
             dir,
@@ -332,7 +334,7 @@ impl<'a> Workspace<'a> {
         Ok(self.tf.get_or_init(|| tf))
     }
 
-    /// Terraform's state, by address. A reader reads the copy its view took ([`Directory::read_view`]:
+    /// Terraform's state, by address. A reader reads the copy its view took (`view::local`:
     /// as of the same moment as the files, never half written), away from the live files.
     pub(crate) fn state(&self) -> Result<State> {
         if self.store.is_some() {
@@ -674,7 +676,7 @@ impl<'a> Workspace<'a> {
                 committed = self.store_commit(&ops)?;
             }
         }
-        let _changing = if queued.is_empty() { None } else { lock::changing(self.dir.path())? };
+        let _changing = if queued.is_empty() { None } else { lock::generation::changing(self.dir.path())? };
         for name in &queued {
             let live = live_name(name);
             crate::fsio::rename(&self.dir.path().join(name), &self.dir.path().join(&live))?;

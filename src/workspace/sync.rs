@@ -1,7 +1,7 @@
 //! The local directory as a mirror of the store (several hosts, see `store`): brought up to
-//! the store's content under the lock before a command reads it ([`pull`]); for readers, a
-//! private snapshot of it instead ([`snapshot`]); and the one move of a local directory into
-//! the store ([`local_files`], for `migrate`).
+//! the store's content under the lock before a command reads it ([`pull`]), and the one move
+//! of a local directory into the store ([`local_files`], for `migrate`). (Readers read the
+//! store's files in memory instead: `view::store`.)
 
 use std::collections::BTreeMap;
 use std::hash::Hasher;
@@ -82,7 +82,7 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
     if stored.as_ref().is_some_and(|s| s.unchanged) {
         return Ok(true); // the files here are that revision's, and so marked as its mirror
     }
-    let local: Vec<String> = dir.names().filter(|n| store::keeps(n)).map(str::to_string).collect();
+    let local: Vec<String> = dir.names().filter(|n| crate::names::is_ours(n)).map(str::to_string).collect();
     let Some(stored) = stored else {
         if let Some(first) = local.first() {
             return Err(invalid(format!(
@@ -236,7 +236,7 @@ pub(super) fn base_config(dir: &Directory) -> Result<BTreeMap<String, String>> {
     let mut files = BTreeMap::new();
     for name in dir.names() {
         let terraform = [".tf", ".tf.json", ".tfvars", ".tfvars.json"].iter().any(|s| name.ends_with(s));
-        if !(terraform && !store::keeps(name) || name == crate::profile::CONFIG_FILE) {
+        if !(terraform && !crate::names::is_ours(name) || name == crate::profile::CONFIG_FILE) {
             continue;
         }
         let path = dir.path().join(name);
@@ -307,49 +307,10 @@ pub(super) fn check_migrated(store: &mut Store, dir: &Directory) -> Result<()> {
     .into())
 }
 
-/// For a command that only reads: the directory as the store holds it (one snapshot of its
-/// files), in place of the local mirror, so that nothing local is written without the lock.
-/// On disk, a temporary directory where terraform runs: your files (configuration,
-/// `.terraform`) linked, and the store's few bookkeeping files (the ID record, the import
-/// blocks); the instance, dedicated and global files stay in memory, where the command reads
-/// them (terraform reads the state there, which needs none of them; a dry run's mirror writes
-/// them from memory). Writing a thousand files only to read them back cost most of a reader's
-/// time.
-pub(super) fn snapshot(store: &mut Store, dir: &Path, printer: &Printer) -> Result<(tempfile::TempDir, Directory)> {
-    let local = Directory::open(dir)?;
-    let stored = match store.files()? {
-        Some(stored) => stored.files,
-        None => {
-            if local.names().any(store::keeps) {
-                printer.warn(&format!(
-                    "store directory `{}` does not exist yet: the managed files of `{}` are not in it (`infrakit-tf migrate`)",
-                    store.name(),
-                    dir.display()
-                ));
-            }
-            BTreeMap::new()
-        }
-    };
-    check_names(store, &stored)?;
-    let tmp = fsio::temp_dir("snapshot")?;
-    for name in local.names().filter(|n| !store::keeps(n)) {
-        fsio::symlink(&local.path().join(name), &tmp.path().join(name))?;
-    }
-    let mut contents = BTreeMap::new();
-    for (name, file) in stored {
-        if crate::names::split_file_name(&name).is_none_or(|(base, _)| crate::names::classify(base).is_none()) {
-            fsio::write_scratch(&tmp.path().join(&name), &file.content, file.mode)?;
-        }
-        contents.insert(name, file.content);
-    }
-    let view = Directory::snapshot(tmp.path(), dir, contents)?;
-    Ok((tmp, view))
-}
-
 /// The managed files of `dir` as the store would keep them (for `migrate`).
 pub(super) fn local_files(dir: &Directory) -> Result<BTreeMap<String, StoredFile>> {
     let mut files = BTreeMap::new();
-    for name in dir.names().filter(|n| store::keeps(n)) {
+    for name in dir.names().filter(|n| crate::names::is_ours(n)) {
         if let Some(file) = local_file(dir.path(), name)? {
             files.insert(name.to_string(), file);
         }
@@ -395,8 +356,8 @@ pub(super) fn local_file(dir: &Path, name: &str) -> Result<Option<StoredFile>> {
 
 /// Every name the store holds must be one of ours: anything else (a path, a user's file)
 /// would be written outside what the store may change.
-fn check_names(store: &Store, files: &BTreeMap<String, StoredFile>) -> Result<()> {
-    match files.keys().find(|n| !store::keeps(n)) {
+pub(super) fn check_names(store: &Store, files: &BTreeMap<String, StoredFile>) -> Result<()> {
+    match files.keys().find(|n| !crate::names::is_ours(n)) {
         None => Ok(()),
         Some(bad) => Err(invalid(format!(
             "store directory `{}` holds `{}`, which is not a file infrakit-tf manages",

@@ -2,7 +2,7 @@
 //! looked up through terraform and adopted (the decisions are `crate::unrecorded`'s; this is
 //! running them). Only when one was cut short: the look-up costs nothing otherwise.
 //!
-//! The evidence that one was (`lock::UNSETTLED`: a terraform apply that did not end; with a
+//! The evidence that one was (`lock::running::UNSETTLED`: a terraform apply that did not end; with a
 //! store, a lease taken over from a host that did not release it) is kept until the look-up
 //! has been done: in the store, for whichever host runs next, or in a local marker.
 
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{ChangeSet, FileWrite, Workspace};
 use crate::exit::{Code, Failure};
 use crate::fsio::{self, Perms};
-use crate::lock::UNSETTLED;
+use crate::lock::running::UNSETTLED;
 use crate::names;
 use crate::terraform::PlanOptions;
 use crate::unrecorded::{self, Adopted, Verdict};
@@ -23,14 +23,14 @@ use crate::unrecorded::{self, Adopted, Verdict};
 const LOOKUP_FILE: &str = "infrakit-tf-lookup.tf.json";
 
 impl Workspace<'_> {
-    /// Learns whether an apply was cut short before (the lock's marker, `lock::UNSETTLED`;
+    /// Learns whether an apply was cut short before (the lock's marker, `lock::running::UNSETTLED`;
     /// with a store, the store's record, into which a local marker is moved for every host):
     /// [`Workspace::find_unrecorded`] looks up what it made.
     /// Also after every run that may have changed the state: an apply that failed while it was
-    /// creating left the marker (`lock::note_unsettled`), which goes to the store at once.
+    /// creating left the marker (`lock::running::note_unsettled`), which goes to the store at once.
     pub(super) fn note_cut(&mut self) -> Result<()> {
         let marker = self.dir.path().join(UNSETTLED);
-        let local = crate::lock::unsettled(self.dir.path());
+        let local = crate::lock::running::unsettled(self.dir.path());
         if local.is_some() && !self.dir.has(UNSETTLED) {
             self.dir.note(UNSETTLED, true);
             if self.unsettled.is_none() {

@@ -1,0 +1,106 @@
+//! The running-terraform record, and the marker of an apply cut short.
+//!
+//! Terraform outlives us: if infrakit-tf is killed while terraform runs, terraform carries on
+//! and saves its state (its output goes to files, not to a pipe whose reader died; see
+//! `terraform/supervise.rs`). The directory must stay locked until it ends, so while a terraform runs
+//! for this directory its PID and start time are recorded in [`RUNNING`]. A command that takes
+//! the flock and finds that record naming a live process waits for it as for a held lock (same
+//! `--lock-timeout`, same exit code 5), then removes the record. A record whose process is gone
+//! (or whose PID now belongs to another process: the start time differs) is simply removed.
+//! The flock is not handed to terraform instead because terraform's own children (provider
+//! plugins, a provisioner's daemon) would inherit it and could keep it forever. The record is
+//! written just after the spawn: a kill in between (microseconds) leaves terraform unrecorded,
+//! and then only terraform's own state lock keeps a second terraform off the state (exit 8).
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::held_dir;
+use super::wait::Polite;
+use crate::fsio;
+
+/// The marker of an apply that was cut short (killed with its terraform, or its terraform
+/// killed): why, as text. The lock that finds the record of a terraform `apply` whose process
+/// is gone without having been seen to end turns it into this marker at once, before anything
+/// else runs terraform (and rewrites the record); it stays until what that apply was making
+/// has been looked up (`workspace::unrecorded`; with a store, the store keeps it for every
+/// host). (Not terraform's `.terraform.tfstate.lock.info`: a terraform run by hand holds it
+/// too.)
+pub(crate) const UNSETTLED: &str = ".infrakit-tf-unsettled";
+
+/// The record of a terraform running for the locked directory.
+pub(crate) const RUNNING: &str = ".infrakit-tf-terraform.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Running {
+    pid: u32,
+    /// The process's start time (clock ticks since boot), which tells a reused PID apart.
+    start: u64,
+    command: String,
+}
+
+/// Under the flock of `dir` (absolute): waits in `polite` while the record names a terraform
+/// that is still running; then removes the record, first turning that of an `apply` that did
+/// not end into the marker ([`UNSETTLED`]).
+pub(super) fn wait_for_left_running(dir: &Path, polite: &mut Polite<'_>) -> Result<()> {
+    let record = dir.join(RUNNING);
+    loop {
+        match read_running(&record) {
+            None => return Ok(()),
+            Some(r) if alive(&r) => polite.wait_for(&format!(
+                "terraform (pid {}, `{}`, left running by an earlier infrakit-tf run)",
+                r.pid, r.command
+            ))?,
+            Some(r) => {
+                if r.command.contains(" apply ") {
+                    let why = format!("{} did not end", r.command);
+                    fsio::write_atomic(&dir.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public)?;
+                }
+                fsio::remove(&record)?;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Records that terraform runs as `pid` for the locked directory (nothing when this process
+/// holds no lock: a dry run plans in a mirror and changes nothing).
+pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
+    let Some(dir) = held_dir() else { return Ok(()) };
+    let Some(start) = crate::process::start_time(pid) else { return Ok(()) }; // already gone
+    let running = Running { pid, start, command: command.to_string() };
+    fsio::write_atomic(&dir.join(RUNNING), &serde_json::to_vec(&running)?, fsio::Perms::Public).map(drop)
+}
+
+/// An apply failed after it began to create (`why`): what it was creating may exist in no
+/// state, so it leaves the marker of an apply cut short ([`UNSETTLED`]) in the locked
+/// directory, and the next look-up (`workspace::unrecorded`) checks for those machines.
+pub(crate) fn note_unsettled(why: &str) -> Result<()> {
+    let Some(dir) = held_dir() else { return Ok(()) };
+    fsio::write_atomic(&dir.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public).map(drop)
+}
+
+/// Why the marker in `dir` says an apply was cut short, if it is there ([`UNSETTLED`]).
+pub(crate) fn unsettled(dir: &Path) -> Option<String> {
+    Some(std::fs::read_to_string(dir.join(UNSETTLED)).ok()?.trim().to_string())
+}
+
+/// Terraform has ended (and been reaped), on its own: forget its record. (One killed by a
+/// signal keeps it, naming a process that is gone: the next lock learns that it was cut.)
+pub(crate) fn note_done() -> Result<()> {
+    let Some(dir) = held_dir() else { return Ok(()) };
+    fsio::remove(&dir.join(RUNNING)).map(drop)
+}
+
+fn read_running(path: &Path) -> Option<Running> {
+    let bytes = std::fs::read(path).ok()?;
+    // A record that does not parse was cut by a crash of its write: atomic writes make that
+    // impossible, so treat it as no record rather than wedge the directory.
+    Some(serde_json::from_slice(&bytes).unwrap_or(Running { pid: 0, start: 0, command: String::new() }))
+}
+
+fn alive(r: &Running) -> bool {
+    crate::process::alive(r.pid, r.start)
+}
