@@ -169,16 +169,22 @@ impl Ctx {
 
     /// Takes the directory lock (for commands that write), waiting up to `--lock-timeout`.
     /// List the directory *after* this.
-    pub(crate) fn lock(&self) -> Result<DirLock> {
-        self.lock_within(Wait::new(self.lock_timeout))
+    pub(crate) fn lock_dir(&self) -> Result<DirLock> {
+        self.lock_dir_within(Wait::new(self.lock_timeout))
+    }
+
+    /// The directory lock alone, nothing undone (a reader that must set up `.terraform`
+    /// first): every path to the directory lock goes through here.
+    pub(crate) fn lock_dir_only(&self, wait: Wait) -> Result<DirLock> {
+        lock::directory(&self.dir, wait, &self.printer)
     }
 
     /// Takes the directory lock, waiting until `wait`'s deadline, then undoes a change a killed run
     /// left half done (`journal::recover`); its stray temporary files go when the directory is
     /// listed ([`Ctx::directory`]). A directory that cannot be written fails here, before
     /// anything is changed.
-    pub(crate) fn lock_within(&self, wait: Wait) -> Result<DirLock> {
-        let lock = lock::directory(&self.dir, wait, &self.printer)?;
+    pub(crate) fn lock_dir_within(&self, wait: Wait) -> Result<DirLock> {
+        let lock = self.lock_dir_only(wait)?;
         fsio::check_writable(&self.dir)?;
         let undone = journal::recover(&self.dir)?;
         if !undone.is_empty() {

@@ -13,7 +13,7 @@
 //!    print), `directory` (reading the managed directory), `context` (resolved arguments).
 //! 5. Pure core: `spec`, `expand`, `names`, `template`, `profile`, `tfconfig` (the `.tf.json`
 //!    documents we write), `tfoutput` (what terraform prints), `adopt`, `text`, `confighash`
-//!    (InfraKit's group config hash), `unrecorded` (machines a cut apply made: the look-up).
+//!    (InfraKit's group config hash), `lookup` (machines a cut apply made: the look-up).
 //!
 //! Only the CLI is public. The pure core is public to the fuzz targets alone (`fuzz/`, built
 //! with `--cfg fuzzing`); everywhere else it is crate-private, so that dead code is reported.
@@ -51,7 +51,7 @@ macro_rules! core_modules {
     };
 }
 core_modules!(
-    adopt, confighash, converge, expand, group, names, profile, spec, template, text, tfconfig, tfoutput, unrecorded
+    adopt, confighash, converge, expand, group, lookup, names, profile, spec, template, text, tfconfig, tfoutput
 );
 
 use std::process::ExitCode;

@@ -70,7 +70,7 @@ fn path(dotted: &str) -> Vec<String> {
 }
 
 /// How to find, through terraform, the objects of one resource type that an apply cut short
-/// made but never recorded (see `unrecorded`): a data source, given the tags infrakit-tf
+/// made but never recorded (see `workspace::adoption`): a data source, given the tags infrakit-tf
 /// writes on every resource of the type, that lists the matching objects' IDs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

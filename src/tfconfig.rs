@@ -25,7 +25,7 @@ pub const GLOBAL_TAG: &str = "infrakit.global";
 /// volumes of one instance): its name in the directory's configuration, which tells them apart.
 pub const RESOURCE_TAG: &str = "infrakit.resource";
 
-/// The tags that tell which file a resource of a cloud belongs to (see `unrecorded`): its
+/// The tags that tell which file a resource of a cloud belongs to (see `workspace::adoption`): its
 /// instance's name, its dedicated slot, or its global scope.
 pub fn identity(kind: &crate::names::Kind) -> BTreeMap<String, String> {
     use crate::names::{dedicated_base, Kind};

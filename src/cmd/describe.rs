@@ -15,6 +15,7 @@ use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::group::{is_current, CONFIG_SHA_TAG, CONFIG_TAG, GROUP_TAG};
 use crate::names::Suffix;
+use crate::terraform::State;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
 use crate::tfoutput::StateResource;
 use crate::workspace::Workspace;
@@ -47,8 +48,6 @@ pub(crate) struct Row {
     /// (`--group`, or infrakit-tf.json's `groups`).
     current: Option<bool>,
 }
-
-type State = BTreeMap<String, StateResource>;
 
 /// The instances' statuses come from `state`, and whether the directory awaits a look-up
 /// (`awaiting`, see `Workspace::awaiting_lookup`).

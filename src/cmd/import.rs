@@ -76,7 +76,7 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
     let (spec, requests) = read_request(&args, &profiles, ctx)?;
 
-    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::lock(ctx, ctx.lock_timeout)? };
+    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
     if ws.dir().has(IMPORT_FILE) {
         return Err(invalid(format!("a previous import did not finish: `{IMPORT_FILE}` is still in the directory"))
             .hint("run `infrakit-tf reconcile` to finish it (it adopts what that import wrote), then import again")
@@ -121,7 +121,7 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     }
 
     // Write and apply; all or nothing.
-    let before = ws.snapshot(&changes.writes.iter().map(|w| w.name.clone()).collect::<Vec<_>>());
+    let before = ws.save_files(&changes.writes.iter().map(|w| w.name.clone()).collect::<Vec<_>>());
     let Committed { mut outcome, failure } = ws.commit(changes, CommitMode::Apply)?;
     outcome.files.retain(|f| f.name != IMPORT_FILE);
     if let Some(err) = failure {

@@ -42,7 +42,7 @@ struct Report {
 }
 
 pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
-    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::lock(ctx, ctx.lock_timeout)? };
+    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
     let dir = ws.dir();
     let profiles = ctx.profiles(dir)?;
     let instances = dir.instances(&profiles);

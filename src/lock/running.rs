@@ -25,7 +25,7 @@ use crate::fsio;
 /// killed): why, as text. The lock that finds the record of a terraform `apply` whose process
 /// is gone without having been seen to end turns it into this marker at once, before anything
 /// else runs terraform (and rewrites the record); it stays until what that apply was making
-/// has been looked up (`workspace::unrecorded`; with a store, the store keeps it for every
+/// has been looked up (`workspace::adoption`; with a store, the store keeps it for every
 /// host). (Not terraform's `.terraform.tfstate.lock.info`: a terraform run by hand holds it
 /// too.)
 pub(crate) const UNSETTLED: &str = ".infrakit-tf-unsettled";
@@ -76,7 +76,7 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
 
 /// An apply failed after it began to create (`why`): what it was creating may exist in no
 /// state, so it leaves the marker of an apply cut short ([`UNSETTLED`]) in the locked
-/// directory, and the next look-up (`workspace::unrecorded`) checks for those machines.
+/// directory, and the next look-up (`workspace::adoption`) checks for those machines.
 pub(crate) fn note_unsettled(why: &str) -> Result<()> {
     let Some(dir) = held_dir() else { return Ok(()) };
     fsio::write_atomic(&dir.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public).map(drop)

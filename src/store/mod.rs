@@ -1,7 +1,7 @@
 //! The store: for several hosts, the managed files and the directory's lease live in
 //! PostgreSQL, keyed by the logical directory's name (`store.directory` in `infrakit-tf.json`).
 //! The local directory keeps the user's own configuration and is terraform's working
-//! directory; its managed files are a mirror of the store (see `Workspace::lock`, which brings
+//! directory; its managed files are a mirror of the store (see `Workspace::writer`, which brings
 //! it up to date).
 //!
 //! One room per mechanism:
@@ -59,7 +59,7 @@ pub(crate) struct Store {
     config: StoreConfig,
     /// `user@host:port/db`, for messages.
     display: String,
-    /// The lease, once taken ([`Store::lock`]).
+    /// The lease, once taken ([`Store::take_lease`]).
     lease: Option<Lease>,
     /// Who we are in the lease's record: this process, uniquely (`HOST/PID/NANOS`).
     owner: String,
@@ -184,7 +184,7 @@ impl Store {
     /// `Locked` (exit 5) when it is still held then, naming who holds it. A lease that expired
     /// without being released is taken over (its host died or lost the server): the stale
     /// holder's terraform sessions are ended, and that is said.
-    pub(crate) fn lock(&mut self, wait: Wait, printer: &Printer) -> Result<()> {
+    pub(crate) fn take_lease(&mut self, wait: Wait, printer: &Printer) -> Result<()> {
         let mut polite = Polite::new(wait, printer, format!("store directory `{}`", self.config.name), POLL);
         let holder = format!("infrakit-tf {} pid {}", hostname(), std::process::id());
         let (timing, key) = (self.config.timing, (schema::CLASS, self.key()));
@@ -212,7 +212,7 @@ impl Store {
                         "took over store directory `{name}` from {previous}, whose lease expired without being released (its host died or lost the server){sessions}"
                     ));
                     // It may have been applying: what it was making is looked up before the
-                    // next plan or apply, by whichever host runs next (see `unrecorded`).
+                    // next plan or apply, by whichever host runs next (see `workspace::adoption`).
                     self.set_unsettled(Some(&format!("{previous} lost its lease")))?;
                 }
                 return Ok(());

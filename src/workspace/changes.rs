@@ -144,7 +144,7 @@ pub(crate) struct Outcome {
     /// Machines an apply cut short had made without recording them, adopted by this one
     /// (`{address, id}`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) adopted: Vec<crate::unrecorded::Adopted>,
+    pub(crate) adopted: Vec<crate::lookup::Adopted>,
     /// The error, in the JSON report, when terraform failed after the files were written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,

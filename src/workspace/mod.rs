@@ -26,19 +26,21 @@
 //! reconcile), [`Workspace::plan_after`] (a mirror), [`Workspace::apply`],
 //! [`Workspace::discover_imports`], [`Workspace::state`].
 
+mod adoption;
 mod changes;
 mod heal;
 mod imports;
 mod init;
+mod migrate;
 mod mirror;
+mod open;
 mod sync;
-mod unrecorded;
 mod view;
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
@@ -50,7 +52,7 @@ use crate::context::Ctx;
 use crate::directory::{Directory, Instance};
 use crate::fsio::Perms;
 use crate::journal::{self, FileOp};
-use crate::lock::{self, DirLock, Wait};
+use crate::lock::{self, DirLock};
 use crate::names::LAST_ID;
 use crate::names::{self, Kind};
 use crate::store::Store;
@@ -71,29 +73,16 @@ pub(crate) struct Workspace<'a> {
     store: Option<Store>,
     _lock: Option<DirLock>,
     /// With a store, for a command that only reads: the directory it reads (`view::store`).
-    _snapshot: Option<tempfile::TempDir>,
+    _view_dir: Option<tempfile::TempDir>,
     /// With a store: whether the directory is marked as its mirror (`sync::mark`); the first
     /// change into a store directory that did not exist yet marks it.
     marked: bool,
     /// Why an apply of this directory was cut short, until what it made is looked up (see
-    /// `unrecorded`); `None`: none was.
+    /// `workspace::adoption`); `None`: none was.
     unsettled: Option<String>,
     /// The command changes nothing though it holds the lock (`reconcile --check`): a state
     /// terraform could not save is not pushed (`heal`), only refused.
     check_only: bool,
-}
-
-/// What [`Workspace::migrate`] did (`migrate --output json`).
-#[derive(Debug, serde::Serialize)]
-pub(crate) struct Migrated {
-    /// The directory's name in the store.
-    pub(crate) store: String,
-    /// The store's URL, without its password.
-    pub(crate) url: String,
-    /// The managed files the store holds for it now (from this directory).
-    pub(crate) files: Vec<String>,
-    /// Whether this run moved them (`false`: the store already held them, unchanged).
-    pub(crate) moved: bool,
 }
 
 /// A plan saved for [`Workspace::apply`] ([`Apply::Saved`]), and what it found.
@@ -108,7 +97,7 @@ pub(crate) struct SavedPlan {
 }
 
 /// Files as they were before a change.
-pub(crate) struct Snapshot {
+pub(crate) struct SavedFiles {
     files: Vec<(String, Option<Saved>)>,
 }
 
@@ -131,21 +120,6 @@ impl SavedPlan {
 }
 
 impl<'a> Workspace<'a> {
-    /// For a command that writes: takes the directory lock (waiting up to `timeout`), undoes
-    /// what a killed run left half done, then lists the directory. With a store, its lock
-    /// comes first, and the local files are brought up to its content (`sync::pull`).
-    pub(crate) fn lock(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
-        let mut ws = Self::lock_unsynced(ctx, timeout)?;
-        if let Some(store) = &mut ws.store {
-            ws.marked = sync::pull(store, &mut ws.dir, &ctx.printer)?;
-            let base = sync::base_config(&ws.dir)?;
-            sync::check_config(store, &ws.dir, sync::BASE, &base, ctx.accept_config, &ctx.printer)?;
-            sync::check_migrated(store, &ws.dir)?;
-        }
-        ws.note_cut()?;
-        Ok(ws)
-    }
-
     /// With a store: refuses (exit 3) to go on when a group spec of this host's differs from
     /// the one the store last converged that group with (see `sync::check_config`). `specs`:
     /// each group's ID and what decides it (`GroupSpec::fingerprint_input`).
@@ -157,161 +131,6 @@ impl<'a> Workspace<'a> {
             sync::check_config(store, &self.dir, &part, &files, self.ctx.accept_config, &self.ctx.printer)?;
         }
         Ok(())
-    }
-
-    /// [`Workspace::lock`] without bringing the local files up to the store's (`migrate`).
-    fn lock_unsynced(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
-        let wait = Wait::new(timeout); // one `--lock-timeout` for both locks
-        let store = match ctx.store()? {
-            Some(config) => {
-                let mut store = Store::connect(config)?;
-                store.lock(wait, &ctx.printer)?;
-                Some(store)
-            }
-            None => None,
-        };
-        let lock = ctx.lock_within(wait)?;
-        Ok(Workspace {
-            ctx,
-            dir: ctx.directory()?,
-            tf: OnceCell::new(),
-            written_providers: BTreeSet::new(),
-            store,
-            _lock: Some(lock),
-            _snapshot: None,
-            marked: false,
-            unsettled: None,
-            check_only: false,
-        })
-    }
-
-    /// Moves this directory into the store (`migrate`), under both locks: its managed files,
-    /// in one transaction, and terraform's state into the backend the configuration declares
-    /// (`init -migrate-state`). Refused, with nothing changed, when no store is configured,
-    /// when the store holds other files under this directory's name, or when the
-    /// configuration declares no shared backend. Run again, it changes nothing.
-    pub(crate) fn migrate(ctx: &'a Ctx) -> Result<Migrated> {
-        let Some(config) = ctx.store()? else {
-            return Err(crate::exit::invalid(format!("no store is configured for `{}`", ctx.dir.display()))
-                .hint("add \"store\": {\"postgres\": \"<URL>\", \"directory\": \"<name>\"} to infrakit-tf.json")
-                .into());
-        };
-        let (name, url, schema, env) =
-            (config.name.clone(), config.display(), config.state_schema(), config.shell_env());
-        let mut ws = Self::lock_unsynced(ctx, ctx.lock_timeout)?;
-        let local = sync::local_files(&ws.dir)?;
-        let stored = ws.store.as_mut().expect("a store").files()?;
-        if let Some(n) = sync::differs(&stored, &local) {
-            return Err(crate::exit::invalid(format!(
-                "store directory `{name}` already holds other files: {n} differ from `{}`",
-                ctx.dir.display()
-            ))
-            .hint("give this directory another `store.directory` name; a host that needs the store's files as they are just runs its commands (they bring them here)")
-            .into());
-        }
-        let moved = stored.as_ref().is_none_or(|s| s.files.is_empty());
-        if moved {
-            // The state goes first, the files after. Whether the directory's schema holds a
-            // state already decides: a local state is moved only into an empty schema (one
-            // that holds a state belongs to another directory of this name, or to what other
-            // hosts did: copying over it would lose it); a state in a backend is taken as
-            // moved only when it is in that schema (an earlier `migrate` that stopped before
-            // the files), since `init -migrate-state` cannot move it from elsewhere.
-            let has_state = ws.store.as_mut().expect("a store").has_state(&schema)?;
-            let local_state = crate::state_guard::is_local(ws.dir.path());
-            if local_state && has_state {
-                return Err(crate::exit::invalid(format!(
-                    "schema `{schema}` of the store's database already holds a terraform state: another directory was named `{name}`"
-                ))
-                .hint("give this directory another `store.directory` name; nothing was changed")
-                .into());
-            }
-            if !local_state && !has_state {
-                return Err(crate::exit::invalid(format!(
-                    "`{}` keeps terraform's state in a backend already; with a store it lives in schema `{schema}` of the store's database",
-                    ctx.dir.display()
-                ))
-                .hint(format!("copy it there first (`terraform state pull > s.tfstate`, then `{env} terraform state push s.tfstate`), then re-run"))
-                .into());
-            }
-            if local_state {
-                ctx.printer
-                    .status("running terraform init -migrate-state (the state goes where main.tf's backend says)");
-                ws.terraform()?.init_migrating_state()?;
-                init::record(ws.dir.path(), &BTreeSet::new())?;
-            }
-        }
-        ws.init_if_needed(&BTreeSet::new())?; // and the state must be shared now
-        if moved && !local.is_empty() {
-            let ops: Vec<FileOp> = local
-                .iter()
-                .map(|(name, f)| FileOp { name: name.clone(), after: Some((f.content.clone(), Perms::Exact(f.mode))) })
-                .collect();
-            let committed = ws.store_commit(&ops)?;
-            ws.synced(committed);
-        }
-        // The state's stamp goes in once the files are there: a `migrate` cut before them is
-        // one that no run ever recorded (see `sync::check_migrated`).
-        ws.recorded(Ok(()))?;
-        sync::mirror_of(ws.store.as_mut().expect("a store"), &mut ws.dir)?;
-        Ok(Migrated { store: name, url, files: local.into_keys().collect(), moved })
-    }
-
-    /// For a command that only reads (or plans in a mirror): no lock. With a store, it reads
-    /// a snapshot of the store's files (`view::store`).
-    pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
-        let mut unsettled = None;
-        let (dir, snapshot) = match ctx.store()? {
-            Some(config) => {
-                let mut store = Store::connect(config)?;
-                if init::needed(&ctx.dir, &BTreeSet::new())? {
-                    // A host's first command may be this one: terraform's working directory
-                    // is set up (`.terraform`, under the local lock, which a reader otherwise
-                    // never takes) so that the state can be read from the backend. No managed
-                    // file is written.
-                    let _lock = lock::directory(&ctx.dir, Wait::new(ctx.lock_timeout), &ctx.printer)?;
-                    let local = Directory::open(&ctx.dir)?;
-                    ctx.terraform(&local)?.init()?;
-                    init::record(&ctx.dir, &BTreeSet::new())?;
-                }
-                let (tmp, view) = view::store(&mut store, &ctx.dir, &ctx.printer)?;
-                unsettled = store.unsettled().map(str::to_string);
-                (view, Some(tmp))
-            }
-            None => {
-                let view = view::local(&ctx.dir)?;
-                if let Some(files) = view.half_done {
-                    ctx.printer.warn(&format!(
-                        "a change was left half done ({}: its run was killed, or could not undo it): shown as it was before; the next command that takes the lock (`infrakit-tf reconcile`) undoes it",
-                        files.join(", ")
-                    ));
-                }
-                (view.dir, None)
-            }
-        };
-        // What this host's last apply left here, not in the store yet, counts as well.
-        let unsettled = unsettled.or_else(|| lock::running::unsettled(&ctx.dir));
-        Ok(Workspace {
-            ctx,
-            dir,
-            tf: OnceCell::new(),
-            written_providers: BTreeSet::new(),
-            store: None,
-            _lock: None,
-            _snapshot: snapshot,
-            marked: false,
-            unsettled,
-            check_only: false,
-        })
-    }
-
-    /// The directory for `mode`: locked unless it is a dry run.
-    pub(crate) fn for_mode(ctx: &'a Ctx, mode: CommitMode) -> Result<Self> {
-        if mode == CommitMode::DryRun {
-            Self::read(ctx)
-        } else {
-            Self::lock(ctx, ctx.lock_timeout)
-        }
     }
 
     /// This command changes nothing, though it holds the lock (`reconcile --check`): see
@@ -509,7 +328,7 @@ impl<'a> Workspace<'a> {
 
     /// After a terraform run that may have changed the state: with a store, its stamp is
     /// recorded there (see `state_guard`), and so is the evidence of an apply that failed
-    /// while it was creating (`unrecorded`). The run's own error comes first.
+    /// while it was creating (`workspace::adoption`). The run's own error comes first.
     fn recorded<T>(&mut self, ran: Result<T>) -> Result<T> {
         let errored = crate::state_guard::errored(self.dir.path()).is_some();
         let recorded = match &mut self.store {
@@ -829,7 +648,7 @@ impl<'a> Workspace<'a> {
         if init::needed(self.dir.path(), &init::providers_of(changes.docs().chain(queued)))? {
             // `init` installs providers into the real `.terraform` (the mirror links it): that
             // is a write, so it happens under the directory lock, like every other.
-            let _lock = if lock::held() { None } else { Some(self.ctx.lock()?) };
+            let _lock = if lock::held() { None } else { Some(self.ctx.lock_dir()?) };
             mirror::own_lock_file(mirror)?;
             self.ctx.printer.detail("running terraform init in the mirror");
             tf.init()?;
@@ -878,7 +697,7 @@ impl<'a> Workspace<'a> {
 
     /// The files `names` name, as they are now (both twins of each), for
     /// [`Workspace::restore`].
-    pub(crate) fn snapshot(&self, names: &[String]) -> Snapshot {
+    pub(crate) fn save_files(&self, names: &[String]) -> SavedFiles {
         let mut touched = BTreeSet::new();
         for name in names {
             let base = names::split_file_name(name).map_or(name.as_str(), |(base, _)| base);
@@ -896,16 +715,16 @@ impl<'a> Workspace<'a> {
                 (name, before)
             })
             .collect();
-        Snapshot { files }
+        SavedFiles { files }
     }
 
     /// Undoes a failed import: forget the adopted objects (never destroy them), put the files
-    /// back as they were (`before`, from [`Workspace::snapshot`]), all or nothing, and apply
+    /// back as they were (`before`, from [`Workspace::save_files`]), all or nothing, and apply
     /// to remove whatever the failed apply created. When an adopted object cannot be
     /// forgotten, or the files cannot be put back, nothing more is done: the files and the
     /// import blocks stay (removing them would make the next apply destroy what was adopted),
     /// so that `reconcile` finishes the import instead. Returns whether the import was undone.
-    pub(crate) fn undo_import(&mut self, adopted: &[&str], before: &Snapshot) -> bool {
+    pub(crate) fn undo_import(&mut self, adopted: &[&str], before: &SavedFiles) -> bool {
         let stopped = "rollback stopped: the imported files are kept so that nothing adopted is destroyed; \
                        run `infrakit-tf reconcile` to finish the import";
         let ctx = self.ctx;
@@ -954,7 +773,7 @@ impl<'a> Workspace<'a> {
     }
 
     /// Puts the files of `before` back as they were, all or nothing (`journal`).
-    pub(crate) fn restore(&mut self, before: &Snapshot) -> Result<()> {
+    pub(crate) fn restore(&mut self, before: &SavedFiles) -> Result<()> {
         let ops: Vec<FileOp> = before
             .files
             .iter()

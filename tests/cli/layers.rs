@@ -60,6 +60,7 @@ fn every_import_goes_down_the_tiers_of_architecture_md_and_no_files_import_each_
         }
     }
     let cycles = cycles(&files, &imports);
+    let mut sealed_uses = Vec::new();
     for (sealed, users) in sealed_rooms(&markdown) {
         for import in &imports {
             let inside = |f: &str, entry: &str| f == entry || entry.ends_with('/') && f.starts_with(entry);
@@ -67,7 +68,7 @@ fn every_import_goes_down_the_tiers_of_architecture_md_and_no_files_import_each_
                 && !inside(&import.from, &sealed)
                 && !users.iter().any(|u| inside(&import.from, u))
             {
-                upward.push(format!(
+                sealed_uses.push(format!(
                     "sealed room: src/{}:{} uses {} (src/{}), but ARCHITECTURE.md says `{sealed}` is used only by {}",
                     import.from,
                     import.line,
@@ -82,16 +83,18 @@ fn every_import_goes_down_the_tiers_of_architecture_md_and_no_files_import_each_
     let edges: BTreeSet<(&str, &str)> =
         imports.iter().map(|i| (i.from.as_str(), i.to.as_str())).collect();
     println!(
-        "{} files, {} imports between files, {} cycles, {} upward imports",
+        "{} files, {} imports between files, {} cycles, {} upward imports, {} imports into a sealed room",
         files.len(),
         edges.len(),
         cycles.len(),
-        upward.len()
+        upward.len(),
+        sealed_uses.len()
     );
     for (from, to) in &edges {
         println!("  src/{from} -> src/{to}");
     }
     problems.extend(upward);
+    problems.extend(sealed_uses);
     problems.extend(cycles);
     for problem in &problems {
         println!("{problem}");

@@ -73,7 +73,7 @@ struct Report {
     groups: Vec<GroupReport>,
     /// Machines an apply that was cut short made but never recorded, found by their tags:
     /// adopted by this run (`{address, id}`); in `--check`, those the next run adopts (drift).
-    adopted: Vec<crate::unrecorded::Adopted>,
+    adopted: Vec<crate::lookup::Adopted>,
     /// Why machines may exist that no state records (an apply failed while creating, or was
     /// cut short), while the look-up is still to be settled: in `--check`, which looks without
     /// settling (what it finds is `adopted`, and pending); after a run, when its own apply
@@ -87,7 +87,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
     let groups = groups::load(&args.groups, &ctx.dir, &profiles, &ctx.printer)?;
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
-    let mut ws = match Workspace::lock(ctx, timeout) {
+    let mut ws = match Workspace::writer(ctx, timeout) {
         // `--no-wait` asked not to wait: the hint to wait longer does not fit.
         Err(e) if args.no_wait && crate::exit::code_for(&e) == Code::Locked => {
             return Err(Failure::new(Code::Locked, format!("{e}"))
@@ -197,7 +197,7 @@ impl Run<'_> {
         // plan) puts back what promotion and settling changed: refused, nothing changed.
         let touched: Vec<String> =
             ws.dir().queued().map(str::to_string).chain([names::IMPORT_FILE.to_string()]).collect();
-        let before = ws.snapshot(&touched);
+        let before = ws.save_files(&touched);
         let Decided { saved, doomed, pruned_files, decisions, scale, added, importing } =
             match self.decide(ws, instances, report) {
                 Ok(decided) => decided,

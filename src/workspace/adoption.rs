@@ -1,5 +1,5 @@
 //! After an apply that was cut short: the machines it made that terraform never recorded are
-//! looked up through terraform and adopted (the decisions are `crate::unrecorded`'s; this is
+//! looked up through terraform and adopted (the decisions are `crate::lookup`'s; this is
 //! running them). Only when one was cut short: the look-up costs nothing otherwise.
 //!
 //! The evidence that one was (`lock::running::UNSETTLED`: a terraform apply that did not end; with a
@@ -15,9 +15,9 @@ use super::{ChangeSet, FileWrite, Workspace};
 use crate::exit::{Code, Failure};
 use crate::fsio::{self, Perms};
 use crate::lock::running::UNSETTLED;
+use crate::lookup::{self, Adopted, Verdict};
 use crate::names;
 use crate::terraform::PlanOptions;
-use crate::unrecorded::{self, Adopted, Verdict};
 
 /// The data sources of a look-up, written in a mirror only.
 const LOOKUP_FILE: &str = "infrakit-tf-lookup.tf.json";
@@ -75,17 +75,17 @@ impl Workspace<'_> {
             .filter(|f| f.suffix == names::Suffix::Live)
             .filter_map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
             .collect();
-        let candidates = unrecorded::candidates(&files, &state, &self.ctx.profiles(&self.dir)?);
+        let candidates = lookup::candidates(&files, &state, &self.ctx.profiles(&self.dir)?);
         let mut adopted = Vec::new();
         if !candidates.is_empty() {
-            let (doc, targets) = unrecorded::lookup_document(&candidates);
+            let (doc, targets) = lookup::lookup_document(&candidates);
             let changes = ChangeSet::writing(vec![FileWrite { name: LOOKUP_FILE.into(), doc, perms: Perms::Private }]);
             let mirror = super::mirror::build(&self.dir, &changes)?;
             let plan = mirror.path().join(".infrakit-tf-lookup.plan");
             let options = PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &targets };
             self.plan_in_mirror(mirror.path(), &changes, &[], options)?;
             let reads = self.terraform()?.in_dir(mirror.path()).show_plan_reads(&plan)?;
-            let verdicts = unrecorded::found(&candidates, &reads, &recorded);
+            let verdicts = lookup::found(&candidates, &reads, &recorded);
             // The single matches, imported in a mirror: their live tags (a group's), and a
             // check that each can be imported, before anything is written.
             let ones: Vec<Adopted> = candidates
@@ -100,10 +100,10 @@ impl Workspace<'_> {
             let live = if ones.is_empty() {
                 BTreeMap::new()
             } else {
-                let blocks = unrecorded::import_blocks(existing.as_ref(), &ones);
+                let blocks = lookup::import_blocks(existing.as_ref(), &ones);
                 self.discover_imports(&ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?
             };
-            adopted = unrecorded::judge(&candidates, &verdicts, &live).map_err(|r| refusal(&r.lines))?;
+            adopted = lookup::judge(&candidates, &verdicts, &live).map_err(|r| refusal(&r.lines))?;
             let into_removed: Vec<String> = adopted
                 .iter()
                 .filter(|a| {
@@ -124,7 +124,7 @@ impl Workspace<'_> {
                 return Ok(adopted);
             }
             if !adopted.is_empty() {
-                let blocks = unrecorded::import_blocks(existing.as_ref(), &adopted);
+                let blocks = lookup::import_blocks(existing.as_ref(), &adopted);
                 self.write(ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?;
                 for a in &adopted {
                     self.ctx.printer.status(&format!(
