@@ -40,7 +40,7 @@ impl Workspace<'_> {
                 ));
             }
         }
-        match &mut self.store {
+        match self.role.store() {
             Some(store) => {
                 if let Some(why) = &local {
                     store.set_unsettled(Some(why))?;
@@ -160,7 +160,7 @@ impl Workspace<'_> {
     /// The machines of the cut apply have been looked up (and are adopted by the import
     /// blocks, if any): forgets that it was cut.
     fn settle_cut(&mut self) -> Result<()> {
-        match &mut self.store {
+        match self.role.store() {
             Some(store) => store.set_unsettled(None)?,
             None => {
                 if self.dir.has(UNSETTLED) {

@@ -12,7 +12,7 @@
 
 use anyhow::Result;
 
-use super::{sync, Workspace};
+use super::{sync, Role, Workspace};
 use crate::fsio;
 use crate::state_guard::{self, Observed, Push};
 
@@ -27,7 +27,7 @@ impl Workspace<'_> {
     /// such a file, and left to the usual refusals when another host holds one too.
     pub(super) fn heal_errored(&mut self) -> Result<()> {
         let Some(file) = state_guard::errored(self.dir.path()) else { return Ok(()) };
-        let (Some(store), Some(config)) = (&mut self.store, self.ctx.store()?) else { return Ok(()) };
+        let Role::Shared { store, config, .. } = &mut self.role else { return Ok(()) };
         let me = sync::me(&self.dir);
         let facts = store.state_facts()?;
         if facts.errored.as_ref().is_some_and(|host| *host != me) {

@@ -38,7 +38,7 @@ impl<'a> Workspace<'a> {
             (config.name.clone(), config.display(), config.state_schema(), config.shell_env());
         let mut ws = Self::writer_unsynced(ctx, ctx.lock_timeout)?;
         let local = sync::local_files(&ws.dir)?;
-        let stored = ws.store.as_mut().expect("a store").files()?;
+        let stored = ws.role.store().expect("a store").files()?;
         if let Some(n) = sync::differs(&stored, &local) {
             return Err(crate::exit::invalid(format!(
                 "store directory `{name}` already holds other files: {n} differ from `{}`",
@@ -55,7 +55,7 @@ impl<'a> Workspace<'a> {
             // hosts did: copying over it would lose it); a state in a backend is taken as
             // moved only when it is in that schema (an earlier `migrate` that stopped before
             // the files), since `init -migrate-state` cannot move it from elsewhere.
-            let has_state = ws.store.as_mut().expect("a store").has_state(&schema)?;
+            let has_state = ws.role.store().expect("a store").has_state(&schema)?;
             let local_state = crate::state_guard::is_local(ws.dir.path());
             if local_state && has_state {
                 return Err(crate::exit::invalid(format!(
@@ -91,7 +91,7 @@ impl<'a> Workspace<'a> {
         // The state's stamp goes in once the files are there: a `migrate` cut before them is
         // one that no run ever recorded (see `sync::check_migrated`).
         ws.recorded(Ok(()))?;
-        sync::mirror_of(ws.store.as_mut().expect("a store"), &mut ws.dir)?;
+        sync::mirror_of(ws.role.store().expect("a store"), &mut ws.dir)?;
         Ok(Migrated { store: name, url, files: local.into_keys().collect(), moved })
     }
 }

@@ -55,7 +55,7 @@ use crate::journal::{self, FileOp};
 use crate::lock::{self, DirLock};
 use crate::names::LAST_ID;
 use crate::names::{self, Kind};
-use crate::store::Store;
+use crate::store::{Store, StoreConfig};
 use crate::terraform::{Apply, Plan, PlanOptions, State, Terraform};
 use crate::tfoutput::Changes;
 
@@ -68,21 +68,52 @@ pub(crate) struct Workspace<'a> {
     /// Provider prefixes of the documents [`Workspace::write`] wrote: [`Workspace::apply`] runs
     /// `init` first when one is new.
     written_providers: BTreeSet<String>,
-    /// With a store (several hosts): connected, and locked when the command writes. Every
-    /// change goes to it first, in one transaction, then to the local mirror.
-    store: Option<Store>,
-    _lock: Option<DirLock>,
-    /// With a store, for a command that only reads: the directory it reads (`view::store`).
-    _view_dir: Option<tempfile::TempDir>,
-    /// With a store: whether the directory is marked as its mirror (`sync::mark`); the first
-    /// change into a store directory that did not exist yet marks it.
-    marked: bool,
+    /// The situation it was opened for (`open.rs`), and what it holds for it.
+    role: Role<'a>,
     /// Why an apply of this directory was cut short, until what it made is looked up (see
     /// `workspace::adoption`); `None`: none was.
     unsettled: Option<String>,
     /// The command changes nothing though it holds the lock (`reconcile --check`): a state
     /// terraform could not save is not pushed (`heal`), only refused.
     check_only: bool,
+}
+
+/// The situation a workspace is opened for (`open.rs`): the one answer to "is there a store".
+enum Role<'a> {
+    /// A command that writes, without a store: the directory lock.
+    Local { _lock: DirLock },
+    /// A command that writes, with a store (several hosts): connected, its lease held, then the
+    /// directory lock. Every change goes to the store first, in one transaction, then to the
+    /// local copy. `marked`: whether the directory is marked as the store's copy
+    /// (`sync::mark`); the first change into a store directory that did not exist yet marks it.
+    Shared { store: Box<Store>, config: &'a StoreConfig, marked: bool, _lock: DirLock },
+    /// A command that only reads (or plans in a mirror): no lock, a view of the directory
+    /// (`view`); with a store (`store`), the view's temporary directory (`view::store`).
+    Reader { store: Option<&'a StoreConfig>, _view_dir: Option<tempfile::TempDir> },
+}
+
+impl Role<'_> {
+    /// The store a writer changes, if there is one.
+    fn store(&mut self) -> Option<&mut Store> {
+        match self {
+            Role::Shared { store, .. } => Some(store),
+            _ => None,
+        }
+    }
+
+    /// Whether the command writes to a store.
+    fn writes_to_store(&self) -> bool {
+        matches!(self, Role::Shared { .. })
+    }
+
+    /// The store configured for the directory, whoever opened it.
+    fn store_config(&self) -> Option<&StoreConfig> {
+        match self {
+            Role::Shared { config, .. } => Some(config),
+            Role::Reader { store, .. } => *store,
+            Role::Local { .. } => None,
+        }
+    }
 }
 
 /// A plan saved for [`Workspace::apply`] ([`Apply::Saved`]), and what it found.
@@ -124,7 +155,7 @@ impl<'a> Workspace<'a> {
     /// the one the store last converged that group with (see `sync::check_config`). `specs`:
     /// each group's ID and what decides it (`GroupSpec::fingerprint_input`).
     pub(crate) fn check_groups(&mut self, specs: &[(String, String)]) -> Result<()> {
-        let Some(store) = &mut self.store else { return Ok(()) };
+        let Some(store) = self.role.store() else { return Ok(()) };
         for (id, input) in specs {
             let files = BTreeMap::from([(format!("group {id}"), sync::fingerprint(input.as_bytes()))]);
             let part = format!("group {id}");
@@ -156,7 +187,7 @@ impl<'a> Workspace<'a> {
     /// Terraform's state, by address. A reader reads the copy its view took (`view::local`:
     /// as of the same moment as the files, never half written), away from the live files.
     pub(crate) fn state(&self) -> Result<State> {
-        if self.store.is_some() {
+        if self.role.writes_to_store() {
             self.init_if_needed(&BTreeSet::new())?;
         } else {
             self.check_shared_state()?;
@@ -185,7 +216,7 @@ impl<'a> Workspace<'a> {
     /// each host would make every host create every machine. Checked where `init` left its
     /// backend record.
     fn check_shared_state(&self) -> Result<()> {
-        if self.ctx.store()?.is_none() || !crate::state_guard::is_local(self.dir.path()) {
+        if self.role.store_config().is_none() || !crate::state_guard::is_local(self.dir.path()) {
             return Ok(());
         }
         Err(crate::exit::invalid(format!(
@@ -267,7 +298,7 @@ impl<'a> Workspace<'a> {
     /// With a store, a state terraform could not save is pushed first when that is safe (see
     /// `heal`), unless the command changes nothing ([`Workspace::check_only`]).
     pub(crate) fn preflight(&mut self, changes: &ChangeSet) -> Result<Vec<Value>> {
-        if self.store.is_some() {
+        if self.role.writes_to_store() {
             // Before the change is in the store: a host whose state is not shared refuses
             // here, not after every host has the change.
             self.init_if_needed(&BTreeSet::new())?;
@@ -295,8 +326,8 @@ impl<'a> Workspace<'a> {
         if !self.check_only {
             self.heal_errored()?;
         }
-        crate::state_guard::check(&self.dir, self.ctx.store()?.map(|s| s.shell_env()).as_deref())?;
-        if let (Some(store), Some(config)) = (&mut self.store, self.ctx.store()?) {
+        crate::state_guard::check(&self.dir, self.role.store_config().map(|s| s.shell_env()).as_deref())?;
+        if let Role::Shared { store, config, .. } = &mut self.role {
             let facts = store.state_facts()?;
             let env = config.shell_env();
             let accept = store.forget_state_sql();
@@ -331,7 +362,7 @@ impl<'a> Workspace<'a> {
     /// while it was creating (`workspace::adoption`). The run's own error comes first.
     fn recorded<T>(&mut self, ran: Result<T>) -> Result<T> {
         let errored = crate::state_guard::errored(self.dir.path()).is_some();
-        let recorded = match &mut self.store {
+        let recorded = match self.role.store() {
             Some(store) => store.record_state(&sync::me(&self.dir), errored),
             None => Ok(()),
         };
@@ -423,11 +454,11 @@ impl<'a> Workspace<'a> {
     /// after the change that created the store directory): the store directory's row and
     /// its revision after it, `None` without a store.
     fn store_commit(&mut self, ops: &[FileOp]) -> Result<Option<(i64, String)>> {
-        let Some(store) = &mut self.store else { return Ok(None) };
+        let Role::Shared { store, marked, .. } = &mut self.role else { return Ok(None) };
         let (id, revision) = store.commit(ops)?;
-        if !self.marked {
+        if !*marked {
             sync::mark(&mut self.dir, store.name(), id)?;
-            self.marked = true;
+            *marked = true;
         }
         Ok(Some((id, revision)))
     }
@@ -436,7 +467,7 @@ impl<'a> Workspace<'a> {
     /// that revision's (`sync::synced`). Best effort: unrecorded, the next command reads
     /// every file from the store again.
     fn synced(&mut self, committed: Option<(i64, String)>) {
-        if let (Some((id, revision)), Some(store)) = (committed, &self.store) {
+        if let (Some((id, revision)), Role::Shared { store, .. }) = (committed, &self.role) {
             let _ = sync::synced(&self.dir, store.name(), id, &revision);
         }
     }
@@ -481,7 +512,7 @@ impl<'a> Workspace<'a> {
     pub(crate) fn promote(&mut self) -> Result<Vec<String>> {
         let queued: Vec<String> = self.dir.queued().map(str::to_string).collect();
         let mut committed = None;
-        if self.store.is_some() {
+        if self.role.writes_to_store() {
             // In the store, one transaction; here, one rename each (a run killed in between
             // is brought up to the store's content by the next).
             let mut ops = Vec::new();

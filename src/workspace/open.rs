@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::{init, sync, view, CommitMode, Workspace};
+use super::{init, sync, view, CommitMode, Role, Workspace};
 use crate::context::Ctx;
 use crate::directory::Directory;
 use crate::lock::{self, Wait};
@@ -21,8 +21,8 @@ impl<'a> Workspace<'a> {
     /// comes first, and the local files are brought up to its content (`sync::pull`).
     pub(crate) fn writer(ctx: &'a Ctx, timeout: Duration) -> Result<Self> {
         let mut ws = Self::writer_unsynced(ctx, timeout)?;
-        if let Some(store) = &mut ws.store {
-            ws.marked = sync::pull(store, &mut ws.dir, &ctx.printer)?;
+        if let Role::Shared { store, marked, .. } = &mut ws.role {
+            *marked = sync::pull(store, &mut ws.dir, &ctx.printer)?;
             let base = sync::base_config(&ws.dir)?;
             sync::check_config(store, &ws.dir, sync::BASE, &base, ctx.accept_config, &ctx.printer)?;
             sync::check_migrated(store, &ws.dir)?;
@@ -38,20 +38,21 @@ impl<'a> Workspace<'a> {
             Some(config) => {
                 let mut store = Store::connect(config)?;
                 store.take_lease(wait, &ctx.printer)?;
-                Some(store)
+                Some((store, config))
             }
             None => None,
         };
-        let lock = ctx.lock_dir_within(wait)?;
+        let _lock = ctx.lock_dir_within(wait)?;
+        let role = match store {
+            Some((store, config)) => Role::Shared { store: Box::new(store), config, marked: false, _lock },
+            None => Role::Local { _lock },
+        };
         Ok(Workspace {
             ctx,
             dir: ctx.directory()?,
             tf: OnceCell::new(),
             written_providers: BTreeSet::new(),
-            store,
-            _lock: Some(lock),
-            _view_dir: None,
-            marked: false,
+            role,
             unsettled: None,
             check_only: false,
         })
@@ -61,7 +62,8 @@ impl<'a> Workspace<'a> {
     /// a snapshot of the store's files (`view::store`).
     pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
         let mut unsettled = None;
-        let (dir, view_dir) = match ctx.store()? {
+        let config = ctx.store()?;
+        let (dir, view_dir) = match config {
             Some(config) => {
                 let mut store = Store::connect(config)?;
                 if init::needed(&ctx.dir, &BTreeSet::new())? {
@@ -96,10 +98,7 @@ impl<'a> Workspace<'a> {
             dir,
             tf: OnceCell::new(),
             written_providers: BTreeSet::new(),
-            store: None,
-            _lock: None,
-            _view_dir: view_dir,
-            marked: false,
+            role: Role::Reader { store: config, _view_dir: view_dir },
             unsettled,
             check_only: false,
         })
