@@ -10,10 +10,12 @@
 //! 3. Workspace: `workspace`, the commit pipeline, the one road from a change to terraform.
 //! 4. Mechanisms, each in one place: `terraform` (every spawn), `fsio` (every write),
 //!    `journal` (all-or-nothing changes), `lock`, `state_guard`, `signals`, `output` (every
-//!    print), `directory` (reading the managed directory), `context` (resolved arguments).
-//! 5. Pure core: `spec`, `expand`, `names`, `template`, `profile`, `tfconfig` (the `.tf.json`
-//!    documents we write), `tfoutput` (what terraform prints), `adopt`, `text`, `confighash`
-//!    (InfraKit's group config hash), `unrecorded` (machines a cut apply made: the look-up).
+//!    print), `directory` (reading the managed directory), `context` (resolved arguments, and
+//!    the configuration file read once).
+//! 5. Pure core: `spec`, `expand`, `names`, `template`, `config` (the configuration file
+//!    `infrakit-tf.json`), `profile`, `tfconfig` (the `.tf.json` documents we write),
+//!    `tfoutput` (what terraform prints), `adopt`, `text`, `confighash` (InfraKit's group
+//!    config hash), `unrecorded` (machines a cut apply made: the look-up).
 //!
 //! Only the CLI is public. The pure core is public to the fuzz targets alone (`fuzz/`, built
 //! with `--cfg fuzzing`); everywhere else it is crate-private, so that dead code is reported.
@@ -51,7 +53,8 @@ macro_rules! core_modules {
     };
 }
 core_modules!(
-    adopt, confighash, converge, expand, group, names, profile, spec, template, text, tfconfig, tfoutput, unrecorded
+    adopt, config, confighash, converge, expand, group, names, profile, spec, template, text, tfconfig, tfoutput,
+    unrecorded
 );
 
 use std::process::ExitCode;
