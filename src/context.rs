@@ -1,18 +1,21 @@
-//! Arguments resolved once into what every command needs.
+//! Arguments resolved once into what every command needs, with the directory's configuration
+//! file (`infrakit-tf.json`, see `config`): read and parsed on first use, at most once a
+//! command, and every reader takes its part from here.
 
 use std::cell::OnceCell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::GlobalArgs;
+use crate::config::{self, Config, CONFIG_FILE};
 use crate::directory::Directory;
 use crate::fsio;
 use crate::journal;
 use crate::lock::{self, DirLock, Wait};
 use crate::output::Printer;
-use crate::profile::{self, Profiles};
+use crate::profile::Profiles;
 use crate::store::StoreConfig;
 use crate::terraform::retry::{self, Retry};
 use crate::terraform::{self, Terraform};
@@ -44,6 +47,8 @@ pub(crate) struct Ctx {
     retry: OnceCell<Retry>,
     /// `--metrics-file`.
     metrics_file: Option<PathBuf>,
+    /// infrakit-tf.json, parsed on first use (see [`Ctx::config`]).
+    config: OnceCell<Config>,
 }
 
 impl Ctx {
@@ -64,7 +69,26 @@ impl Ctx {
             retries: args.retries,
             retry: OnceCell::new(),
             metrics_file: args.metrics_file,
+            config: OnceCell::new(),
         }
+    }
+
+    /// The directory's configuration file, `infrakit-tf.json`: read and parsed on first use,
+    /// then kept; the default (every section empty) when there is none, or no directory. Each
+    /// reader asks at the moment it needs it, so a command that needs no part of it never
+    /// reads it. A file that cannot be read or parsed is not kept: each use fails alike
+    /// (invalid: exit 3).
+    pub(crate) fn config(&self) -> Result<&Config> {
+        if let Some(config) = self.config.get() {
+            return Ok(config);
+        }
+        let config = read_config(&self.config_file())?.unwrap_or_default();
+        Ok(self.config.get_or_init(|| config))
+    }
+
+    /// Where the configuration file is (as messages name it).
+    fn config_file(&self) -> PathBuf {
+        self.dir.join(CONFIG_FILE)
     }
 
     /// Which failed terraform runs are run again: infrakit-tf.json's `retries`, its `max`
@@ -74,9 +98,9 @@ impl Ctx {
         if let Some(retry) = self.retry.get() {
             return Ok(retry);
         }
-        let section = profile::retry_section(&self.dir)?.unwrap_or_default();
-        let file = self.dir.join(profile::CONFIG_FILE);
-        let bad = |e: String| crate::exit::invalid(format!("configuration file `{}` is invalid: {e}", file.display()));
+        let section = self.config()?.retries.clone().unwrap_or_default();
+        let file = self.config_file();
+        let bad = |e: String| config::invalid(&file, e);
         let base = match &section.base_delay {
             Some(d) => crate::cli::parse_duration(d).map_err(|e| bad(format!("retries.base_delay: {e}")))?,
             None => retry::DEFAULT_BASE,
@@ -92,7 +116,7 @@ impl Ctx {
     pub(crate) fn metrics_file(&self) -> Result<Option<PathBuf>> {
         match &self.metrics_file {
             Some(path) => Ok(Some(path.clone())),
-            None => profile::metrics_file(&self.dir),
+            None => Ok(self.config()?.metrics_file.as_ref().map(|p| self.dir.join(p))),
         }
     }
 
@@ -102,8 +126,8 @@ impl Ctx {
         if let Some(store) = self.store.get() {
             return Ok(store.as_ref());
         }
-        let section = profile::store_section(&self.dir)?;
-        let config = StoreConfig::resolve(section, self.store_url.as_deref(), &self.dir.join(profile::CONFIG_FILE))?;
+        let section = self.config()?.store.clone();
+        let config = StoreConfig::resolve(section, self.store_url.as_deref(), &self.config_file())?;
         Ok(self.store.get_or_init(|| config).as_ref())
     }
 
@@ -118,8 +142,10 @@ impl Ctx {
         Ok(dir)
     }
 
-    pub(crate) fn profiles(&self, dir: &Directory) -> Result<Profiles> {
-        Profiles::load(dir.path(), &self.vm_types)
+    /// The VM profiles and look-ups in force: built in, the configuration file's, `--vm-type`.
+    pub(crate) fn profiles(&self) -> Result<Profiles> {
+        let config = self.config()?;
+        Ok(Profiles::load(&config.vm_types, &config.lookups, &self.vm_types))
     }
 
     /// The profiles of a directory that must exist, without listing it (before the lock:
@@ -128,7 +154,7 @@ impl Ctx {
         if !self.dir.is_dir() {
             return Err(crate::exit::missing_directory(&self.dir).into());
         }
-        Profiles::load(&self.dir, &self.vm_types)
+        self.profiles()
     }
 
     /// The terraform runner for `dir`: discovered, version-checked.
@@ -195,5 +221,14 @@ impl Ctx {
             ));
         }
         Ok(lock)
+    }
+}
+
+/// The configuration file `file`, parsed; `None` when there is none.
+fn read_config(file: &Path) -> Result<Option<Config>> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => Ok(Some(Config::parse(&text, file)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("failed to read `{}`", file.display())),
     }
 }

@@ -2,18 +2,11 @@
 //!
 //! `main` parses the command line and calls [`run`]; [`run`] dispatches to one module per
 //! subcommand (`cmd/`), prints the error if there is one, and returns the exit code. Nothing
-//! else exits the process. The layers, each using only those below it (ARCHITECTURE.md):
-//!
-//! 1. CLI: `cli` (the whole command line), `exit` (the exit codes).
-//! 2. Commands: `cmd::*`. They build change sets and reports, and decide; they spawn nothing,
-//!    write nothing and print only through `output`.
-//! 3. Workspace: `workspace`, the commit pipeline, the one road from a change to terraform.
-//! 4. Mechanisms, each in one place: `terraform` (every spawn), `fsio` (every write),
-//!    `journal` (all-or-nothing changes), `lock`, `state_guard`, `signals`, `output` (every
-//!    print), `directory` (reading the managed directory), `context` (resolved arguments).
-//! 5. Pure core: `spec`, `expand`, `names`, `template`, `profile`, `tfconfig` (the `.tf.json`
-//!    documents we write), `tfoutput` (what terraform prints), `adopt`, `text`, `confighash`
-//!    (InfraKit's group config hash), `lookup` (machines a cut apply made: the look-up).
+//! else exits the process. The modules are in tiers, from the pure core (no I/O) up through
+//! the OS mechanisms, the locks and journal, the directory, the state guard and the store, the
+//! terraform runner, the context and the workspace, to the commands; each uses only its own
+//! tier and those below. ARCHITECTURE.md's table is the one statement of them, and a test
+//! (`tests/cli/layers.rs`) checks every import against it.
 //!
 //! Only the CLI is public. The pure core is public to the fuzz targets alone (`fuzz/`, built
 //! with `--cfg fuzzing`); everywhere else it is crate-private, so that dead code is reported.
@@ -51,7 +44,8 @@ macro_rules! core_modules {
     };
 }
 core_modules!(
-    adopt, confighash, converge, expand, group, lookup, names, profile, spec, template, text, tfconfig, tfoutput
+    adopt, config, confighash, converge, expand, group, lookup, names, profile, spec, template, text, tfconfig,
+    tfoutput
 );
 
 use std::process::ExitCode;

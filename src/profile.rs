@@ -1,23 +1,17 @@
 //! VM profiles: which resource types are VMs, where their tags go (a map, or a `k:v` list) and
 //! where Init goes (an attribute path, base64 or not). This is data: the built-in table below,
 //! `--vm-type` (shaped like `aws_instance` without base64), and the `vm_types` section of the
-//! directory's configuration file `infrakit-tf.json`. Expansion consults a profile; no other
-//! code names a VM type.
+//! directory's configuration file `infrakit-tf.json` (parsed by `config`, handed here). With
+//! them, how the objects of a type that an apply cut short may have made are looked up (built
+//! in, and the file's `lookups`). Expansion consults a profile; no other code names a VM type.
 //!
 //! Where comments cite the reference (the infrakit plugin, `docs/reference/`): case IDs
 //! (`D-01`, `N-04`, ...) are those of `infrakit-cases.md`; "§N" is a section of
 //! `infrakit-behaviour.md`, and "bug N" item N of its §14 (known bugs, fixed here).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
 use serde::Deserialize;
-
-use crate::exit::invalid;
-
-/// The configuration file, in the managed directory. Terraform ignores it (not `*.tf.json`).
-pub const CONFIG_FILE: &str = "infrakit-tf.json";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -169,18 +163,18 @@ impl Profiles {
         Profiles { by_type, lookups: Lookup::builtin() }
     }
 
-    /// Built-ins, then the configuration file in `dir` (if any), then `--vm-type` names.
-    pub fn load(dir: &Path, declared: &[String]) -> Result<Self> {
+    /// Built-ins, then the VM types and look-ups declared in the configuration file (its
+    /// `vm_types` and `lookups`, see `config`), then `--vm-type` names (`flags`).
+    pub fn load(vm_types: &BTreeMap<String, DeclaredVm>, lookups: &BTreeMap<String, Lookup>, flags: &[String]) -> Self {
         let mut profiles = Profiles::builtin();
-        let config = read_config(dir)?;
-        for (name, declared) in config.as_ref().map(|c| c.vm_types.clone()).unwrap_or_default() {
-            profiles.by_type.insert(name, declared.into_profile());
+        for (name, declared) in vm_types {
+            profiles.by_type.insert(name.clone(), declared.to_profile());
         }
-        profiles.lookups.extend(config.map(|c| c.lookups).unwrap_or_default());
-        for name in declared {
+        profiles.lookups.extend(lookups.clone());
+        for name in flags {
             profiles.by_type.entry(name.clone()).or_insert_with(VmProfile::aws_like);
         }
-        Ok(profiles)
+        profiles
     }
 
     pub fn get(&self, resource_type: &str) -> Option<&VmProfile> {
@@ -197,90 +191,11 @@ impl Profiles {
     }
 }
 
-/// `infrakit-tf.json`. Unknown keys are errors, so a typo does not pass silently.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Config {
-    #[serde(default)]
-    vm_types: BTreeMap<String, DeclaredVm>,
-    /// Group specs `reconcile` converges, relative to the directory.
-    #[serde(default)]
-    groups: Vec<String>,
-    /// Where the managed files and the lock live for several hosts (`store`).
-    store: Option<StoreSection>,
-    /// Look-ups of the objects an interrupted apply may have made, by resource type, over the
-    /// built-in ones.
-    #[serde(default)]
-    lookups: BTreeMap<String, Lookup>,
-    /// How failed terraform runs are run again (README "Running unattended").
-    retries: Option<RetrySection>,
-    /// Where the metrics of each run go, relative to the directory (`--metrics-file`).
-    metrics_file: Option<PathBuf>,
-}
-
-/// The `retries` section of `infrakit-tf.json`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetrySection {
-    /// Retries after the first try (`--retries` wins); 0: none.
-    pub max: Option<u32>,
-    /// The first delay (`"2s"`); each retry doubles it.
-    pub base_delay: Option<String>,
-    /// Patterns that replace the default list.
-    pub errors: Option<Vec<String>>,
-    /// Patterns added to the list.
-    #[serde(default)]
-    pub extra_errors: Vec<String>,
-}
-
-/// The configuration file's `retries` section, if it has one.
-pub fn retry_section(dir: &Path) -> Result<Option<RetrySection>> {
-    Ok(read_config(dir)?.and_then(|c| c.retries))
-}
-
-/// The configuration file's `metrics_file`, relative to `dir`, if it has one.
-pub fn metrics_file(dir: &Path) -> Result<Option<PathBuf>> {
-    Ok(read_config(dir)?.and_then(|c| c.metrics_file).map(|p| dir.join(p)))
-}
-
-/// The `store` section of `infrakit-tf.json` (see `store`).
+/// A VM type as the configuration file declares it (its `vm_types`), shaped like
+/// `aws_instance` where it says nothing.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StoreSection {
-    /// A libpq connection URL (`postgresql://user@host:5432/db`) or `key=value` string.
-    pub postgres: Option<String>,
-    /// The logical directory's name in the store: the same on every host.
-    pub directory: Option<String>,
-    /// How long a host's lease on the directory lasts unless renewed (`"30s"`): how long a
-    /// host that dies holds the others up.
-    pub lease: Option<String>,
-}
-
-/// The configuration file's `store` section, if it has one.
-pub fn store_section(dir: &Path) -> Result<Option<StoreSection>> {
-    Ok(read_config(dir)?.and_then(|c| c.store))
-}
-
-/// The group specs the configuration file lists (`"groups": [...]`), relative to `dir`.
-pub fn configured_groups(dir: &Path) -> Result<Vec<String>> {
-    Ok(read_config(dir)?.map(|c| c.groups).unwrap_or_default())
-}
-
-fn read_config(dir: &Path) -> Result<Option<Config>> {
-    let file = dir.join(CONFIG_FILE);
-    match std::fs::read_to_string(&file) {
-        Ok(text) => Ok(Some(
-            serde_json::from_str(&text)
-                .map_err(|e| invalid(format!("configuration file `{}` is invalid: {e}", file.display())))?,
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("failed to read `{}`", file.display())),
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeclaredVm {
+pub struct DeclaredVm {
     /// Dotted attribute path of the tags; default `tags`.
     #[serde(default = "default_tags")]
     tags: String,
@@ -306,7 +221,7 @@ fn default_init() -> String {
 }
 
 impl DeclaredVm {
-    fn into_profile(self) -> VmProfile {
+    fn to_profile(&self) -> VmProfile {
         VmProfile {
             lowercase_tags: self.lowercase_tags,
             ..VmProfile::new(&self.tags, self.tags_format, &self.init, self.init_base64)
@@ -337,29 +252,17 @@ mod tests {
 
     #[test]
     fn config_file_and_flags_declare_more_types() {
-        let dir = tempfile::tempdir().unwrap();
-        crate::fsio::write_atomic(
-            &dir.path().join(CONFIG_FILE),
-            br#"{"vm_types": {"libvirt_domain": {"tags": "metadata.tags", "tags_format": "list", "init": "cloudinit", "init_base64": true}}}"#,
-            crate::fsio::Perms::Public,
+        let config = crate::config::Config::parse(
+            r#"{"vm_types": {"libvirt_domain": {"tags": "metadata.tags", "tags_format": "list", "init": "cloudinit", "init_base64": true}}}"#,
+            std::path::Path::new(crate::config::CONFIG_FILE),
         )
         .unwrap();
-        let p = Profiles::load(dir.path(), &["fakecloud_instance".into()]).unwrap();
+        let p = Profiles::load(&config.vm_types, &config.lookups, &["fakecloud_instance".into()]);
         let lv = p.get("libvirt_domain").unwrap();
         assert_eq!(
             (lv.tags.clone(), lv.tag_format, lv.init_base64),
             (vec!["metadata".into(), "tags".into()], TagFormat::List, true)
         );
         assert_eq!(p.get("fakecloud_instance").unwrap(), &VmProfile::aws_like());
-    }
-
-    #[test]
-    fn config_file_typos_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        crate::fsio::write_atomic(&dir.path().join(CONFIG_FILE), br#"{"vm_type": {}}"#, crate::fsio::Perms::Public)
-            .unwrap();
-        let err = Profiles::load(dir.path(), &[]).unwrap_err();
-        assert_eq!(crate::exit::code_for(&err), crate::exit::Code::Invalid);
-        assert!(err.to_string().contains("unknown field `vm_type`"), "{err}");
     }
 }

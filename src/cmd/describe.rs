@@ -87,18 +87,17 @@ fn row(inst: Instance, properties: bool, seen: &Seen<'_>, hashes: &BTreeMap<Stri
 pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     let ws = Workspace::read(ctx)?;
     let dir = ws.dir();
-    let profiles = ctx.profiles(dir)?;
+    let profiles = ctx.profiles()?;
     let filter: BTreeMap<String, String> = args.tags.into_iter().collect();
     // Each known group's config hash, to say whether its members are current.
-    let hashes: BTreeMap<String, String> =
-        match crate::cmd::load_groups(&args.groups, dir.path(), &profiles, &ctx.printer) {
-            Ok(groups) => groups.into_iter().map(|(g, _)| (g.id, g.config_hash)).collect(),
-            Err(e) if args.groups.is_empty() => {
-                ctx.printer.warn(&format!("whether group members are current is not known: {e:#}"));
-                BTreeMap::new()
-            }
-            Err(e) => return Err(e),
-        };
+    let hashes: BTreeMap<String, String> = match crate::cmd::load_groups(ctx, &args.groups, dir.path(), &profiles) {
+        Ok(groups) => groups.into_iter().map(|(g, _)| (g.id, g.config_hash)).collect(),
+        Err(e) if args.groups.is_empty() => {
+            ctx.printer.warn(&format!("whether group members are current is not known: {e:#}"));
+            BTreeMap::new()
+        }
+        Err(e) => return Err(e),
+    };
     let instances = dir.instances(&profiles);
     let awaiting = ws.awaiting_lookup().is_some();
     let state = state_of(&ws, &instances).unwrap_or_else(|e| {
@@ -130,7 +129,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
 /// give. A state that cannot be read is an error here, not statuses from the files alone.
 pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
     let ws = Workspace::read(ctx)?;
-    let profiles = ctx.profiles(ws.dir())?;
+    let profiles = ctx.profiles()?;
     let instances = ws.dir().instances(&profiles);
     let state = state_of(&ws, &instances)?;
     let seen = Seen { state: state.as_ref(), awaiting: ws.awaiting_lookup().is_some() };

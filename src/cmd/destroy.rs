@@ -27,7 +27,7 @@ pub(crate) fn run(args: DestroyArgs, ctx: &Ctx) -> Result<()> {
     let mode = CommitMode::from_flags(args.no_apply, args.dry_run);
     let mut ws = Workspace::for_mode(ctx, mode)?;
     let dir = ws.dir();
-    let profiles = ctx.profiles(dir)?;
+    let profiles = ctx.profiles()?;
     let known = dir.instance_ids();
     let missing: Vec<String> = ids.iter().filter(|id| !known.contains(id)).map(ToString::to_string).collect();
     if !missing.is_empty() {

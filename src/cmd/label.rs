@@ -30,7 +30,7 @@ pub(crate) fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
     let mode = CommitMode::from_flags(args.no_apply, args.dry_run);
     let mut ws = Workspace::for_mode(ctx, mode)?;
     let dir = ws.dir();
-    let profiles = ctx.profiles(dir)?;
+    let profiles = ctx.profiles()?;
     let file = dir.current(&id).ok_or_else(|| {
         not_found(format!("no such instance in `{}`: {id}", dir.shown().display()))
             .hint("`infrakit-tf describe` lists the instances")

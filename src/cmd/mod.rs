@@ -19,6 +19,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::context::Ctx;
 use crate::directory::Directory;
 use crate::exit::{invalid, not_found};
 use crate::expand::Slots;
@@ -125,23 +126,20 @@ pub(crate) fn problems_error(label: &str, problems: &[Problem], printer: &Printe
 }
 
 /// The group specs a command works on: `given` (`--group`), else those infrakit-tf.json lists
-/// (relative to the directory). Every spec is read and checked, each with its members'
+/// (`ctx.config()`, relative to `dir`). Every spec is read and checked, each with its members'
 /// instance spec; two specs of one group ID are refused.
 pub(crate) fn load_groups(
+    ctx: &Ctx,
     given: &[std::path::PathBuf],
     dir: &Path,
     profiles: &Profiles,
-    printer: &Printer,
 ) -> Result<Vec<(GroupSpec, Spec)>> {
-    let paths: Vec<std::path::PathBuf> = if given.is_empty() {
-        crate::profile::configured_groups(dir)?.into_iter().map(|p| dir.join(p)).collect()
-    } else {
-        given.to_vec()
-    };
+    let paths: Vec<std::path::PathBuf> =
+        if given.is_empty() { ctx.config()?.groups.iter().map(|p| dir.join(p)).collect() } else { given.to_vec() };
     let mut groups: Vec<(GroupSpec, Spec)> = Vec::new();
     for path in paths {
         let (label, text) = read_spec(&path)?;
-        let (members, group) = parse_spec(&text, profiles).map_err(|p| problems_error(&label, &p, printer))?;
+        let (members, group) = parse_spec(&text, profiles).map_err(|p| problems_error(&label, &p, &ctx.printer))?;
         let Some(spec) = group else {
             return Err(invalid(format!("spec {label} is an instance spec, not a group spec"))
                 .hint("a group spec has `ID` and `Properties` with `Allocation`, `Instance` and `Flavor`")
@@ -160,7 +158,7 @@ pub(crate) fn load_groups(
 /// instances are counted as `describe` would show them now; when they cannot be (the store is
 /// down, the state unreadable, the run interrupted), their series keep the last values. Never
 /// fails the run: a warning says what went wrong.
-pub(crate) fn record_metrics(ctx: &crate::context::Ctx, command: &str, code: u8, started: std::time::SystemTime) {
+pub(crate) fn record_metrics(ctx: &Ctx, command: &str, code: u8, started: std::time::SystemTime) {
     let path = match ctx.metrics_file() {
         Ok(Some(path)) => path,
         Ok(None) => return,

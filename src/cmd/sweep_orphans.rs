@@ -44,7 +44,7 @@ struct Report {
 pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
     let dir = ws.dir();
-    let profiles = ctx.profiles(dir)?;
+    let profiles = ctx.profiles()?;
     let instances = dir.instances(&profiles);
     // A killed import's blocks adopt objects on the next apply: until then, the instance they
     // belong to has files but no VM in state, and would look orphaned.

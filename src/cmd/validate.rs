@@ -7,7 +7,6 @@ use crate::cli::ValidateArgs;
 use crate::cmd::{parse_spec, problems_error, read_spec, spec_name};
 use crate::context::Ctx;
 use crate::names::Scope;
-use crate::profile::Profiles;
 use crate::spec::{self, Problem};
 
 #[derive(Serialize)]
@@ -39,7 +38,7 @@ fn print_report(ctx: &Ctx, report: &Report) -> Result<()> {
 
 pub(crate) fn run(args: ValidateArgs, ctx: &Ctx) -> Result<()> {
     // The directory's configuration file may declare VM types; a missing directory is fine.
-    let profiles = Profiles::load(&ctx.dir, &ctx.vm_types)?;
+    let profiles = ctx.profiles()?;
     let (label, text) = match read_spec(&args.spec) {
         Ok(read) => read,
         Err(e) => {

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::config::StoreSection;
 use crate::exit::{invalid, Code, Failure};
-use crate::profile::StoreSection;
 use anyhow::Result;
 use tokio_postgres::config::Host;
 

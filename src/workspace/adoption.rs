@@ -75,7 +75,7 @@ impl Workspace<'_> {
             .filter(|f| f.suffix == names::Suffix::Live)
             .filter_map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
             .collect();
-        let candidates = lookup::candidates(&files, &state, &self.ctx.profiles(&self.dir)?);
+        let candidates = lookup::candidates(&files, &state, &self.ctx.profiles()?);
         let mut adopted = Vec::new();
         if !candidates.is_empty() {
             let (doc, targets) = lookup::lookup_document(&candidates);

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::config::{Config, CONFIG_FILE};
 use crate::directory::Directory;
 use crate::exit::invalid;
 use crate::fsio::{self, Perms};
@@ -236,21 +237,16 @@ pub(super) fn base_config(dir: &Directory) -> Result<BTreeMap<String, String>> {
     let mut files = BTreeMap::new();
     for name in dir.names() {
         let terraform = [".tf", ".tf.json", ".tfvars", ".tfvars.json"].iter().any(|s| name.ends_with(s));
-        if !(terraform && !crate::names::is_ours(name) || name == crate::profile::CONFIG_FILE) {
+        if !(terraform && !crate::names::is_ours(name) || name == CONFIG_FILE) {
             continue;
         }
         let path = dir.path().join(name);
         let mut bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
-        if name == crate::profile::CONFIG_FILE {
+        if name == CONFIG_FILE {
+            // As a JSON document, not a `Config`: hosts compare the document itself (its layout
+            // aside), by the fingerprint earlier releases stored.
             if let Ok(mut doc) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-                if let Some(store) = doc.get_mut("store").and_then(serde_json::Value::as_object_mut) {
-                    store.remove("postgres");
-                }
-                // How this host retries and where it writes its metrics change nothing made.
-                if let Some(doc) = doc.as_object_mut() {
-                    doc.remove("retries");
-                    doc.remove("metrics_file");
-                }
+                Config::remove_host_local(&mut doc);
                 bytes = serde_json::to_vec(&doc)?;
             }
         }

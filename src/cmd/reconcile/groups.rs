@@ -3,17 +3,17 @@
 //! order of the work is `reconcile::converge`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use serde::Serialize;
 
 use crate::cmd::load_groups;
+use crate::context::Ctx;
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
 use crate::group::{is_current, GroupSpec, GROUP_TAG};
 use crate::names::{InstanceId, Scope};
-use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::Spec;
 use crate::terraform::Plan;
@@ -47,9 +47,10 @@ impl Group {
     }
 }
 
-/// The group specs to converge (see `cmd::load_groups`).
-pub(super) fn load(given: &[PathBuf], dir: &Path, profiles: &Profiles, printer: &Printer) -> Result<Vec<Group>> {
-    Ok(load_groups(given, dir, profiles, printer)?.into_iter().map(|(spec, members)| Group { spec, members }).collect())
+/// The group specs to converge (see `cmd::load_groups`): `given`, else the configuration's.
+pub(super) fn load(ctx: &Ctx, given: &[PathBuf], profiles: &Profiles) -> Result<Vec<Group>> {
+    let groups = load_groups(ctx, given, &ctx.dir, profiles)?;
+    Ok(groups.into_iter().map(|(spec, members)| Group { spec, members }).collect())
 }
 
 /// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
