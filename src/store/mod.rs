@@ -1,7 +1,7 @@
 //! The store: for several hosts, the managed files and the directory's lease live in
 //! PostgreSQL, keyed by the logical directory's name (`store.directory` in `infrakit-tf.json`).
 //! The local directory keeps the user's own configuration and is terraform's working
-//! directory; its managed files are a mirror of the store (see `Workspace::writer`, which brings
+//! directory; its managed files are a copy of the store's (see `Workspace::writer`, which brings
 //! it up to date).
 //!
 //! One room per mechanism:
@@ -91,7 +91,7 @@ pub(crate) struct ConfigRecord {
 
 /// The logical directory as the store holds it.
 pub(crate) struct StoredDir {
-    /// Its row: which directory of this name a host mirrors (see `workspace::sync`).
+    /// Its row: which directory of this name a host's files are a copy of (see `workspace::sync`).
     pub(crate) id: i64,
     /// Drawn anew by every commit of files: the same revision, the same files.
     pub(crate) revision: String,
@@ -239,7 +239,7 @@ impl Store {
     }
 
     /// [`Store::files`], but the files themselves only if the directory is no longer row
-    /// `id` at `revision` (`known`): a mirror that has them already costs one short row, not
+    /// `id` at `revision` (`known`): a copy that has them already costs one short row, not
     /// every file (10,000 instances are megabytes).
     pub(crate) fn files_since(&mut self, known: Option<(i64, String)>) -> Result<Option<StoredDir>> {
         let name = self.config.name.clone();

@@ -31,7 +31,7 @@ use super::conn::{Conn, Outcome};
 /// The layout of the `infrakit_tf` schema this build reads and writes. An older one is brought
 /// to this on first use, and a host still on an infrakit-tf that knows only the older one
 /// then refuses to run: version 1 had no leases (it would not honour them), version 2 no
-/// revision (it would commit without drawing one, and a host that trusted its mirror at that
+/// revision (it would commit without drawing one, and a host that trusted its copy at that
 /// revision would miss the change).
 pub(super) const SCHEMA_VERSION: i32 = 3;
 

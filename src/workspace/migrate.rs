@@ -91,7 +91,7 @@ impl<'a> Workspace<'a> {
         // The state's stamp goes in once the files are there: a `migrate` cut before them is
         // one that no run ever recorded (see `sync::check_migrated`).
         ws.recorded(Ok(()))?;
-        sync::mirror_of(ws.role.store().expect("a store"), &mut ws.dir)?;
+        sync::mark_copy_of(ws.role.store().expect("a store"), &mut ws.dir)?;
         Ok(Migrated { store: name, url, files: local.into_keys().collect(), moved })
     }
 }

@@ -450,7 +450,7 @@ impl<'a> Workspace<'a> {
         Ok(())
     }
 
-    /// Commits `ops` to the store, if there is one (and marks the directory as its mirror
+    /// Commits `ops` to the store, if there is one (and marks the directory as its copy
     /// after the change that created the store directory): the store directory's row and
     /// its revision after it, `None` without a store.
     fn store_commit(&mut self, ops: &[FileOp]) -> Result<Option<(i64, String)>> {

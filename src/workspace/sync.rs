@@ -1,4 +1,4 @@
-//! The local directory as a mirror of the store (several hosts, see `store`): brought up to
+//! The local directory as the store's copy (several hosts, see `store`): brought up to
 //! the store's content under the lock before a command reads it ([`pull`]), and the one move
 //! of a local directory into the store ([`local_files`], for `migrate`). (Readers read the
 //! store's files in memory instead: `view::store`.)
@@ -17,9 +17,9 @@ use crate::journal::{self, FileOp};
 use crate::output::Printer;
 use crate::store::{self, Store, StoredDir, StoredFile};
 
-/// Which store directory this directory mirrors (`<name>:<id>`): a local file, never kept in
+/// Which store directory this directory is a copy of (`<name>:<id>`): a local file, never kept in
 /// the store.
-const MIRRORS: &str = ".infrakit-tf-store";
+const COPY_OF: &str = ".infrakit-tf-store";
 
 /// Which revision of it the managed files here are (`<name>:<id>:<revision>:<listing>`):
 /// written only once they are exactly that revision's files (after a pull that changed them,
@@ -73,15 +73,15 @@ pub(super) fn synced(dir: &Directory, name: &str, id: i64, revision: &str) -> Re
 /// that differ are written, those the store no longer has removed. A command never removes
 /// or replaces files the store has never seen: a store with no directory of this name yet
 /// takes one whose managed files `migrate` moves in first, and a directory that has never
-/// mirrored this store directory ([`MIRRORS`]) is refused when its files differ (it is
+/// been a copy of this store directory ([`COPY_OF`]) is refused when its files differ (it is
 /// another group's, or a stale copy).
-/// Returns whether `dir` is marked as the store directory's mirror (`false`: the store has no
+/// Returns whether `dir` is marked as the store directory's copy (`false`: the store has no
 /// directory of this name yet; the change that creates it marks it, see [`mark`]).
 pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) -> Result<bool> {
     let known = known_revision(dir, store.name());
     let stored = store.files_since(known)?;
     if stored.as_ref().is_some_and(|s| s.unchanged) {
-        return Ok(true); // the files here are that revision's, and so marked as its mirror
+        return Ok(true); // the files here are that revision's, and so marked as its copy
     }
     let local: Vec<String> = dir.names().filter(|n| crate::names::is_ours(n)).map(str::to_string).collect();
     let Some(stored) = stored else {
@@ -115,9 +115,9 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
         replaced.push(name.clone());
         ops.push(FileOp { name, after: None });
     }
-    let mirrors = format!("{}:{}\n", store.name(), stored.id);
-    let marker = dir.path().join(MIRRORS);
-    let follows = std::fs::read(&marker).is_ok_and(|m| m == mirrors.as_bytes());
+    let copy_of = format!("{}:{}\n", store.name(), stored.id);
+    let marker = dir.path().join(COPY_OF);
+    let follows = std::fs::read(&marker).is_ok_and(|m| m == copy_of.as_bytes());
     if !follows {
         if let Some(first) = replaced.first() {
             return Err(invalid(format!(
@@ -143,16 +143,16 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
     Ok(true)
 }
 
-/// Records that `dir` mirrors store directory `name` (row `id`) from now on.
+/// Records that `dir` is a copy of store directory `name` (row `id`) from now on.
 pub(super) fn mark(dir: &mut Directory, name: &str, id: i64) -> Result<()> {
-    fsio::write_atomic(&dir.path().join(MIRRORS), format!("{name}:{id}\n").as_bytes(), Perms::Public)?;
-    dir.note(MIRRORS, true);
+    fsio::write_atomic(&dir.path().join(COPY_OF), format!("{name}:{id}\n").as_bytes(), Perms::Public)?;
+    dir.note(COPY_OF, true);
     Ok(())
 }
 
-/// Marks `dir` as the mirror of what the store holds under its name, if anything (after
+/// Marks `dir` as the copy of what the store holds under its name, if anything (after
 /// `migrate`).
-pub(super) fn mirror_of(store: &mut Store, dir: &mut Directory) -> Result<()> {
+pub(super) fn mark_copy_of(store: &mut Store, dir: &mut Directory) -> Result<()> {
     match store.files()? {
         Some(stored) => mark(dir, store.name(), stored.id),
         None => Ok(()),

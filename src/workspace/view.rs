@@ -71,7 +71,7 @@ pub(super) fn local(path: &Path) -> Result<View> {
 }
 
 /// For a command that only reads, with a store: the directory as the store holds it (its
-/// files as of one transaction), in place of the local mirror, so that nothing local is
+/// files as of one transaction), in place of the local copy, so that nothing local is
 /// written without the lock. On disk, a temporary directory where terraform runs: your files (configuration,
 /// `.terraform`) linked, and the store's few bookkeeping files (the ID record, the import
 /// blocks); the instance, dedicated and global files stay in memory, where the command reads
