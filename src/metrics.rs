@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use regex::Regex;
 
 use crate::fsio::{self, Perms};
@@ -131,13 +131,9 @@ const FAMILIES: &[(&str, &str, bool)] = &[
 ];
 
 /// Writes the metrics of `run` to `path`, keeping the series it has no value for. Runs that
-/// share the file take turns (`PATH.lock`, beside it: the collector reads `*.prom` only), so
-/// that none loses another's series.
+/// share the file take turns: call it during this process's turn (`lock::turn_at`), so that
+/// none loses another's series.
 pub(crate) fn write(path: &Path, run: &Run<'_>) -> Result<()> {
-    let mut lock_name = path.as_os_str().to_owned();
-    lock_name.push(".lock");
-    let lock = fsio::open_lock_file(Path::new(&lock_name))?;
-    fs4::fs_std::FileExt::lock_exclusive(&lock).with_context(|| format!("failed to lock `{}`", path.display()))?;
     let old = match std::fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

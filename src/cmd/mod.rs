@@ -181,7 +181,8 @@ pub(crate) fn record_metrics(ctx: &Ctx, command: &str, code: u8, started: std::t
         .display()
         .to_string();
     let run = crate::metrics::Run { command, directory, exit_code: code, started, duration, instances, counts };
-    if let Err(e) = crate::metrics::write(&path, &run) {
+    let written = crate::lock::turn_at(&path).and_then(|_turn| crate::metrics::write(&path, &run));
+    if let Err(e) = written {
         ctx.printer.warn(&format!("metrics not written to `{}`: {e:#}", path.display()));
     }
 }

@@ -9,7 +9,9 @@
 //!   held, through that record, for as long as a terraform we started runs;
 //! - **the generation lock** ([`generation`]): orders writers' changes against readers' copies;
 //! - **the polite wait** ([`wait`]): the one loop in which the directory lock and the store's
-//!   lease are waited for.
+//!   lease are waited for;
+//! - **a turn at a shared file** ([`turn_at`]): runs that rewrite one file (the metrics) take
+//!   turns.
 
 pub(crate) mod generation;
 pub(crate) mod running;
@@ -70,4 +72,20 @@ pub(crate) fn held() -> bool {
 /// The directory this process holds the lock of, if any.
 fn held_dir() -> Option<PathBuf> {
     HELD.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// This process's turn at a file several runs rewrite, held while alive.
+pub(crate) struct Turn {
+    _file: File,
+}
+
+/// Waits for this process's turn at `path`: an exclusive `flock` on `PATH.lock`, beside it
+/// (the metrics file: runs that share it take turns, so that none loses another's series; a
+/// collector reads `*.prom` only).
+pub(crate) fn turn_at(path: &Path) -> Result<Turn> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let file = crate::fsio::open_lock_file(Path::new(&name))?;
+    FileExt::lock_exclusive(&file).with_context(|| format!("failed to lock `{}`", path.display()))?;
+    Ok(Turn { _file: file })
 }
