@@ -1,7 +1,9 @@
 //! The managed directory as the commands see it: the names in it, the instances its files
-//! define, the dedicated slots they hold. Reading only; writes go through [`Directory::write`]
-//! and [`Directory::remove`], which delegate to `fsio`. A write never follows or replaces a
-//! symbolic link, nor replaces a file that is not JSON ([`Directory::check_replaceable`]).
+//! define, the dedicated slots they hold. A listing, read from the disk or from a reader's
+//! view held in memory (`workspace::view`); nothing here locks, journals or writes but the
+//! removal of stale temporary files (`fsio`). The workspace writes, and never follows or
+//! replaces a symbolic link, nor replaces a file that is not JSON
+//! ([`Directory::check_replaceable`]).
 //!
 //! Only our own names are ever opened (`instance-<digits>`, `*_dedicated_*`, `*_global`, each
 //! `.tf.json` or `.tf.json.new`); user files are listed but never parsed, changed or deleted.

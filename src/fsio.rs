@@ -7,7 +7,7 @@
 //! over the destination and syncs the directory, so a reader (terraform, another infrakit-tf,
 //! a crash) sees the old bytes or the new bytes, never a mix. Unchanged bytes are not
 //! rewritten. See <https://lwn.net/Articles/457667/> for why the directory sync matters. A
-//! crash can leave a temporary file (`.infrakit-tf-*.tmp`) behind: [`remove_stale_temps`]
+//! crash can leave a temporary file (`.infrakit-tf-*.tmp`) behind: `Directory::remove_stale_temps`
 //! clears them under the directory lock.
 //!
 //! A write that fails because the file system is read-only or full, or because permission is
