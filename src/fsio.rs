@@ -152,7 +152,7 @@ pub(crate) fn symlink(target: &Path, link: &Path) -> Result<()> {
     std::os::unix::fs::symlink(target, link).map_err(|e| error(e, "link", link))
 }
 
-/// Writes a new file in a temporary directory of our own (a reader's snapshot of the store):
+/// Writes a new file in a temporary directory of our own (a reader's view of the store):
 /// plainly, without the atomic dance or fsync, since it does not outlive the command.
 pub(crate) fn write_scratch(path: &Path, bytes: &[u8], bits: u32) -> Result<()> {
     fault::point(|| format!("write {}", path.display()));
@@ -167,7 +167,7 @@ pub(crate) fn write_scratch(path: &Path, bytes: &[u8], bits: u32) -> Result<()> 
 /// The name every temporary directory of ours starts with (in `TMPDIR`).
 const TEMP_DIR_PREFIX: &str = "infrakit-tf-";
 
-/// A new temporary directory of ours for `kind` (`plan`, `mirror`, `snapshot`), removed when
+/// A new temporary directory of ours for `kind` (`plan`, `mirror`, `view`), removed when
 /// dropped; named `infrakit-tf-KIND-PID.START-XXXXXX`, so that one a killed run left behind
 /// is known as such ([`sweep_temp_dirs`]).
 pub(crate) fn temp_dir(kind: &str) -> Result<tempfile::TempDir> {
@@ -207,7 +207,8 @@ fn stale_temp_dir(name: &str, alive: impl Fn(u32, u64) -> bool, age: impl Fn() -
     let Some((kind, rest)) = rest.split_once('-') else { return false };
     let random = |s: &str| s.len() == 6 && s.bytes().all(|b| b.is_ascii_alphanumeric());
     // `terraform`: the file terraform's output is followed through, unlinked once open.
-    if !["plan", "mirror", "snapshot", "state", "terraform"].contains(&kind) {
+    // `snapshot`: what an older release called a reader's `view`.
+    if !["plan", "mirror", "view", "snapshot", "state", "terraform"].contains(&kind) {
         return false;
     }
     match rest.split_once('-') {

@@ -94,7 +94,7 @@ pub(super) fn store(store: &mut Store, dir: &Path, printer: &Printer) -> Result<
         }
     };
     sync::check_names(store, &stored)?;
-    let tmp = fsio::temp_dir("snapshot")?;
+    let tmp = fsio::temp_dir("view")?;
     for name in local.names().filter(|n| !crate::names::is_ours(n)) {
         fsio::symlink(&local.path().join(name), &tmp.path().join(name))?;
     }
