@@ -242,6 +242,11 @@ fn imports_of(file: &str, text: &str, modules: &BTreeMap<Vec<String>, String>) -
         let mut segments: Vec<String> = path.split("::").map(str::to_string).collect();
         let mut base = match segments.first().map(String::as_str) {
             Some("crate") => Vec::new(),
+            // In the crate root, its modules are in scope by their names.
+            Some(first) if file == "lib.rs" && modules.contains_key(&vec![first.to_string()]) => {
+                segments.insert(0, "crate".into());
+                Vec::new()
+            }
             Some("self") => here.clone(),
             Some("super") => {
                 let mut base = if is_mod_file { parent_of_mod.clone() } else { parent.clone() };
@@ -290,8 +295,13 @@ fn imports_of(file: &str, text: &str, modules: &BTreeMap<Vec<String>, String>) -
         in_use.push(start..end);
         at = end;
     }
-    // Paths written in code.
-    for keyword in ["crate::", "super::", "self::"] {
+    // Paths written in code (in the crate root, also those that begin with a module's name).
+    let roots: Vec<String> = if file == "lib.rs" {
+        modules.keys().filter(|m| m.len() == 1).map(|m| format!("{}::", m[0])).collect()
+    } else {
+        Vec::new()
+    };
+    for keyword in ["crate::", "super::", "self::"].into_iter().chain(roots.iter().map(String::as_str)) {
         let mut at = 0;
         while let Some(start) = code[at..].find(keyword).map(|i| i + at) {
             at = start + keyword.len();
