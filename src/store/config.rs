@@ -12,12 +12,13 @@ use std::time::Duration;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::exit::{invalid, Code, Failure};
+use crate::lease::Timing;
 use crate::profile::StoreSection;
 use anyhow::Result;
 use tokio_postgres::config::Host;
 
 use super::conn::Setup;
-use super::lease::{self, Timing};
+use super::lease;
 use super::tls::{Mode, Settings, Tls};
 
 /// A store to use: the connection and the logical directory's name.
@@ -157,7 +158,7 @@ impl StoreConfig {
     /// (the relay makes the TLS connection ours made); an error when it cannot start.
     pub(crate) fn terraform_env(&self, dir: &Path) -> Result<Vec<(String, String)>> {
         let mut conn = self.base_conn(self.relay(dir)?);
-        let epoch = lease::epoch();
+        let epoch = crate::lease::epoch();
         conn.push(("application_name", lease::terraform_session(&self.name, epoch)));
         if self.session.get().is_some_and(|s| s.pooled) {
             return Ok(self.env_with(conn));
@@ -183,7 +184,7 @@ impl StoreConfig {
                 port: session.port,
                 tls: session.tls.then(|| self.tls.clone()),
                 limit: self.connect_limit(),
-                // The orphan grace (`lease::watch`), and a margin.
+                // The orphan grace (`crate::lease::watch`), and a margin.
                 linger: self.timing.renew_deadline() + Duration::from_secs(10),
             };
             let port = super::relay::start(upstream, dir).map_err(|e| {

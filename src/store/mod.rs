@@ -8,8 +8,9 @@
 //!
 //! - `conn`: one connection, every call bounded in time; several hosts tried in order;
 //! - `lease`: who may change the directory, fenced (an epoch every commit compares, and that
-//!   terraform's state writes carry), renewed by a heartbeat; commands and the workspace ask
-//!   [`lease::lost`] or get an error, and know nothing of heartbeats;
+//!   terraform's state writes carry), renewed by a heartbeat, published to the process-wide
+//!   view (`crate::lease`); the terraform runner asks that view, commands and the workspace
+//!   get an error, and none of them knows of heartbeats;
 //! - `schema`: the tables, their migration, the role's privileges, the state table's fence;
 //! - `config`: where the store is (the URL, libpq's environment, the password file), and
 //!   what terraform's `backend "pg"` gets;
@@ -27,7 +28,7 @@
 
 mod config;
 mod conn;
-pub(crate) mod lease;
+mod lease;
 mod pooler;
 pub(crate) mod relay;
 mod schema;

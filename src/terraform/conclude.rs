@@ -26,7 +26,7 @@ pub(super) fn conclude(tf: &Terraform, inv: &Invocation, ran: Ran) -> anyhow::Re
     }
     if let Some(why) = fenced {
         let how = if killed { "interrupted, then killed" } else { "interrupted" };
-        return Err(crate::store::lease::lost_error(&format!("{why}; {cmd} was {how}")));
+        return Err(crate::lease::lost_error(&format!("{why}; {cmd} was {how}")));
     }
     if timed_out {
         let how = if killed { "interrupted, then killed" } else { "interrupted" };

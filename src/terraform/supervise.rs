@@ -26,7 +26,7 @@ use super::watchdog::Watchdog;
 use super::{Invocation, Terraform};
 use crate::exit::{Code, Failure};
 use crate::signals::{self, ChildRunning};
-use crate::store::lease;
+use crate::lease;
 use crate::{fault, lock, state_guard};
 
 /// How long to wait for terraform to stop after Ctrl-C or SIGTERM before leaving it to finish
