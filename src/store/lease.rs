@@ -1,19 +1,17 @@
-//! The lease on a store directory: who may change it, fenced so that a host that lost it can
-//! change nothing more. After Kubernetes' leader election (client-go `leaderelection`) and the
-//! fencing-token argument (a lock is only safe if what it guards checks a token).
+//! The lease on a store directory, as its table holds it: the statements that take it, say who
+//! holds it, renew it, fence a write with it and give it back. It says who may change the
+//! directory, fenced so that a host that lost it can change nothing more. After Kubernetes'
+//! leader election (client-go `leaderelection`) and the fencing-token argument (a lock is only
+//! safe if what it guards checks a token).
 //!
 //! - **The record** is a row of `infrakit_tf.leases`: the directory, its `epoch` (the fencing
 //!   token: a new number from a sequence at every acquisition, so that even a row deleted by
 //!   hand never gives two holders one token), the holder, and `expires`, set from the *server's*
 //!   clock (`clock_timestamp()`), never a host's. A host takes the lease only when it is free:
 //!   released, or expired.
-//! - **The heartbeat** renews it every [`Timing::renew_every`] on a connection of its own
-//!   (which also keeps that session from ever being idle), reconnecting as needed: a server
-//!   restart or a dropped connection costs nothing while the lease has not expired.
-//! - **Lost** means the server said the lease is no longer ours, or no renewal succeeded for
-//!   half the lease: the process-wide view the terraform runner asks (`crate::lease`, where
-//!   the timings and their guarantee are) is published from here; nothing else here is the
-//!   runner's business.
+//! - **Held**, it is renewed by a heartbeat (`heartbeat`), which publishes what it learns to
+//!   the process-wide view the terraform runner asks (`crate::lease`: lost or not, and why;
+//!   the timings and their guarantee).
 //! - **Fencing**: every store commit first renews the lease in its own transaction, comparing
 //!   the epoch ([`fence`]): a host that lost it cannot commit. Terraform's own state writes
 //!   carry the epoch too (`infrakit_tf.lease` in its connection, and its `application_name`,
@@ -24,17 +22,13 @@
 //!   server): the new holder ends the old holder's terraform sessions, whose advisory state
 //!   lock PostgreSQL would otherwise keep until TCP keepalive notices (two hours by default).
 
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use tokio_postgres::{Client, Config};
+use std::time::Duration;
 
 use tokio_postgres::types::Type;
+use tokio_postgres::Client;
 
-use super::conn::{Conn, Outcome, Param, Setup};
-use super::tls::Tls;
-use crate::lease::{Held, Timing};
+use super::conn::{Conn, Outcome, Param};
+use crate::lease::Timing;
 
 /// A lease just acquired.
 pub(super) struct Acquired {
@@ -172,140 +166,26 @@ pub(super) fn fence<'a>(directory: &'a &'a str, epoch: &'a i64, ms: &'a f64) -> 
 }
 
 /// Renews the lease if it is still ours: `false` when it is not.
-async fn renew(c: &Client, directory: &str, epoch: i64, timing: Timing) -> Result<bool, tokio_postgres::Error> {
+pub(super) async fn renew(c: &Client, directory: &str, epoch: i64, timing: Timing) -> Result<bool, tokio_postgres::Error> {
     let sql = format!("WITH {RENEWED} SELECT EXISTS (SELECT 1 FROM lease)");
     Ok(c.query_typed_one(sql.as_str(), &fence(&directory, &epoch, &fence_params(timing))).await?.get(0))
 }
 
+/// Gives the lease back: it expires now, and is marked released (another host takes it at
+/// once, and the takeover's stale sessions are not looked for).
+pub(super) fn release(conn: &mut Conn, limit: Duration, directory: &str, epoch: i64) -> Outcome<u64> {
+    conn.call(limit, async |c| {
+        c.execute_typed(
+            "UPDATE infrakit_tf.leases SET expires = clock_timestamp(), released = true \
+             WHERE directory = $1 AND epoch = $2",
+            &[(&directory, Type::TEXT), (&epoch, Type::INT8)],
+        )
+        .await
+    })
+}
+
 fn millis(d: Duration) -> f64 {
     d.as_millis() as f64
-}
-
-/// A lease held: its heartbeat runs until it is released or dropped.
-pub(super) struct Lease {
-    held: Arc<Held>,
-    stop: mpsc::Sender<()>,
-}
-
-impl Lease {
-    /// Starts holding `epoch` of `directory`, acquired just now (`sent`: when the acquiring
-    /// statement was sent). The heartbeat connects on its first renewal, so a short command
-    /// costs a thread, not a connection.
-    /// `setup`: how its connections get their settings (behind a pooler or not).
-    pub(super) fn hold(
-        pg: &Config,
-        tls: &Tls,
-        setup: Setup,
-        directory: &str,
-        epoch: i64,
-        timing: Timing,
-        sent: Instant,
-    ) -> Lease {
-        let held = Held::publish(directory, epoch, timing, sent);
-        let (stop, stopped) = mpsc::channel();
-        let beat = Heartbeat { pg: pg.clone(), tls: tls.clone(), setup, held: held.clone() };
-        // Detached: at release it is told to stop, and a renewal after the release cannot
-        // revive the lease (it renews only one not released).
-        let _ = std::thread::Builder::new().name("lease".into()).spawn(move || beat.run(&stopped));
-        Lease { held, stop }
-    }
-
-    pub(super) fn epoch(&self) -> i64 {
-        self.held.epoch()
-    }
-
-    pub(super) fn timing(&self) -> Timing {
-        self.held.timing()
-    }
-
-    /// Why it is lost, if it is.
-    pub(super) fn lost(&self) -> Option<String> {
-        self.held.lost()
-    }
-
-    /// A commit renewed it (its statement was sent at `sent`).
-    pub(super) fn renewed(&self, sent: Instant) {
-        self.held.renewed(sent);
-    }
-
-    /// The server said it is not ours any more.
-    pub(super) fn gone(&self, why: &str) {
-        self.held.gone(why);
-    }
-
-    /// Gives it back (best effort: unreleased, it expires): `conn` runs the release.
-    pub(super) fn release(&self, conn: Option<&mut Conn>) {
-        let _ = self.stop.send(());
-        if self.held.withdraw() {
-            return;
-        }
-        let Some(conn) = conn else { return };
-        let (directory, epoch) = (self.held.directory(), self.held.epoch());
-        let _ = conn.call(self.held.timing().call_limit(), async |c| {
-            c.execute_typed(
-                "UPDATE infrakit_tf.leases SET expires = clock_timestamp(), released = true \
-                 WHERE directory = $1 AND epoch = $2",
-                &[(&directory, Type::TEXT), (&epoch, Type::INT8)],
-            )
-            .await
-        });
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        let _ = self.stop.send(());
-    }
-}
-
-/// The renewing thread.
-struct Heartbeat {
-    pg: Config,
-    tls: Tls,
-    setup: Setup,
-    held: Arc<Held>,
-}
-
-impl Heartbeat {
-    fn run(self, stopped: &mpsc::Receiver<()>) {
-        let timing = self.held.timing();
-        let every = timing.renew_every();
-        let mut conn: Option<Conn> = None;
-        let mut wait = every;
-        loop {
-            match stopped.recv_timeout(wait) {
-                Err(RecvTimeoutError::Timeout) => {}
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-            }
-            let sent = Instant::now();
-            match self.renew(&mut conn, every) {
-                Ok(true) => {
-                    self.held.renewed(sent);
-                    wait = every;
-                }
-                Ok(false) => {
-                    self.held.gone("it expired, or another host holds it now");
-                    return;
-                }
-                Err(why) => {
-                    conn = None;
-                    self.held.failed(why);
-                    // Try again soon: a restarting server is back within seconds.
-                    wait = (every / 4).max(Duration::from_millis(200));
-                }
-            }
-        }
-    }
-
-    /// One renewal, connecting first if needed; each step bounded by `limit`.
-    fn renew(&self, conn: &mut Option<Conn>, limit: Duration) -> Result<bool, String> {
-        if conn.is_none() {
-            *conn = Some(Conn::open(&self.pg, &self.tls, limit, limit, self.setup).map_err(|f| f.why())?);
-        }
-        let c = conn.as_mut().expect("connected");
-        let (directory, epoch, timing) = (self.held.directory(), self.held.epoch(), self.held.timing());
-        c.call(limit, async |c| renew(c, directory, epoch, timing).await).map_err(|f| f.why())
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //!
 //! - `conn`: one connection, every call bounded in time; several hosts tried in order;
 //! - `lease`: who may change the directory, fenced (an epoch every commit compares, and that
-//!   terraform's state writes carry), renewed by a heartbeat, published to the process-wide
+//!   terraform's state writes carry): the statements of its table;
+//! - `heartbeat`: a lease held, renewed by a thread of its own, published to the process-wide
 //!   view (`crate::lease`); the terraform runner asks that view, commands and the workspace
 //!   get an error, and none of them knows of heartbeats;
 //! - `schema`: the tables, their migration, the role's privileges, the state table's fence;
@@ -28,6 +29,7 @@
 
 mod config;
 mod conn;
+mod heartbeat;
 mod lease;
 mod pooler;
 pub(crate) mod relay;
@@ -44,7 +46,7 @@ use tokio_postgres::Client;
 
 pub(crate) use self::config::{hostname, StoreConfig};
 use self::conn::{Conn, Fault, Param, Setup};
-use self::lease::Lease;
+use self::heartbeat::Lease;
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
 use crate::lock::Wait;
