@@ -254,15 +254,34 @@ pub(crate) fn lost() -> Option<String> {
     current().and_then(|h| h.lost())
 }
 
-/// The error of a lease lost while terraform ran or was about to (exit 16); `why` says what
-/// happened to terraform.
-pub(crate) fn lost_error(why: &str) -> anyhow::Error {
-    let directory = current().map(|h| h.directory.clone()).unwrap_or_default();
+/// Who noticed that the lease was lost: what its error says besides why.
+pub(crate) enum Noticed<'a> {
+    /// The terraform runner, of the lease this process holds (the directory is the view's):
+    /// `why` says what became of terraform (not started, not retried, stopped).
+    Runner,
+    /// A store call on `directory`, refused, at `server` (`user@host:port/db`).
+    Store { directory: &'a str, server: &'a str },
+}
+
+/// The error of a lease this process held and lost (exit 16), whoever noticed: the one for it.
+pub(crate) fn lost_error(noticed: Noticed<'_>, why: &str) -> anyhow::Error {
+    let (directory, at, hint) = match noticed {
+        Noticed::Runner => (
+            current().map(|h| h.directory.clone()).unwrap_or_default(),
+            String::new(),
+            "another host may hold it now: nothing more was changed here; what earlier steps committed stands, and the next run (here or on another host) carries on from the store",
+        ),
+        Noticed::Store { directory, server } => (
+            directory.to_string(),
+            format!(" at {server}"),
+            "another host may hold it now: nothing more was changed here (terraform, if it ran, was stopped); what earlier steps committed stands, and the next run carries on from the store",
+        ),
+    };
     crate::exit::Failure::new(
         crate::exit::Code::StoreUnavailable,
-        format!("lost the lease on store directory `{directory}`: {why}"),
+        format!("lost the lease on store directory `{directory}`{at}: {why}"),
     )
-    .hint("another host may hold it now: nothing more was changed here; what earlier steps committed stands, and the next run (here or on another host) carries on from the store")
+    .hint(hint)
     .into()
 }
 
@@ -282,5 +301,25 @@ mod tests {
             assert!(t.renew_every() < t.renew_deadline(), "several renewals before it counts as lost");
             assert!(t.renew_deadline() + t.kill_grace() < t.duration, "{secs}s: killed before it expires");
         }
+    }
+
+    #[test]
+    fn a_lost_lease_is_one_error_saying_who_noticed() {
+        let server = "postgresql://ops@db:5432/infra";
+        let store = lost_error(Noticed::Store { directory: "web", server }, "it expired, or another host holds it now");
+        assert_eq!(
+            store.to_string(),
+            "lost the lease on store directory `web` at postgresql://ops@db:5432/infra: it expired, or another host holds it now"
+        );
+        assert_eq!(crate::exit::code_for(&store), crate::exit::Code::StoreUnavailable);
+        assert!(crate::exit::hint_for(&store).unwrap().contains("(terraform, if it ran, was stopped)"));
+        // No lease held in this test process: the runner's names no directory.
+        let runner = lost_error(Noticed::Runner, "not renewed for 15s (no answer); `terraform apply` was interrupted");
+        assert_eq!(
+            runner.to_string(),
+            "lost the lease on store directory ``: not renewed for 15s (no answer); `terraform apply` was interrupted"
+        );
+        assert_eq!(crate::exit::code_for(&runner), crate::exit::Code::StoreUnavailable);
+        assert!(crate::exit::hint_for(&runner).unwrap().contains("the next run (here or on another host)"));
     }
 }

@@ -166,7 +166,12 @@ pub(super) fn fence<'a>(directory: &'a &'a str, epoch: &'a i64, ms: &'a f64) -> 
 }
 
 /// Renews the lease if it is still ours: `false` when it is not.
-pub(super) async fn renew(c: &Client, directory: &str, epoch: i64, timing: Timing) -> Result<bool, tokio_postgres::Error> {
+pub(super) async fn renew(
+    c: &Client,
+    directory: &str,
+    epoch: i64,
+    timing: Timing,
+) -> Result<bool, tokio_postgres::Error> {
     let sql = format!("WITH {RENEWED} SELECT EXISTS (SELECT 1 FROM lease)");
     Ok(c.query_typed_one(sql.as_str(), &fence(&directory, &epoch, &fence_params(timing))).await?.get(0))
 }

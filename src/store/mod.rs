@@ -49,6 +49,7 @@ use self::conn::{Conn, Fault, Param, Setup};
 use self::heartbeat::Lease;
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
+use crate::lease::Noticed;
 use crate::lock::Wait;
 use crate::output::Printer;
 
@@ -495,7 +496,7 @@ impl Store {
     /// The error for a lease this process lost: exit 16.
     fn lease_lost(&self) -> anyhow::Error {
         let why = self.lease.as_ref().and_then(Lease::lost).unwrap_or_else(|| "it is no longer ours".into());
-        lease_lost(&self.config.name, &self.display, &why)
+        crate::lease::lost_error(Noticed::Store { directory: &self.config.name, server: &self.display }, &why)
     }
 
     /// Gives the lease back, so that another host need not wait for it to expire (on a new
@@ -521,13 +522,6 @@ impl Drop for Store {
     fn drop(&mut self) {
         self.release();
     }
-}
-
-/// The error for a lease this process lost (exit 16): why, and what it means.
-pub(crate) fn lease_lost(name: &str, display: &str, why: &str) -> anyhow::Error {
-    Failure::new(Code::StoreUnavailable, format!("lost the lease on store directory `{name}` at {display}: {why}"))
-        .hint("another host may hold it now: nothing more was changed here (terraform, if it ran, was stopped); what earlier steps committed stands, and the next run carries on from the store")
-        .into()
 }
 
 /// The error for a connection lost mid-run (exit 16).
