@@ -9,11 +9,8 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_postgres::Config;
-
-use super::conn::{Conn, Setup};
+use super::conn::{Conn, Server, Setup};
 use super::lease;
-use super::tls::Tls;
 use crate::lease::{Held, Timing};
 
 /// A lease held: its heartbeat runs until it is released or dropped.
@@ -28,8 +25,7 @@ impl Lease {
     /// costs a thread, not a connection.
     /// `setup`: how its connections get their settings (behind a pooler or not).
     pub(super) fn hold(
-        pg: &Config,
-        tls: &Tls,
+        server: &Server,
         setup: Setup,
         directory: &str,
         epoch: i64,
@@ -38,7 +34,7 @@ impl Lease {
     ) -> Lease {
         let held = Held::publish(directory, epoch, timing, sent);
         let (stop, stopped) = mpsc::channel();
-        let beat = Heartbeat { pg: pg.clone(), tls: tls.clone(), setup, held: held.clone() };
+        let beat = Heartbeat { server: server.clone(), setup, held: held.clone() };
         // Detached: at release it is told to stop, and a renewal after the release cannot
         // revive the lease (it renews only one not released).
         let _ = std::thread::Builder::new().name("lease".into()).spawn(move || beat.run(&stopped));
@@ -87,8 +83,7 @@ impl Drop for Lease {
 
 /// The renewing thread.
 struct Heartbeat {
-    pg: Config,
-    tls: Tls,
+    server: Server,
     setup: Setup,
     held: Arc<Held>,
 }
@@ -127,7 +122,7 @@ impl Heartbeat {
     /// One renewal, connecting first if needed; each step bounded by `limit`.
     fn renew(&self, conn: &mut Option<Conn>, limit: Duration) -> Result<bool, String> {
         if conn.is_none() {
-            *conn = Some(Conn::open(&self.pg, &self.tls, limit, limit, self.setup).map_err(|f| f.why())?);
+            *conn = Some(Conn::open(&self.server, limit, limit, self.setup).map_err(|f| f.why())?);
         }
         let c = conn.as_mut().expect("connected");
         let (directory, epoch, timing) = (self.held.directory(), self.held.epoch(), self.held.timing());

@@ -114,14 +114,14 @@ impl Store {
         let display = config.display();
         let limit = config.connect_limit();
         let unavailable = |f: Fault| unavailable(&display, &f.why());
-        let mut conn = Conn::open(&config.pg, &config.tls, limit, config.timing.call_limit(), Setup::Startup)
-            .map_err(unavailable)?;
+        let mut conn =
+            Conn::open(&config.server, limit, config.timing.call_limit(), Setup::Startup).map_err(unavailable)?;
         let probe = schema::probe(&mut conn, limit, &config.state_schema()).map_err(unavailable)?;
         // The startup packet's settings not in effect: a pooler refused or dropped them.
         let pooled = probe.in_transaction != conn.in_transaction().as_millis() as i64;
         let mut relayed = false;
         if pooled {
-            relayed = pooler::check(&mut conn, &config.pg, &config.tls, limit)
+            relayed = pooler::check(&mut conn, &config.server, limit)
                 .map_err(unavailable)?
                 .map_err(|refusal| refusal.error(&display))?;
             conn.set_session(limit).map_err(unavailable)?;
@@ -208,8 +208,7 @@ impl Store {
             };
             if let Some(acquired) = acquired {
                 let setup = self.config.setup();
-                self.lease =
-                    Some(Lease::hold(&self.config.pg, &self.config.tls, setup, &name, acquired.epoch, timing, sent));
+                self.lease = Some(Lease::hold(&self.config.server, setup, &name, acquired.epoch, timing, sent));
                 if let Some(previous) = acquired.took_over {
                     let ended = self
                         .with(|conn, limit| lease::end_stale_sessions(conn, limit, &name, acquired.epoch))
@@ -465,14 +464,7 @@ impl Store {
             tries += 1;
             let conn = match self.conn.take() {
                 Some(conn) => conn,
-                None => Conn::open(
-                    &self.config.pg,
-                    &self.config.tls,
-                    self.config.connect_limit(),
-                    limit,
-                    self.config.setup(),
-                )
-                .map_err(|f| lost(&self.display, &f.why()))?,
+                None => self.reconnect().map_err(|f| lost(&self.display, &f.why()))?,
             };
             let mut conn = conn;
             let result = call(&mut conn, limit);
@@ -493,6 +485,17 @@ impl Store {
         }
     }
 
+    /// A new connection for the store's calls, its settings made as the first connection
+    /// found they must be (behind a pooler or not).
+    fn reconnect(&self) -> conn::Outcome<Conn> {
+        Conn::open(
+            &self.config.server,
+            self.config.connect_limit(),
+            self.config.timing.call_limit(),
+            self.config.setup(),
+        )
+    }
+
     /// The error for a lease this process lost: exit 16.
     fn lease_lost(&self) -> anyhow::Error {
         let why = self.lease.as_ref().and_then(Lease::lost).unwrap_or_else(|| "it is no longer ours".into());
@@ -504,14 +507,7 @@ impl Store {
     fn release(&mut self) {
         if let Some(lease) = self.lease.take() {
             if self.conn.is_none() && lease.lost().is_none() {
-                self.conn = Conn::open(
-                    &self.config.pg,
-                    &self.config.tls,
-                    self.config.connect_limit(),
-                    self.config.timing.call_limit(),
-                    self.config.setup(),
-                )
-                .ok();
+                self.conn = self.reconnect().ok();
             }
             lease.release(self.conn.as_mut());
         }
