@@ -26,7 +26,6 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config};
 
-use super::pooler;
 use super::tls::{Mode, Tls};
 
 /// The store's server: where it is and who we are there (`pg`: the URL and libpq's
@@ -36,6 +35,16 @@ use super::tls::{Mode, Tls};
 pub(super) struct Server {
     pub(super) pg: Config,
     pub(super) tls: Tls,
+}
+
+/// How PgBouncer's refusal of a parameter of the startup packet begins (then `: NAME`).
+pub(super) const REFUSED: &str = "unsupported startup parameter";
+
+/// Whether `e` is a pooler refusing a parameter of the startup packet. PgBouncer says so
+/// with a protocol violation (`08P01`) and no other code; PostgreSQL itself never does
+/// (an unknown setting is `42704`).
+fn refused_startup(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| db.code() == &SqlState::PROTOCOL_VIOLATION && db.message().starts_with(REFUSED))
 }
 
 /// How a call failed.
@@ -149,9 +158,7 @@ impl Conn {
                     Self::open_with(server, limit, in_transaction, Some(false))
                 }
                 // A pooler: the caller sees the settings are not in effect (`schema::probe`).
-                Err(Fault::Db(e)) if pooler::refused_startup(&e) => {
-                    Self::open_with(server, limit, in_transaction, None)
-                }
+                Err(Fault::Db(e)) if refused_startup(&e) => Self::open_with(server, limit, in_transaction, None),
                 opened => opened,
             },
             Setup::Pooled | Setup::Bare => Self::open_with(server, limit, in_transaction, None),
@@ -240,7 +247,7 @@ impl Conn {
                 Ok(Err(e))
                     if !options.is_empty()
                         && (e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout"))
-                            || pooler::refused_startup(&e)) =>
+                            || refused_startup(&e)) =>
                 {
                     return Err(Fault::Db(e))
                 }

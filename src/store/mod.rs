@@ -529,7 +529,7 @@ fn lost(display: &str, why: &str) -> anyhow::Error {
 
 /// The error for a store that cannot be reached or refused us (exit 16).
 fn unavailable(display: &str, why: &str) -> anyhow::Error {
-    let hint = if why.starts_with(pooler::REFUSED) {
+    let hint = if why.starts_with(conn::REFUSED) {
         // A pooler (PgBouncer) answered, and refuses a parameter ours still carries: the URL's.
         "a connection pooler (PgBouncer) answered there and refuses that parameter of the connection: take it out of the store's URL, or have the pooler let it through (`ignore_startup_parameters`); nothing was changed"
     } else {

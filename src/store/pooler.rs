@@ -13,6 +13,8 @@
 //! A pooler is suspected when the session's settings sent in the startup packet are not in
 //! effect: refused (PgBouncer: `unsupported startup parameter: options`) or dropped
 //! (`ignore_startup_parameters`). Connected directly, nothing here runs: no round trip.
+//! Knowing that refusal is `conn`'s (it connects again without them): this file uses
+//! `conn`, never the other way round.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -23,19 +25,9 @@ use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
-use super::conn::{Conn, Fault, Outcome, Server, Setup};
+use super::conn::{Conn, Fault, Outcome, Server, Setup, REFUSED};
 use super::tls::Tls;
 use crate::exit::{Code, Failure};
-
-/// How PgBouncer's refusal of a parameter of the startup packet begins (then `: NAME`).
-pub(super) const REFUSED: &str = "unsupported startup parameter";
-
-/// Whether `e` is a pooler refusing a parameter of the startup packet. PgBouncer says so
-/// with a protocol violation (`08P01`) and no other code; PostgreSQL itself never does
-/// (an unknown setting is `42704`).
-pub(super) fn refused_startup(e: &tokio_postgres::Error) -> bool {
-    e.as_db_error().is_some_and(|db| db.code() == &SqlState::PROTOCOL_VIOLATION && db.message().starts_with(REFUSED))
-}
 
 /// Why a pooler in front of the server cannot serve the store.
 pub(super) enum Refusal {
