@@ -21,6 +21,7 @@ mod fault;
 mod fsio;
 mod health;
 mod journal;
+mod lease;
 mod lock;
 mod metrics;
 mod output;

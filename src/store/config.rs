@@ -13,20 +13,20 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::config::StoreSection;
 use crate::exit::{invalid, Code, Failure};
+use crate::lease::Timing;
 use anyhow::Result;
 use tokio_postgres::config::Host;
 
-use super::conn::Setup;
-use super::lease::{self, Timing};
+use super::conn::{Server, Setup};
+use super::lease;
 use super::tls::{Mode, Settings, Tls};
 
 /// A store to use: the connection and the logical directory's name.
 #[derive(Clone)]
 pub(crate) struct StoreConfig {
     pub(crate) name: String,
-    pub(crate) pg: tokio_postgres::Config,
-    /// TLS, as the settings ask (libpq's `sslmode` and its files).
-    pub(crate) tls: Tls,
+    /// The server, TLS as the settings ask (libpq's `sslmode` and its files).
+    pub(super) server: Server,
     /// The lease's duration, and the timings that follow from it (`store.lease`).
     pub(crate) timing: Timing,
     /// What the first connection found (see [`StoreConfig::connected`]).
@@ -112,7 +112,8 @@ impl StoreConfig {
             })?,
         };
         let (pg, tls) = connection(&url, &Env::process())?;
-        Ok(Some(StoreConfig { name, pg, tls, timing: Timing { duration }, session: Arc::default() }))
+        let server = Server { pg, tls };
+        Ok(Some(StoreConfig { name, server, timing: Timing { duration }, session: Arc::default() }))
     }
 
     /// Notes where the first connection went and what it found.
@@ -132,12 +133,12 @@ impl StoreConfig {
 
     /// The longest a connection may take to open: `connect_timeout`, else 10 s.
     pub(super) fn connect_limit(&self) -> Duration {
-        self.pg.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10))
+        self.server.pg.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10))
     }
 
     /// `user@host:port/db`, without the password, for messages.
     pub(crate) fn display(&self) -> String {
-        display(&self.pg)
+        display(&self.server.pg)
     }
 
     /// What terraform's `backend "pg" {}` gets, so that its state lives in the store's
@@ -157,7 +158,7 @@ impl StoreConfig {
     /// (the relay makes the TLS connection ours made); an error when it cannot start.
     pub(crate) fn terraform_env(&self, dir: &Path) -> Result<Vec<(String, String)>> {
         let mut conn = self.base_conn(self.relay(dir)?);
-        let epoch = lease::epoch();
+        let epoch = crate::lease::epoch();
         conn.push(("application_name", lease::terraform_session(&self.name, epoch)));
         if self.session.get().is_some_and(|s| s.pooled) {
             return Ok(self.env_with(conn));
@@ -181,9 +182,9 @@ impl StoreConfig {
             let upstream = super::relay::Upstream {
                 host: session.host.clone(),
                 port: session.port,
-                tls: session.tls.then(|| self.tls.clone()),
+                tls: session.tls.then(|| self.server.tls.clone()),
                 limit: self.connect_limit(),
-                // The orphan grace (`lease::watch`), and a margin.
+                // The orphan grace (`crate::lease::watch`), and a margin.
                 linger: self.timing.renew_deadline() + Duration::from_secs(10),
             };
             let port = super::relay::start(upstream, dir).map_err(|e| {
@@ -213,7 +214,7 @@ impl StoreConfig {
         }
         let (host, port) = match self.session.get() {
             Some(s) => (Some(&s.host), Some(s.port)),
-            None => (self.pg.get_hosts().first(), self.pg.get_ports().first().copied()),
+            None => (self.server.pg.get_hosts().first(), self.server.pg.get_ports().first().copied()),
         };
         match host {
             Some(Host::Tcp(h)) => conn.push(("host", h.clone())),
@@ -227,22 +228,22 @@ impl StoreConfig {
         let unix = matches!(host, Some(Host::Unix(_)));
         // Before connecting (`shell_env` may be asked first): TLS unless it is disabled (a
         // hint never suggests plain text that the connection might not have used).
-        let tls = self.session.get().map_or(self.tls.mode != Mode::Disable, |s| s.tls);
-        conn.extend(self.tls.for_terraform(tls && !unix));
+        let tls = self.session.get().map_or(self.server.tls.mode != Mode::Disable, |s| s.tls);
+        conn.extend(self.server.tls.for_terraform(tls && !unix));
         conn
     }
 
     /// Who connects to which database.
     fn who(&self) -> Vec<(&'static str, String)> {
-        let user = self.pg.get_user().map(|u| ("user", u.to_string()));
-        user.into_iter().chain(self.pg.get_dbname().map(|d| ("dbname", d.to_string()))).collect()
+        let user = self.server.pg.get_user().map(|u| ("user", u.to_string()));
+        user.into_iter().chain(self.server.pg.get_dbname().map(|d| ("dbname", d.to_string()))).collect()
     }
 
     fn env_with(&self, conn: Vec<(&'static str, String)>) -> Vec<(String, String)> {
         let conn: Vec<String> = conn.into_iter().map(|(k, v)| format!("{k}={}", quote(&v))).collect();
         let mut env =
             vec![("PG_CONN_STR".to_string(), conn.join(" ")), ("PG_SCHEMA_NAME".to_string(), self.state_schema())];
-        if let Some(password) = self.pg.get_password() {
+        if let Some(password) = self.server.pg.get_password() {
             env.push(("PGPASSWORD".into(), String::from_utf8_lossy(password).into_owned()));
         }
         env

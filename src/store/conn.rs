@@ -26,8 +26,26 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config};
 
-use super::pooler;
 use super::tls::{Mode, Tls};
+
+/// The store's server: where it is and who we are there (`pg`: the URL and libpq's
+/// environment, all but TLS), and how TLS is made (`tls`). One value, resolved once
+/// (`config`), that every connection is opened from ([`Conn::open`]).
+#[derive(Clone)]
+pub(super) struct Server {
+    pub(super) pg: Config,
+    pub(super) tls: Tls,
+}
+
+/// How PgBouncer's refusal of a parameter of the startup packet begins (then `: NAME`).
+pub(super) const REFUSED: &str = "unsupported startup parameter";
+
+/// Whether `e` is a pooler refusing a parameter of the startup packet. PgBouncer says so
+/// with a protocol violation (`08P01`) and no other code; PostgreSQL itself never does
+/// (an unknown setting is `42704`).
+fn refused_startup(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| db.code() == &SqlState::PROTOCOL_VIOLATION && db.message().starts_with(REFUSED))
+}
 
 /// How a call failed.
 #[derive(Debug)]
@@ -123,35 +141,27 @@ pub(super) enum Setup {
 }
 
 impl Conn {
-    /// Connects to the first host of `pg` that answers within `limit` (each), its session set
+    /// Connects to the first host of `server` that answers within `limit` (each), its session set
     /// up in the startup packet (no round trip): never ended for being idle
     /// (`idle_session_timeout = 0`: managed databases and poolers set one, and a lease holder
     /// is idle while terraform runs; a server before PostgreSQL 14, which does not know it,
     /// is asked again without it), and never left idle inside a transaction for longer than
     /// `in_transaction` (a host that froze mid-commit must not hold the lease's row for hours).
-    /// TLS is as `tls` says (libpq's `allow`: plain first, then TLS if the server refuses).
+    /// TLS is as its `tls` says (libpq's `allow`: plain first, then TLS if the server refuses).
     /// Behind a pooler, `setup` says how the settings are made instead (see [`Setup`]).
-    pub(super) fn open(
-        pg: &Config,
-        tls: &Tls,
-        limit: Duration,
-        in_transaction: Duration,
-        setup: Setup,
-    ) -> Outcome<Conn> {
+    pub(super) fn open(server: &Server, limit: Duration, in_transaction: Duration, setup: Setup) -> Outcome<Conn> {
         let opened = match setup {
-            Setup::Startup => match Self::open_with(pg, tls, limit, in_transaction, Some(true)) {
+            Setup::Startup => match Self::open_with(server, limit, in_transaction, Some(true)) {
                 Err(Fault::Db(e))
                     if e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout")) =>
                 {
-                    Self::open_with(pg, tls, limit, in_transaction, Some(false))
+                    Self::open_with(server, limit, in_transaction, Some(false))
                 }
                 // A pooler: the caller sees the settings are not in effect (`schema::probe`).
-                Err(Fault::Db(e)) if pooler::refused_startup(&e) => {
-                    Self::open_with(pg, tls, limit, in_transaction, None)
-                }
+                Err(Fault::Db(e)) if refused_startup(&e) => Self::open_with(server, limit, in_transaction, None),
                 opened => opened,
             },
-            Setup::Pooled | Setup::Bare => Self::open_with(pg, tls, limit, in_transaction, None),
+            Setup::Pooled | Setup::Bare => Self::open_with(server, limit, in_transaction, None),
         };
         let mut conn = opened?;
         if setup == Setup::Pooled {
@@ -182,13 +192,8 @@ impl Conn {
 
     /// `startup`: the session's settings in the startup packet, `idle_session_timeout` with
     /// them or not (`Some(idle_sessions)`); or none (`None`).
-    fn open_with(
-        pg: &Config,
-        tls: &Tls,
-        limit: Duration,
-        in_transaction: Duration,
-        startup: Option<bool>,
-    ) -> Outcome<Conn> {
+    fn open_with(server: &Server, limit: Duration, in_transaction: Duration, startup: Option<bool>) -> Outcome<Conn> {
+        let Server { pg, tls } = server;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -242,7 +247,7 @@ impl Conn {
                 Ok(Err(e))
                     if !options.is_empty()
                         && (e.as_db_error().is_some_and(|db| db.message().contains("idle_session_timeout"))
-                            || pooler::refused_startup(&e)) =>
+                            || refused_startup(&e)) =>
                 {
                     return Err(Fault::Db(e))
                 }

@@ -8,8 +8,10 @@
 //!
 //! - `conn`: one connection, every call bounded in time; several hosts tried in order;
 //! - `lease`: who may change the directory, fenced (an epoch every commit compares, and that
-//!   terraform's state writes carry), renewed by a heartbeat; commands and the workspace ask
-//!   [`lease::lost`] or get an error, and know nothing of heartbeats;
+//!   terraform's state writes carry): the statements of its table;
+//! - `heartbeat`: a lease held, renewed by a thread of its own, published to the process-wide
+//!   view (`crate::lease`); the terraform runner asks that view, commands and the workspace
+//!   get an error, and none of them knows of heartbeats;
 //! - `schema`: the tables, their migration, the role's privileges, the state table's fence;
 //! - `config`: where the store is (the URL, libpq's environment, the password file), and
 //!   what terraform's `backend "pg"` gets;
@@ -27,7 +29,8 @@
 
 mod config;
 mod conn;
-pub(crate) mod lease;
+mod heartbeat;
+mod lease;
 mod pooler;
 pub(crate) mod relay;
 mod schema;
@@ -43,9 +46,10 @@ use tokio_postgres::Client;
 
 pub(crate) use self::config::{hostname, StoreConfig};
 use self::conn::{Conn, Fault, Param, Setup};
-use self::lease::Lease;
+use self::heartbeat::Lease;
 use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
+use crate::lease::Noticed;
 use crate::lock::wait::{Polite, Wait};
 use crate::output::Printer;
 
@@ -110,14 +114,14 @@ impl Store {
         let display = config.display();
         let limit = config.connect_limit();
         let unavailable = |f: Fault| unavailable(&display, &f.why());
-        let mut conn = Conn::open(&config.pg, &config.tls, limit, config.timing.call_limit(), Setup::Startup)
-            .map_err(unavailable)?;
+        let mut conn =
+            Conn::open(&config.server, limit, config.timing.call_limit(), Setup::Startup).map_err(unavailable)?;
         let probe = schema::probe(&mut conn, limit, &config.state_schema()).map_err(unavailable)?;
         // The startup packet's settings not in effect: a pooler refused or dropped them.
         let pooled = probe.in_transaction != conn.in_transaction().as_millis() as i64;
         let mut relayed = false;
         if pooled {
-            relayed = pooler::check(&mut conn, &config.pg, &config.tls, limit)
+            relayed = pooler::check(&mut conn, &config.server, limit)
                 .map_err(unavailable)?
                 .map_err(|refusal| refusal.error(&display))?;
             conn.set_session(limit).map_err(unavailable)?;
@@ -200,8 +204,7 @@ impl Store {
             };
             if let Some(acquired) = acquired {
                 let setup = self.config.setup();
-                self.lease =
-                    Some(Lease::hold(&self.config.pg, &self.config.tls, setup, &name, acquired.epoch, timing, sent));
+                self.lease = Some(Lease::hold(&self.config.server, setup, &name, acquired.epoch, timing, sent));
                 if let Some(previous) = acquired.took_over {
                     let ended = self
                         .with(|conn, limit| lease::end_stale_sessions(conn, limit, &name, acquired.epoch))
@@ -441,14 +444,7 @@ impl Store {
             tries += 1;
             let conn = match self.conn.take() {
                 Some(conn) => conn,
-                None => Conn::open(
-                    &self.config.pg,
-                    &self.config.tls,
-                    self.config.connect_limit(),
-                    limit,
-                    self.config.setup(),
-                )
-                .map_err(|f| lost(&self.display, &f.why()))?,
+                None => self.reconnect().map_err(|f| lost(&self.display, &f.why()))?,
             };
             let mut conn = conn;
             let result = call(&mut conn, limit);
@@ -469,10 +465,21 @@ impl Store {
         }
     }
 
+    /// A new connection for the store's calls, its settings made as the first connection
+    /// found they must be (behind a pooler or not).
+    fn reconnect(&self) -> conn::Outcome<Conn> {
+        Conn::open(
+            &self.config.server,
+            self.config.connect_limit(),
+            self.config.timing.call_limit(),
+            self.config.setup(),
+        )
+    }
+
     /// The error for a lease this process lost: exit 16.
     fn lease_lost(&self) -> anyhow::Error {
         let why = self.lease.as_ref().and_then(Lease::lost).unwrap_or_else(|| "it is no longer ours".into());
-        lease_lost(&self.config.name, &self.display, &why)
+        crate::lease::lost_error(Noticed::Store { directory: &self.config.name, server: &self.display }, &why)
     }
 
     /// Gives the lease back, so that another host need not wait for it to expire (on a new
@@ -480,14 +487,7 @@ impl Store {
     fn release(&mut self) {
         if let Some(lease) = self.lease.take() {
             if self.conn.is_none() && lease.lost().is_none() {
-                self.conn = Conn::open(
-                    &self.config.pg,
-                    &self.config.tls,
-                    self.config.connect_limit(),
-                    self.config.timing.call_limit(),
-                    self.config.setup(),
-                )
-                .ok();
+                self.conn = self.reconnect().ok();
             }
             lease.release(self.conn.as_mut());
         }
@@ -500,13 +500,6 @@ impl Drop for Store {
     }
 }
 
-/// The error for a lease this process lost (exit 16): why, and what it means.
-pub(crate) fn lease_lost(name: &str, display: &str, why: &str) -> anyhow::Error {
-    Failure::new(Code::StoreUnavailable, format!("lost the lease on store directory `{name}` at {display}: {why}"))
-        .hint("another host may hold it now: nothing more was changed here (terraform, if it ran, was stopped); what earlier steps committed stands, and the next run carries on from the store")
-        .into()
-}
-
 /// The error for a connection lost mid-run (exit 16).
 fn lost(display: &str, why: &str) -> anyhow::Error {
     Failure::new(Code::StoreUnavailable, format!("lost the store at {display}: {why}"))
@@ -516,7 +509,7 @@ fn lost(display: &str, why: &str) -> anyhow::Error {
 
 /// The error for a store that cannot be reached or refused us (exit 16).
 fn unavailable(display: &str, why: &str) -> anyhow::Error {
-    let hint = if why.starts_with(pooler::REFUSED) {
+    let hint = if why.starts_with(conn::REFUSED) {
         // A pooler (PgBouncer) answered, and refuses a parameter ours still carries: the URL's.
         "a connection pooler (PgBouncer) answered there and refuses that parameter of the connection: take it out of the store's URL, or have the pooler let it through (`ignore_startup_parameters`); nothing was changed"
     } else {

@@ -13,6 +13,8 @@
 //! A pooler is suspected when the session's settings sent in the startup packet are not in
 //! effect: refused (PgBouncer: `unsupported startup parameter: options`) or dropped
 //! (`ignore_startup_parameters`). Connected directly, nothing here runs: no round trip.
+//! Knowing that refusal is `conn`'s (it connects again without them): this file uses
+//! `conn`, never the other way round.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -22,21 +24,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
-use tokio_postgres::Config;
 
-use super::conn::{Conn, Fault, Outcome, Setup};
+use super::conn::{Conn, Fault, Outcome, Server, Setup, REFUSED};
 use super::tls::Tls;
 use crate::exit::{Code, Failure};
-
-/// How PgBouncer's refusal of a parameter of the startup packet begins (then `: NAME`).
-pub(super) const REFUSED: &str = "unsupported startup parameter";
-
-/// Whether `e` is a pooler refusing a parameter of the startup packet. PgBouncer says so
-/// with a protocol violation (`08P01`) and no other code; PostgreSQL itself never does
-/// (an unknown setting is `42704`).
-pub(super) fn refused_startup(e: &tokio_postgres::Error) -> bool {
-    e.as_db_error().is_some_and(|db| db.code() == &SqlState::PROTOCOL_VIOLATION && db.message().starts_with(REFUSED))
-}
 
 /// Why a pooler in front of the server cannot serve the store.
 pub(super) enum Refusal {
@@ -62,11 +53,11 @@ impl Refusal {
 /// Whether the pooler behind `conn` can serve the store (it pools by session, else the
 /// refusal), and when it can, whether terraform's connections need the relay (`Ok(true)`: it
 /// refuses lib/pq's startup packet). Behind a pooler only.
-pub(super) fn check(conn: &mut Conn, pg: &Config, tls: &Tls, limit: Duration) -> Outcome<Result<bool, Refusal>> {
-    if hands_over(conn, pg, tls, limit)? {
+pub(super) fn check(conn: &mut Conn, server: &Server, limit: Duration) -> Outcome<Result<bool, Refusal>> {
+    if hands_over(conn, server, limit)? {
         return Ok(Err(Refusal::HandsOver));
     }
-    Ok(Ok(refuses_terraform(conn, pg, tls, limit)?))
+    Ok(Ok(refuses_terraform(conn, server, limit)?))
 }
 
 /// Whether the pooler behind `conn` hands its server session to another client once a
@@ -76,9 +67,9 @@ pub(super) fn check(conn: &mut Conn, pg: &Config, tls: &Tls, limit: Duration) ->
 /// (ours is kept for us until we disconnect), and neither does a server. Costs a connection
 /// and three round trips, behind a pooler only. The second connection makes no setting (a
 /// transaction pooler would leave it on a pooled session).
-fn hands_over(conn: &mut Conn, pg: &Config, tls: &Tls, limit: Duration) -> Outcome<bool> {
+fn hands_over(conn: &mut Conn, server: &Server, limit: Duration) -> Outcome<bool> {
     let ours = backend(conn, limit)?;
-    let mut other = Conn::open(pg, tls, limit, conn.in_transaction(), Setup::Bare)?;
+    let mut other = Conn::open(server, limit, conn.in_transaction(), Setup::Bare)?;
     Ok(backend(&mut other, limit)? == ours)
 }
 
@@ -96,7 +87,8 @@ const TERRAFORMS: &str = "extra_float_digits";
 /// [`TERRAFORMS`]), over TLS if ours is. PgBouncer answers before any password is asked for,
 /// and nothing more is sent: one connection, three round trips with TLS (one without), behind
 /// a pooler only.
-fn refuses_terraform(conn: &Conn, pg: &Config, tls: &Tls, limit: Duration) -> Outcome<bool> {
+fn refuses_terraform(conn: &Conn, server: &Server, limit: Duration) -> Outcome<bool> {
+    let Server { pg, tls } = server;
     let (host, port) = conn.reached().clone();
     let user = pg.get_user().unwrap_or_default().to_string();
     let db = pg.get_dbname().map_or_else(|| user.clone(), str::to_string);

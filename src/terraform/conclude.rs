@@ -8,6 +8,7 @@ use super::follow::Collected;
 use super::supervise::Ran;
 use super::{Invocation, Terraform};
 use crate::exit::{Code, Failure};
+use crate::lease::{self, Noticed};
 use crate::signals;
 use crate::tfoutput::Diagnostic;
 
@@ -26,7 +27,7 @@ pub(super) fn conclude(tf: &Terraform, inv: &Invocation, ran: Ran) -> anyhow::Re
     }
     if let Some(why) = fenced {
         let how = if killed { "interrupted, then killed" } else { "interrupted" };
-        return Err(crate::store::lease::lost_error(&format!("{why}; {cmd} was {how}")));
+        return Err(lease::lost_error(Noticed::Runner, &format!("{why}; {cmd} was {how}")));
     }
     if timed_out {
         let how = if killed { "interrupted, then killed" } else { "interrupted" };

@@ -25,8 +25,8 @@ use super::follow::{Collected, Followed, Sink};
 use super::watchdog::Watchdog;
 use super::{Invocation, Terraform};
 use crate::exit::{Code, Failure};
+use crate::lease::{self, Noticed};
 use crate::signals::{self, ChildRunning};
-use crate::store::lease;
 use crate::{fault, lock, state_guard};
 
 /// How long to wait for terraform to stop after Ctrl-C or SIGTERM before leaving it to finish
@@ -64,7 +64,7 @@ pub(super) fn back_off(wait: Duration, failed: &str, _recorded: &ChildRunning) -
             .into());
         }
         if let Some(why) = lease::lost() {
-            return Err(lease::lost_error(&format!("{why}; {failed} was not retried")));
+            return Err(lease::lost_error(Noticed::Runner, &format!("{why}; {failed} was not retried")));
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -83,7 +83,7 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
             .into());
     }
     if let Some(why) = lease::lost() {
-        return Err(lease::lost_error(&format!("{why}; {display} was not started")));
+        return Err(lease::lost_error(Noticed::Runner, &format!("{why}; {display} was not started")));
     }
     let (mut stdout, stdout_w) = Followed::create()?;
     let (mut stderr, stderr_w) = Followed::create()?;
@@ -101,9 +101,10 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
             Some(dog) => Some(dog),
             // Nothing would stop it if we froze or died: it must not run.
             None => {
-                return Err(lease::lost_error(&format!(
-                    "the watchdog of {display} could not be started; it was stopped"
-                )))
+                return Err(lease::lost_error(
+                    Noticed::Runner,
+                    &format!("the watchdog of {display} could not be started; it was stopped"),
+                ))
             }
         },
         None => None,

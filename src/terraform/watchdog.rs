@@ -2,7 +2,7 @@
 //! process of its own beside it that stops terraform when the lease may be lost, whatever
 //! becomes of infrakit-tf: dead (SIGKILL, the OOM killer), or frozen (SIGSTOP, swapped out)
 //! while its terraform goes on. It reads the lease's last renewal from memory shared with
-//! infrakit-tf (`store::lease::Page`) and, when no renewal has succeeded for the lease's
+//! infrakit-tf (`lease::Page`) and, when no renewal has succeeded for the lease's
 //! renew deadline (or the server said the lease is gone), interrupts terraform once, then kills
 //! it after the grace: terraform is gone before the lease can expire and another host start.
 //!
@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use crate::store::lease::{monotonic_ns, Watch};
+use crate::lease::{monotonic_ns, Watch};
 
 /// How often the watchdog looks.
 const TICK: Duration = Duration::from_millis(50);
@@ -98,7 +98,7 @@ fn decide(now: u64, lease: Lease, kill_at: Option<u64>, t: Times) -> Step {
     Step::Wait
 }
 
-/// The watchdog's timings (nanoseconds): see `store::lease::Watch`.
+/// The watchdog's timings (nanoseconds): see `lease::Watch`.
 #[derive(Debug, Clone, Copy)]
 struct Times {
     deadline: u64,
@@ -128,7 +128,7 @@ struct Lease {
 unsafe fn watch_loop(
     parent: libc::pid_t,
     terraform: libc::pid_t,
-    page: &'static crate::store::lease::Page,
+    page: &'static crate::lease::Page,
     times: Times,
 ) -> ! {
     use std::sync::atomic::Ordering;

@@ -21,6 +21,7 @@ mod generated;
 mod groups;
 mod hardening;
 mod import;
+mod layers;
 mod lock;
 mod lost;
 mod pooler;
