@@ -195,12 +195,12 @@ impl Store {
         loop {
             let sent = Instant::now();
             let (name, owner) = (self.config.name.clone(), self.owner.clone());
-            let got = self.with(|conn, limit| lease::try_acquire(conn, limit, &name, &holder, &owner, key, timing));
+            let got = self.try_with(|conn, limit| lease::try_acquire(conn, limit, &name, &holder, &owner, key, timing));
             let acquired = match got {
                 Ok(acquired) => acquired,
                 // While we wait, a server that restarts or a dropped connection is waited out.
-                Err(e) if crate::exit::code_for(&e) == Code::StoreUnavailable && polite.pause() => continue,
-                Err(e) => return Err(e),
+                Err(Fault::Lost(_)) if polite.pause() => continue,
+                Err(fault) => return Err(self.failed(fault)),
             };
             if let Some(acquired) = acquired {
                 let setup = self.config.setup();
@@ -438,30 +438,40 @@ impl Store {
         if self.lease.as_ref().is_some_and(|l| l.lost().is_some()) {
             return Err(self.lease_lost());
         }
+        self.try_with(call).map_err(|fault| self.failed(fault))
+    }
+
+    /// [`Store::with`] without the lease's check, its fault typed: for a caller that waits
+    /// some faults out ([`Store::take_lease`]). A connection that cannot be opened is lost.
+    fn try_with<T>(&mut self, call: impl Fn(&mut Conn, Duration) -> conn::Outcome<T>) -> conn::Outcome<T> {
         let limit = self.config.timing.call_limit();
         let mut tries = 0;
         loop {
             tries += 1;
-            let conn = match self.conn.take() {
+            let mut conn = match self.conn.take() {
                 Some(conn) => conn,
-                None => self.reconnect().map_err(|f| lost(&self.display, &f.why()))?,
+                None => self.reconnect().map_err(|f| Fault::Lost(f.why()))?,
             };
-            let mut conn = conn;
-            let result = call(&mut conn, limit);
-            match result {
+            match call(&mut conn, limit) {
                 Ok(value) => {
                     self.conn = Some(conn);
                     return Ok(value);
                 }
-                Err(Fault::Lost(why)) if tries < 2 => {
-                    let _ = why; // a new connection is tried once
-                }
-                Err(Fault::Lost(why)) => return Err(lost(&self.display, &why)),
+                Err(Fault::Lost(_)) if tries < 2 => {} // a new connection is tried once
+                Err(Fault::Lost(why)) => return Err(Fault::Lost(why)),
                 Err(Fault::Db(e)) => {
                     self.conn = Some(conn);
-                    return Err(anyhow::Error::new(e).context(format!("the store at {} failed", self.display)));
+                    return Err(Fault::Db(e));
                 }
             }
+        }
+    }
+
+    /// The command's error for a store call's `fault`: a lost connection is exit 16.
+    fn failed(&self, fault: Fault) -> anyhow::Error {
+        match fault {
+            Fault::Lost(why) => lost(&self.display, &why),
+            Fault::Db(e) => anyhow::Error::new(e).context(format!("the store at {} failed", self.display)),
         }
     }
 
