@@ -53,10 +53,11 @@ pub(crate) struct Held {
     directory: String,
     epoch: i64,
     timing: Timing,
-    state: Mutex<State>,
+    renewals: Mutex<Renewals>,
 }
 
-struct State {
+/// How the lease has fared since it was taken: its renewals, its loss, its release.
+struct Renewals {
     /// When the last successful renewal was sent (not answered: the server's expiry is later).
     renewed: Instant,
     /// The server said it is no longer ours: why.
@@ -74,7 +75,7 @@ impl Held {
             directory: directory.to_string(),
             epoch,
             timing,
-            state: Mutex::new(State { renewed: sent, gone: None, last_error: None, released: false }),
+            renewals: Mutex::new(Renewals { renewed: sent, gone: None, last_error: None, released: false }),
         });
         if let Some(page) = page() {
             page.gone.store(0, Ordering::SeqCst);
@@ -99,7 +100,7 @@ impl Held {
 
     /// A renewal sent at `sent` succeeded.
     pub(crate) fn renewed(&self, sent: Instant) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.renewals.lock().unwrap_or_else(|e| e.into_inner());
         state.renewed = state.renewed.max(sent);
         state.last_error = None;
         if let Some(page) = page() {
@@ -110,12 +111,12 @@ impl Held {
 
     /// A renewal failed (no answer, a connection lost): why, for the message if it is lost.
     pub(crate) fn failed(&self, why: String) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).last_error = Some(why);
+        self.renewals.lock().unwrap_or_else(|e| e.into_inner()).last_error = Some(why);
     }
 
     /// The server said it is not ours any more.
     pub(crate) fn gone(&self, why: &str) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.renewals.lock().unwrap_or_else(|e| e.into_inner());
         if !state.released {
             state.gone.get_or_insert_with(|| why.to_string());
             if let Some(page) = page() {
@@ -126,7 +127,7 @@ impl Held {
 
     /// Why it is lost, if it is.
     pub(crate) fn lost(&self) -> Option<String> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.renewals.lock().unwrap_or_else(|e| e.into_inner());
         if state.released {
             return None;
         }
@@ -144,7 +145,7 @@ impl Held {
     /// lease any more); returns whether it was lost before.
     pub(crate) fn withdraw(&self) -> bool {
         let lost = self.lost().is_some();
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).released = true;
+        self.renewals.lock().unwrap_or_else(|e| e.into_inner()).released = true;
         *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = None;
         lost
     }
