@@ -42,35 +42,10 @@ fn counts() -> std::sync::MutexGuard<'static, Counts> {
     COUNTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What the command counted, as it was when it ended ([`command_ended`]), or so far.
+/// What this run has counted so far: taken when the command ends, before the instances are
+/// counted for the metrics (which may run terraform too).
 pub(crate) fn taken() -> Counts {
-    ENDED.get().cloned().unwrap_or_else(|| counts().clone())
-}
-
-/// The counts as they were when the command ended: before the instances are counted for the
-/// metrics, which may run terraform too.
-static ENDED: OnceLock<Counts> = OnceLock::new();
-
-/// How many instances each group (`""`: none) has in each status, as `describe` shows them.
-pub(crate) type Census = BTreeMap<(String, String), usize>;
-
-/// The instances as the command's own workspace counted them when it ended, or why they could
-/// not be counted (`cmd::counted`).
-static CENSUS: Mutex<Option<Result<Census, String>>> = Mutex::new(None);
-
-/// The command has ended: what it counted is kept as it is now ([`taken`]).
-pub(crate) fn command_ended() {
-    let _ = ENDED.set(counts().clone());
-}
-
-/// The instances as the command's workspace counted them when it ended (or why it could not).
-pub(crate) fn note_census(census: Result<Census, String>) {
-    *CENSUS.lock().unwrap_or_else(|e| e.into_inner()) = Some(census);
-}
-
-/// The census [`note_census`] kept, if the command took one.
-pub(crate) fn census() -> Option<Result<Census, String>> {
-    CENSUS.lock().unwrap_or_else(|e| e.into_inner()).take()
+    counts().clone()
 }
 
 /// A terraform run started (not the version probe).

@@ -124,13 +124,14 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     ctx.printer.data(&table(&rows).to_string())
 }
 
-/// How many instances each group (`""`: none) has in each status, as `describe` shows them
-/// from `ws`: for the metrics after a run (`metrics`). Quietly: `describe`'s warnings were the run's to
+/// How many instances each group (`""`: none) has in each status, as `describe` shows them:
+/// for the metrics after a run (`metrics`). Quietly: `describe`'s warnings were the run's to
 /// give. A state that cannot be read is an error here, not statuses from the files alone.
-pub(crate) fn census(ctx: &Ctx, ws: &Workspace) -> Result<crate::metrics::Census> {
+pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
+    let ws = Workspace::read(ctx)?;
     let profiles = ctx.profiles()?;
     let instances = ws.dir().instances(&profiles);
-    let state = state_of(ws, &instances)?;
+    let state = state_of(&ws, &instances)?;
     let seen = Seen { state: state.as_ref(), awaiting: ws.awaiting_lookup().is_some() };
     let mut counts = BTreeMap::new();
     for inst in instances {

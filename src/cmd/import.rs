@@ -37,7 +37,7 @@ use serde_json::{json, Value};
 
 use crate::adopt::{self, Matched};
 use crate::cli::ImportArgs;
-use crate::cmd::{counted, problems_error, read_slots, read_spec};
+use crate::cmd::{problems_error, read_slots, read_spec};
 use crate::context::Ctx;
 use crate::directory::Directory;
 use crate::exit::invalid;
@@ -76,76 +76,72 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
     let (spec, requests) = read_request(&args, &profiles, ctx)?;
 
-    let ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
-    counted(ctx, ws, |ws| {
-        if ws.dir().has(IMPORT_FILE) {
-            return Err(invalid(format!(
-                "a previous import did not finish: `{IMPORT_FILE}` is still in the directory"
-            ))
+    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
+    if ws.dir().has(IMPORT_FILE) {
+        return Err(invalid(format!("a previous import did not finish: `{IMPORT_FILE}` is still in the directory"))
             .hint("run `infrakit-tf reconcile` to finish it (it adopts what that import wrote), then import again")
             .into());
-        }
-        if !args.dry_run {
-            ws.refuse_while_unsettled("import")?;
-        }
-        let state = ws.state()?;
-        if let Some(report) = already_imported(&spec, &requests, &state, ws.dir())? {
-            ctx.printer.status(&format!("already imported: {} manages these objects; nothing to do", report.id));
-            return print(ctx, &report);
-        }
-        if let Some(lid) = &spec.logical_id {
-            names::check_path_component(lid, "logical ID").map_err(invalid)?;
-            ws.dir().check_logical_id_free(&profiles, lid)?;
-        }
-        let slots = if spec.needs_slot() {
-            read_slots(ws.dir(), &ws.dir().instances(&profiles), &ctx.printer)?
-        } else {
-            Slots::default()
-        };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let id = ws.dir().next_id(now)?;
-        let plan = ImportPlan::new(&spec, &requests, &profiles, &id, slots, &state)?;
+    }
+    if !args.dry_run {
+        ws.refuse_while_unsettled("import")?;
+    }
+    let state = ws.state()?;
+    if let Some(report) = already_imported(&spec, &requests, &state, ws.dir())? {
+        ctx.printer.status(&format!("already imported: {} manages these objects; nothing to do", report.id));
+        return print(ctx, &report);
+    }
+    if let Some(lid) = &spec.logical_id {
+        names::check_path_component(lid, "logical ID").map_err(invalid)?;
+        ws.dir().check_logical_id_free(&profiles, lid)?;
+    }
+    let slots = if spec.needs_slot() {
+        read_slots(ws.dir(), &ws.dir().instances(&profiles), &ctx.printer)?
+    } else {
+        Slots::default()
+    };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let id = ws.dir().next_id(now)?;
+    let plan = ImportPlan::new(&spec, &requests, &profiles, &id, slots, &state)?;
 
-        // Discover the live values in a mirror; adopt them into the expanded files.
-        let live = ws.discover_imports(&plan.changes(ws.dir(), &plan.expansion.files))?;
-        let (files, mut imported) = plan.adopt(&live, &args.exclude, &profiles, ws.dir());
-        let changes = plan.changes(ws.dir(), &files);
-        let report = |status, imported, outcome| Report {
-            id: id.to_string(),
-            logical_id: spec.logical_id.clone(),
-            status,
-            imported,
-            created: plan.created.clone(),
-            outcome: Some(outcome),
-        };
-        if args.dry_run {
-            let outcome = ws.commit(changes, CommitMode::DryRun)?.outcome;
-            return print(ctx, &report("would-import", imported, outcome));
-        }
+    // Discover the live values in a mirror; adopt them into the expanded files.
+    let live = ws.discover_imports(&plan.changes(ws.dir(), &plan.expansion.files))?;
+    let (files, mut imported) = plan.adopt(&live, &args.exclude, &profiles, ws.dir());
+    let changes = plan.changes(ws.dir(), &files);
+    let report = |status, imported, outcome| Report {
+        id: id.to_string(),
+        logical_id: spec.logical_id.clone(),
+        status,
+        imported,
+        created: plan.created.clone(),
+        outcome: Some(outcome),
+    };
+    if args.dry_run {
+        let outcome = ws.commit(changes, CommitMode::DryRun)?.outcome;
+        return print(ctx, &report("would-import", imported, outcome));
+    }
 
-        // Write and apply; all or nothing.
-        let before = ws.save_files(&changes.writes.iter().map(|w| w.name.clone()).collect::<Vec<_>>());
-        let Committed { mut outcome, failure } = ws.commit(changes, CommitMode::Apply)?;
-        outcome.files.retain(|f| f.name != IMPORT_FILE);
-        if let Some(err) = failure {
-            let adopted: Vec<&str> = imported.iter().map(|a| a.address.as_str()).collect();
-            let undone = ws.undo_import(&adopted, &before);
-            let what = if undone { "what it wrote was removed" } else { "it could not be undone (see the warnings)" };
-            return Err(err.context(format!("import of {id} failed; {what}")));
+    // Write and apply; all or nothing.
+    let before = ws.save_files(&changes.writes.iter().map(|w| w.name.clone()).collect::<Vec<_>>());
+    let Committed { mut outcome, failure } = ws.commit(changes, CommitMode::Apply)?;
+    outcome.files.retain(|f| f.name != IMPORT_FILE);
+    if let Some(err) = failure {
+        let adopted: Vec<&str> = imported.iter().map(|a| a.address.as_str()).collect();
+        let undone = ws.undo_import(&adopted, &before);
+        let what = if undone { "what it wrote was removed" } else { "it could not be undone (see the warnings)" };
+        return Err(err.context(format!("import of {id} failed; {what}")));
+    }
+    // The files are live now.
+    for a in &mut imported {
+        if let Some(base) = a.file.strip_suffix(names::QUEUED) {
+            a.file = format!("{base}{}", names::LIVE);
         }
-        // The files are live now.
-        for a in &mut imported {
-            if let Some(base) = a.file.strip_suffix(names::QUEUED) {
-                a.file = format!("{base}{}", names::LIVE);
-            }
-        }
-        ctx.printer.status(&format!(
-            "imported {id}: {} object(s) adopted, {} resource(s) created",
-            imported.len(),
-            plan.created.len()
-        ));
-        print(ctx, &report("imported", imported, outcome))
-    })
+    }
+    ctx.printer.status(&format!(
+        "imported {id}: {} object(s) adopted, {} resource(s) created",
+        imported.len(),
+        plan.created.len()
+    ));
+    print(ctx, &report("imported", imported, outcome))
 }
 
 /// The spec (an instance spec, or a group spec read as one) and the `--resource` requests

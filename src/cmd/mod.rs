@@ -29,7 +29,6 @@ use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::{self, Problem, Spec};
 use crate::text::short;
-use crate::workspace::Workspace;
 
 /// How a spec is named in reports: its path, or `<stdin>` for `-`.
 pub(crate) fn spec_name(path: &Path) -> String {
@@ -154,24 +153,6 @@ pub(crate) fn load_groups(
     Ok(groups)
 }
 
-/// Runs the rest of a command that writes (`body`) on the workspace it opened; then, when a
-/// metrics file is configured, counts the instances as `describe` would show them, from that
-/// same workspace, whether `body` succeeded or not, for [`record_metrics`] (not after an
-/// interrupt: nothing more is run then).
-pub(crate) fn counted<'a, T>(
-    ctx: &'a Ctx,
-    mut ws: Workspace<'a>,
-    body: impl FnOnce(&mut Workspace<'a>) -> Result<T>,
-) -> Result<T> {
-    let result = body(&mut ws);
-    if matches!(ctx.metrics_file(), Ok(Some(_))) && !crate::signals::stop_requested() {
-        crate::metrics::command_ended();
-        ws.note_state_file(); // its first apply may have made it
-        crate::metrics::note_census(describe::census(ctx, &ws).map_err(|e| format!("{e:#}")));
-    }
-    result
-}
-
 /// Writes the metrics of a run that ended with `code` (`metrics`), where a metrics file is
 /// configured: after every command that writes and every reconcile, failed or not. The
 /// instances are counted as `describe` would show them now; when they cannot be (the store is
@@ -184,19 +165,12 @@ pub(crate) fn record_metrics(ctx: &Ctx, command: &str, code: u8, started: std::t
         Err(e) => return ctx.printer.warn(&format!("no metrics written: {e:#}")),
     };
     let duration = started.elapsed().unwrap_or_default();
-    crate::metrics::command_ended();
     let counts = crate::metrics::taken();
-    // Counted by the command's own workspace (`counted`); by a reader's only when the command
-    // ended before it opened one. After an interrupt, nothing more is run (not even
-    // `terraform show`): the counts stay.
-    let census = crate::metrics::census().or_else(|| {
-        (!crate::signals::stop_requested())
-            .then(|| Workspace::read(ctx).and_then(|ws| describe::census(ctx, &ws)).map_err(|e| format!("{e:#}")))
-    });
-    let instances = match census {
+    // After an interrupt, nothing more is run (not even `terraform show`): the counts stay.
+    let instances = match (!crate::signals::stop_requested()).then(|| describe::census(ctx)) {
         Some(Ok(counts)) => Some(counts),
         Some(Err(e)) => {
-            ctx.printer.detail(&format!("the metrics keep the last instance counts: {e}"));
+            ctx.printer.detail(&format!("the metrics keep the last instance counts: {e:#}"));
             None
         }
         None => None,

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cli::ProvisionArgs;
 use crate::cmd::instances::NewInstances;
-use crate::cmd::{counted, load_spec};
+use crate::cmd::load_spec;
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::names::{self, InstanceId};
@@ -41,35 +41,33 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let tags: BTreeMap<String, String> = args.tags.iter().cloned().collect();
     let mode = CommitMode::from_flags(args.no_apply, args.dry_run);
 
-    let ws = Workspace::for_mode(ctx, mode)?;
-    counted(ctx, ws, |ws| {
-        let dir = ws.dir(); // listed under the lock: what another run wrote is seen
-        let mut new = NewInstances::new(dir, &profiles, &ctx.printer);
-        let ids =
-            logical_ids.iter().map(|lid| new.add(&spec, lid.as_deref(), &tags)).collect::<Result<Vec<InstanceId>>>()?;
-        let Committed { outcome, failure } = ws.commit(ChangeSet::writing(new.writes), mode)?;
-        let verb = match mode {
-            CommitMode::DryRun => "would provision",
-            CommitMode::Queue => "provisioned (queued)",
-            CommitMode::Apply if failure.is_some() => "provisioned (apply failed)",
-            CommitMode::Apply => "provisioned",
-        };
-        let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
-        ctx.printer.status(&format!("{verb} {}", list.join(" ")));
-        let several = args.count.is_some() || args.logical_id.len() > 1;
-        if ctx.printer.json_output() && several {
-            // One element per instance, each in the single provision's shape.
-            let reports: Vec<Report<'_>> = ids
-                .iter()
-                .zip(&logical_ids)
-                .map(|(id, lid)| Report { id: id.to_string(), logical_id: lid.clone(), outcome: &outcome })
-                .collect();
-            ctx.printer.json(&reports)?;
-        } else if ctx.printer.json_output() {
-            ctx.printer.json(&Report { id: list[0].clone(), logical_id: logical_ids[0].clone(), outcome: &outcome })?;
-        } else {
-            ctx.printer.data(&list.join("\n"))?;
-        }
-        failure.map_or(Ok(()), Err)
-    })
+    let mut ws = Workspace::for_mode(ctx, mode)?;
+    let dir = ws.dir(); // listed under the lock: what another run wrote is seen
+    let mut new = NewInstances::new(dir, &profiles, &ctx.printer);
+    let ids =
+        logical_ids.iter().map(|lid| new.add(&spec, lid.as_deref(), &tags)).collect::<Result<Vec<InstanceId>>>()?;
+    let Committed { outcome, failure } = ws.commit(ChangeSet::writing(new.writes), mode)?;
+    let verb = match mode {
+        CommitMode::DryRun => "would provision",
+        CommitMode::Queue => "provisioned (queued)",
+        CommitMode::Apply if failure.is_some() => "provisioned (apply failed)",
+        CommitMode::Apply => "provisioned",
+    };
+    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    ctx.printer.status(&format!("{verb} {}", list.join(" ")));
+    let several = args.count.is_some() || args.logical_id.len() > 1;
+    if ctx.printer.json_output() && several {
+        // One element per instance, each in the single provision's shape.
+        let reports: Vec<Report<'_>> = ids
+            .iter()
+            .zip(&logical_ids)
+            .map(|(id, lid)| Report { id: id.to_string(), logical_id: lid.clone(), outcome: &outcome })
+            .collect();
+        ctx.printer.json(&reports)?;
+    } else if ctx.printer.json_output() {
+        ctx.printer.json(&Report { id: list[0].clone(), logical_id: logical_ids[0].clone(), outcome: &outcome })?;
+    } else {
+        ctx.printer.data(&list.join("\n"))?;
+    }
+    failure.map_or(Ok(()), Err)
 }

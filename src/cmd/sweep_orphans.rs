@@ -19,7 +19,6 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 
 use crate::cli::SweepArgs;
-use crate::cmd::counted;
 use crate::context::Ctx;
 use crate::exit::invalid;
 use crate::names::{Kind, Suffix, IMPORT_FILE};
@@ -43,92 +42,89 @@ struct Report {
 }
 
 pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
-    let ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
-    counted(ctx, ws, |ws| {
-        let dir = ws.dir();
-        let profiles = ctx.profiles()?;
-        let instances = dir.instances(&profiles);
-        // A killed import's blocks adopt objects on the next apply: until then, the instance they
-        // belong to has files but no VM in state, and would look orphaned.
-        if dir.has(IMPORT_FILE) {
-            return Err(invalid(format!("an import did not finish: `{IMPORT_FILE}` is still in the directory"))
-                .hint("run `infrakit-tf reconcile` first (it finishes the import), then sweep-orphans")
-                .into());
-        }
-        // An apply that failed while creating (or was cut short) may have made machines that no
-        // state records: their files are not orphans, and whether they are is known once
-        // `reconcile` has looked them up (exit 13 until then).
-        ws.refuse_while_unsettled("sweep orphans")?;
+    let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
+    let dir = ws.dir();
+    let profiles = ctx.profiles()?;
+    let instances = dir.instances(&profiles);
+    // A killed import's blocks adopt objects on the next apply: until then, the instance they
+    // belong to has files but no VM in state, and would look orphaned.
+    if dir.has(IMPORT_FILE) {
+        return Err(invalid(format!("an import did not finish: `{IMPORT_FILE}` is still in the directory"))
+            .hint("run `infrakit-tf reconcile` first (it finishes the import), then sweep-orphans")
+            .into());
+    }
+    // An apply that failed while creating (or was cut short) may have made machines that no
+    // state records: their files are not orphans, and whether they are is known once
+    // `reconcile` has looked them up (exit 13 until then).
+    ws.refuse_while_unsettled("sweep orphans")?;
 
-        // An instance we cannot read may own anything: its VM may be in state under a type we do
-        // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.
-        if let Some((blind, why)) = instances.iter().find_map(|i| Some((i, i.unreadable()?))) {
-            return Err(invalid(format!("cannot tell what {} owns: {why}", blind.id))
-                .hint("fix or remove that instance file, then re-run sweep-orphans")
-                .into());
+    // An instance we cannot read may own anything: its VM may be in state under a type we do
+    // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.
+    if let Some((blind, why)) = instances.iter().find_map(|i| Some((i, i.unreadable()?))) {
+        return Err(invalid(format!("cannot tell what {} owns: {why}", blind.id))
+            .hint("fix or remove that instance file, then re-run sweep-orphans")
+            .into());
+    }
+    let state = ws.state()?;
+    let mut orphans = Vec::new();
+    let mut swept_ids = BTreeSet::new();
+    for inst in instances.iter().filter(|i| i.suffix == Suffix::Live) {
+        let (t, n) = inst.vm.as_ref().expect("readable instances have a VM");
+        let vm = format!("{t}.{n}");
+        if !state.contains_key(&vm) {
+            let why = format!("its VM `{vm}` is not in Terraform's state");
+            orphans.push(Orphan { file: inst.file.clone(), kind: "instance", why });
+            swept_ids.insert(inst.id.clone());
         }
-        let state = ws.state()?;
-        let mut orphans = Vec::new();
-        let mut swept_ids = BTreeSet::new();
-        for inst in instances.iter().filter(|i| i.suffix == Suffix::Live) {
-            let (t, n) = inst.vm.as_ref().expect("readable instances have a VM");
-            let vm = format!("{t}.{n}");
-            if !state.contains_key(&vm) {
-                let why = format!("its VM `{vm}` is not in Terraform's state");
-                orphans.push(Orphan { file: inst.file.clone(), kind: "instance", why });
-                swept_ids.insert(inst.id.clone());
-            }
+    }
+    let attached: BTreeSet<&String> =
+        instances.iter().filter(|i| !swept_ids.contains(&i.id)).flat_map(|i| i.attachments.iter()).collect();
+    for f in dir.managed() {
+        let kind = match f.kind {
+            Kind::Dedicated { .. } => "dedicated",
+            Kind::Global { .. } => "global",
+            Kind::Instance(_) => continue,
+        };
+        if f.suffix == Suffix::Live && !attached.contains(&f.base.to_string()) {
+            orphans.push(Orphan { file: f.name.to_string(), kind, why: "no instance is attached to it".into() });
         }
-        let attached: BTreeSet<&String> =
-            instances.iter().filter(|i| !swept_ids.contains(&i.id)).flat_map(|i| i.attachments.iter()).collect();
-        for f in dir.managed() {
-            let kind = match f.kind {
-                Kind::Dedicated { .. } => "dedicated",
-                Kind::Global { .. } => "global",
-                Kind::Instance(_) => continue,
-            };
-            if f.suffix == Suffix::Live && !attached.contains(&f.base.to_string()) {
-                orphans.push(Orphan { file: f.name.to_string(), kind, why: "no instance is attached to it".into() });
-            }
-        }
+    }
 
-        if orphans.is_empty() {
-            ctx.printer.status(&format!("no orphans in `{}`", dir.shown().display()));
-            if ctx.printer.json_output() {
-                ctx.printer.json(&Report { orphans, destroys: vec![], outcome: None })?;
-            }
-            return Ok(());
-        }
-        let changes = || ChangeSet::removing(orphans.iter().map(|o| o.file.clone()).collect());
-        let preview = ws.commit(changes(), CommitMode::DryRun)?.outcome;
-        let destroys: Vec<ResourceChange> =
-            preview.planned.into_iter().filter(|c| c.action == Action::Delete).collect();
-        if !ctx.printer.json_output() {
-            ctx.printer.data(&table(&orphans, &destroys).to_string())?;
-        }
-        if args.dry_run {
-            if ctx.printer.json_output() {
-                ctx.printer.json(&Report { orphans, destroys, outcome: None })?;
-            }
-            return Ok(());
-        }
-        ctx.printer.confirm(
-            ctx.assume_yes,
-            &format!(
-                "remove {} orphaned file(s) in `{}` and destroy {} resource(s)?",
-                orphans.len(),
-                ws.dir().shown().display(),
-                destroys.len()
-            ),
-        )?;
-        let mode = if args.no_apply { CommitMode::Queue } else { CommitMode::Apply };
-        let Committed { outcome, failure } = ws.commit(changes(), mode)?;
-        ctx.printer.status(&format!("swept {} orphaned file(s)", orphans.len()));
+    if orphans.is_empty() {
+        ctx.printer.status(&format!("no orphans in `{}`", dir.shown().display()));
         if ctx.printer.json_output() {
-            ctx.printer.json(&Report { orphans, destroys, outcome: Some(outcome) })?;
+            ctx.printer.json(&Report { orphans, destroys: vec![], outcome: None })?;
         }
-        failure.map_or(Ok(()), Err)
-    })
+        return Ok(());
+    }
+    let changes = || ChangeSet::removing(orphans.iter().map(|o| o.file.clone()).collect());
+    let preview = ws.commit(changes(), CommitMode::DryRun)?.outcome;
+    let destroys: Vec<ResourceChange> = preview.planned.into_iter().filter(|c| c.action == Action::Delete).collect();
+    if !ctx.printer.json_output() {
+        ctx.printer.data(&table(&orphans, &destroys).to_string())?;
+    }
+    if args.dry_run {
+        if ctx.printer.json_output() {
+            ctx.printer.json(&Report { orphans, destroys, outcome: None })?;
+        }
+        return Ok(());
+    }
+    ctx.printer.confirm(
+        ctx.assume_yes,
+        &format!(
+            "remove {} orphaned file(s) in `{}` and destroy {} resource(s)?",
+            orphans.len(),
+            ws.dir().shown().display(),
+            destroys.len()
+        ),
+    )?;
+    let mode = if args.no_apply { CommitMode::Queue } else { CommitMode::Apply };
+    let Committed { outcome, failure } = ws.commit(changes(), mode)?;
+    ctx.printer.status(&format!("swept {} orphaned file(s)", orphans.len()));
+    if ctx.printer.json_output() {
+        ctx.printer.json(&Report { orphans, destroys, outcome: Some(outcome) })?;
+    }
+    failure.map_or(Ok(()), Err)
 }
 
 fn table(orphans: &[Orphan], destroys: &[ResourceChange]) -> Table {

@@ -59,9 +59,6 @@ use crate::store::{Store, StoreConfig};
 use crate::terraform::{Apply, Plan, PlanOptions, State, Terraform};
 use crate::tfoutput::Changes;
 
-/// Terraform's local state file, as the listing names it.
-const LOCAL_STATE: &str = "terraform.tfstate";
-
 pub(crate) struct Workspace<'a> {
     ctx: &'a Ctx,
     dir: Directory,
@@ -185,13 +182,6 @@ impl<'a> Workspace<'a> {
         }
         let tf = self.ctx.terraform(&self.dir)?;
         Ok(self.tf.get_or_init(|| tf))
-    }
-
-    /// The listing learns whether terraform's local state file is there now (an apply of this
-    /// command may have made it): for a reading of the state after the command.
-    pub(crate) fn note_state_file(&mut self) {
-        let exists = self.dir.path().join(LOCAL_STATE).exists();
-        self.dir.note(LOCAL_STATE, exists);
     }
 
     /// Terraform's state, by address. A reader reads the copy its view took (`view::local`:

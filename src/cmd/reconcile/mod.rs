@@ -26,7 +26,6 @@ use serde::Serialize;
 
 use self::groups::{Group, GroupReport, Replaced};
 use crate::cli::{Reason, ReconcileArgs};
-use crate::cmd::counted;
 use crate::cmd::instances::{removals, NewInstances};
 use crate::context::Ctx;
 use crate::directory::Instance;
@@ -88,7 +87,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
     let groups = groups::load(ctx, &args.groups, &profiles)?;
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
-    let ws = match Workspace::writer(ctx, timeout) {
+    let mut ws = match Workspace::writer(ctx, timeout) {
         // `--no-wait` asked not to wait: the hint to wait longer does not fit.
         Err(e) if args.no_wait && crate::exit::code_for(&e) == Code::Locked => {
             return Err(Failure::new(Code::Locked, format!("{e}"))
@@ -97,36 +96,33 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         }
         locked => locked?,
     };
-    counted(ctx, ws, |ws| {
-        let specs: Vec<(String, String)> =
-            groups.iter().map(|g| (g.spec.id.clone(), g.spec.fingerprint_input())).collect();
-        ws.check_groups(&specs)?;
-        ws.terraform()?;
-        if args.check {
-            ws.check_only(); // a state terraform could not save is refused, not pushed
-        }
-        ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
-        let adopted = ws.find_unrecorded(args.check, &[])?;
-        let lookup_pending = ws.awaiting_lookup().map(str::to_string);
-        let mut report = Report { check: args.check, adopted, lookup_pending, ..Report::default() };
-        if !args.check && !report.adopted.is_empty() {
-            adopt_first(ws, &ctx.printer, &mut report)?;
-        }
-        let instances = ws.dir().instances(&profiles);
-        let failure = if args.check {
-            check(ws, &groups, &instances, &mut report)?;
-            None
-        } else {
-            let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups };
-            let failure = run.converge(ws, &instances, &mut report)?;
-            report.lookup_pending = ws.awaiting_lookup().map(str::to_string);
-            failure
-        };
-        report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
-        report.retries = crate::metrics::retries();
-        crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
-        finish(ctx, &report, failure)
-    })
+    let specs: Vec<(String, String)> = groups.iter().map(|g| (g.spec.id.clone(), g.spec.fingerprint_input())).collect();
+    ws.check_groups(&specs)?;
+    ws.terraform()?;
+    if args.check {
+        ws.check_only(); // a state terraform could not save is refused, not pushed
+    }
+    ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
+    let adopted = ws.find_unrecorded(args.check, &[])?;
+    let lookup_pending = ws.awaiting_lookup().map(str::to_string);
+    let mut report = Report { check: args.check, adopted, lookup_pending, ..Report::default() };
+    if !args.check && !report.adopted.is_empty() {
+        adopt_first(&mut ws, &ctx.printer, &mut report)?;
+    }
+    let instances = ws.dir().instances(&profiles);
+    let failure = if args.check {
+        check(&ws, &groups, &instances, &mut report)?;
+        None
+    } else {
+        let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups };
+        let failure = run.converge(&mut ws, &instances, &mut report)?;
+        report.lookup_pending = ws.awaiting_lookup().map(str::to_string);
+        failure
+    };
+    report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+    report.retries = crate::metrics::retries();
+    crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
+    finish(ctx, &report, failure)
 }
 
 /// Imports the machines adopted after a cut apply (a targeted plan of their addresses,
