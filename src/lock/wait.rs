@@ -43,8 +43,13 @@ impl<'a> Polite<'a> {
     /// The lock is held by `holder`: past the deadline, the failure that names it (exit 5);
     /// else, the first time, the message that we wait, and one poll's sleep.
     pub(crate) fn wait_for(&mut self, holder: &str) -> Result<()> {
+        self.wait_for_since(Instant::now(), holder)
+    }
+
+    /// [`Polite::wait_for`] as of `now`: when the lock was found held, before the holder was
+    /// asked for (a store's answer may take a while; the deadline is judged as of the try).
+    pub(crate) fn wait_for_since(&mut self, now: Instant, holder: &str) -> Result<()> {
         let Wait { timeout, deadline } = self.wait;
-        let now = Instant::now();
         if now >= deadline {
             return Err(Failure::new(Code::Locked, format!("{} is locked by {holder}", self.what))
                 .hint(format!("wait for it to finish, or give --lock-timeout more than {}", text::duration(timeout)))

@@ -220,9 +220,10 @@ impl Store {
                 }
                 return Ok(());
             }
+            let now = Instant::now();
             let holder =
                 self.with(|conn, limit| lease::holder(conn, limit, &name)).unwrap_or_else(|_| "another run".into());
-            polite.wait_for(&holder)?;
+            polite.wait_for_since(now, &holder)?;
         }
     }
 

@@ -43,13 +43,14 @@ impl<'a> Workspace<'a> {
             None => None,
         };
         let _lock = ctx.lock_dir_within(wait)?;
+        let dir = ctx.directory()?;
         let role = match store {
             Some((store, config)) => Role::Shared { store: Box::new(store), config, marked: false, _lock },
             None => Role::Local { _lock },
         };
         Ok(Workspace {
             ctx,
-            dir: ctx.directory()?,
+            dir,
             tf: OnceCell::new(),
             written_providers: BTreeSet::new(),
             role,

@@ -31,12 +31,9 @@ fn every_import_goes_down_the_tiers_of_architecture_md_and_no_files_import_each_
     let files = source_files(&root.join("src"));
     let mut problems = table_problems(&table, &files);
 
-    let tier_of: BTreeMap<&str, (usize, &str)> = files
-        .iter()
-        .filter_map(|f| entry_for(&table, f).map(|(tier, name, _)| (f.as_str(), (tier, name))))
-        .collect();
-    let modules: BTreeMap<Vec<String>, String> =
-        files.iter().map(|f| (module_path(f), f.clone())).collect();
+    let tier_of: BTreeMap<&str, (usize, &str)> =
+        files.iter().filter_map(|f| entry_for(&table, f).map(|(tier, name, _)| (f.as_str(), (tier, name)))).collect();
+    let modules: BTreeMap<Vec<String>, String> = files.iter().map(|f| (module_path(f), f.clone())).collect();
     let imports: Vec<Import> = files
         .iter()
         .flat_map(|f| {
@@ -80,8 +77,7 @@ fn every_import_goes_down_the_tiers_of_architecture_md_and_no_files_import_each_
         }
     }
 
-    let edges: BTreeSet<(&str, &str)> =
-        imports.iter().map(|i| (i.from.as_str(), i.to.as_str())).collect();
+    let edges: BTreeSet<(&str, &str)> = imports.iter().map(|i| (i.from.as_str(), i.to.as_str())).collect();
     println!(
         "{} files, {} imports between files, {} cycles, {} upward imports, {} imports into a sealed room",
         files.len(),
@@ -111,8 +107,7 @@ fn tiers(markdown: &str) -> Vec<(usize, String, Vec<String>)> {
         let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
         let [tier, name, modules, ..] = cells[..] else { continue };
         let Ok(tier) = tier.parse::<usize>() else { continue };
-        let entries =
-            modules.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>();
+        let entries = modules.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>();
         table.push((tier, name.to_string(), entries));
     }
     assert!(!table.is_empty(), "ARCHITECTURE.md has no tier table (| tier | name | modules | ... |)");
@@ -151,10 +146,7 @@ fn source_files(src: &Path) -> Vec<String> {
 }
 
 /// The table's entry that places `file`: a file entry, else the longest directory entry.
-fn entry_for<'a>(
-    table: &'a [(usize, String, Vec<String>)],
-    file: &str,
-) -> Option<(usize, &'a str, &'a str)> {
+fn entry_for<'a>(table: &'a [(usize, String, Vec<String>)], file: &str) -> Option<(usize, &'a str, &'a str)> {
     let mut best: Option<(usize, &str, &str)> = None;
     for (tier, name, entries) in table {
         for entry in entries {
@@ -183,9 +175,7 @@ fn table_problems(table: &[(usize, String, Vec<String>)], files: &[String]) -> V
                 files.contains(entry)
             };
             if !exists {
-                problems.push(format!(
-                    "ARCHITECTURE.md: tier {tier} names `{entry}`, which is not in src/"
-                ));
+                problems.push(format!("ARCHITECTURE.md: tier {tier} names `{entry}`, which is not in src/"));
             }
         }
     }
@@ -234,8 +224,7 @@ fn imports_of(file: &str, text: &str, modules: &BTreeMap<Vec<String>, String>) -
     let here = module_path(file);
     let is_mod_file = file.ends_with("mod.rs") || file == "lib.rs";
     // `super` of a file is its parent module; `self` the module itself.
-    let parent: Vec<String> =
-        if is_mod_file { here.clone() } else { here[..here.len().saturating_sub(1)].to_vec() };
+    let parent: Vec<String> = if is_mod_file { here.clone() } else { here[..here.len().saturating_sub(1)].to_vec() };
     let parent_of_mod: Vec<String> = parent[..parent.len().saturating_sub(1)].to_vec();
     let mut found = Vec::new();
     let mut add = |path: String, line: usize| {
@@ -312,10 +301,8 @@ fn imports_of(file: &str, text: &str, modules: &BTreeMap<Vec<String>, String>) -
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                 continue;
             }
-            let path: String = code[start..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
+            let path: String =
+                code[start..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
             add(path.trim_end_matches(':').to_string(), line_of(start));
         }
     }
@@ -374,8 +361,7 @@ fn cycles(files: &[String], imports: &[Import]) -> Vec<String> {
         let within = |m: &str, f: &str| dir_of_mod(m).is_some_and(|d| f.starts_with(&d) && f != m);
         within(a, b) || within(b, a)
     };
-    let index: BTreeMap<&str, usize> =
-        files.iter().enumerate().map(|(i, f)| (f.as_str(), i)).collect();
+    let index: BTreeMap<&str, usize> = files.iter().enumerate().map(|(i, f)| (f.as_str(), i)).collect();
     let mut next: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); files.len()];
     for import in imports {
         if own_room(&import.from, &import.to) {
