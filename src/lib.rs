@@ -8,9 +8,10 @@
 //! 2. Commands: `cmd::*`. They build change sets and reports, and decide; they spawn nothing,
 //!    write nothing and print only through `output`.
 //! 3. Workspace: `workspace`, the commit pipeline, the one road from a change to terraform.
-//! 4. Mechanisms, each in one place: `terraform` (every spawn), `fsio` (every write),
-//!    `journal` (all-or-nothing changes), `lock`, `state_guard`, `signals`, `output` (every
-//!    print), `directory` (reading the managed directory), `context` (resolved arguments).
+//! 4. Mechanisms, each in one place: `terraform` (every spawn of terraform), `fsio` (every
+//!    write), `journal` (all-or-nothing changes), `lock`, `state_guard`, `signals`, `output`
+//!    (every print), `directory` (reading the managed directory), `context` (resolved
+//!    arguments).
 //! 5. Pure core: `spec`, `expand`, `names`, `template`, `profile`, `tfconfig` (the `.tf.json`
 //!    documents we write), `tfoutput` (what terraform prints), `adopt`, `text`, `confighash`
 //!    (InfraKit's group config hash), `unrecorded` (machines a cut apply made: the look-up).
