@@ -2,8 +2,8 @@
 //! run with `sh -c` and the instance in its environment, bounded by `--health-timeout`. Its
 //! output goes to our stderr (stdout is our data) once it has ended, through a file in memory:
 //! a stderr that cannot be written drops it, and never fails the check. Besides the terraform
-//! runner, the one place that spawns.
-#![allow(clippy::disallowed_methods)]
+//! runner, the one place that spawns a program that is not ours (the relay, `store/relay.rs`,
+//! is our own binary): [`check`], clippy's ban on `Command::new` lifted there alone.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -22,6 +22,7 @@ pub(crate) struct Subject<'a> {
 
 /// Runs `command` for `subject`: `Ok(None)` when it exits 0, `Ok(Some(why))` when it fails or
 /// runs over `timeout` (it is killed then).
+#[expect(clippy::disallowed_methods, reason = "the user's --health-cmd is spawned here, not by the terraform runner")]
 pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(command).stdin(Stdio::null());
@@ -32,7 +33,7 @@ pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> 
             Some(output)
         }
         Err(_) => {
-            cmd.stdout(Stdio::from(std::io::stderr())).stderr(Stdio::inherit());
+            cmd.stdout(crate::output::stderr_for_child()).stderr(Stdio::inherit());
             None
         }
     };

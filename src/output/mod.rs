@@ -3,8 +3,9 @@
 //! `print_stderr` are denied everywhere else), and only this layer asks whether stdout or
 //! stderr is a terminal. A closed stdout (`| head`) is not an error. Stderr that cannot be
 //! written (`2>/dev/full`, a closed pipe) loses the messages, nothing more: the exit code and
-//! stdout stay what they would be ([`say`]).
-#![allow(clippy::print_stderr, clippy::print_stdout, clippy::disallowed_methods)]
+//! stdout stay what they would be ([`say`]). Clippy's bans on `stdout()`, `stderr()` and
+//! `is_terminal()` are lifted on the functions here that use them, one by one.
+#![allow(clippy::print_stderr, clippy::print_stdout)]
 
 mod progress;
 
@@ -43,6 +44,7 @@ impl Printer {
     }
 
     /// One line (or block) of data on stdout.
+    #[expect(clippy::disallowed_methods, reason = "the output layer: data goes to stdout here")]
     pub(crate) fn data(&self, text: &str) -> Result<()> {
         let mut out = io::stdout().lock();
         let written =
@@ -63,6 +65,7 @@ impl Printer {
 
     /// Data on stdout for a person or for a log: `table` on a terminal, `line` otherwise (one
     /// timestamped line is what cron keeps).
+    #[expect(clippy::disallowed_methods, reason = "the output layer alone asks whether it writes to a terminal")]
     pub(crate) fn table_or_line(&self, table: impl FnOnce() -> String, line: impl FnOnce() -> String) -> Result<()> {
         if io::stdout().is_terminal() {
             self.data(&table())
@@ -85,6 +88,7 @@ impl Printer {
 
     /// An event of a long run, on stderr: as is on a terminal, UTC-timestamped otherwise (for
     /// cron logs); silenced by `--quiet`.
+    #[expect(clippy::disallowed_methods, reason = "the output layer alone asks whether it writes to a terminal")]
     pub(crate) fn event(&self, message: &str) {
         if io::stderr().is_terminal() {
             self.status(message);
@@ -126,6 +130,7 @@ impl Printer {
 
     /// Asks before something destructive. Yes with `--yes`; an error without a terminal (never
     /// a prompt in cron); otherwise asks on the terminal, defaulting to no.
+    #[expect(clippy::disallowed_methods, reason = "the output layer alone asks whether it writes to a terminal")]
     pub(crate) fn confirm(&self, assume_yes: bool, question: &str) -> Result<()> {
         if assume_yes {
             return Ok(());
@@ -144,6 +149,7 @@ impl Printer {
 }
 
 /// Another program's output, as it is, on stderr; dropped if it cannot be written (see [`say`]).
+#[expect(clippy::disallowed_methods, reason = "the output layer: messages go to stderr here")]
 pub(crate) fn relay(bytes: &[u8]) {
     let mut err = io::stderr().lock();
     let _ = err.write_all(bytes).and_then(|()| err.flush());
@@ -151,7 +157,15 @@ pub(crate) fn relay(bytes: &[u8]) {
 
 /// One line on stderr. One that cannot be written (a full disk, a closed pipe) is dropped:
 /// a message is never worth failing, or panicking (`eprintln!` would), over.
+#[expect(clippy::disallowed_methods, reason = "the output layer: messages go to stderr here")]
 pub(crate) fn say(line: &str) {
     let mut err = io::stderr().lock();
     let _ = err.write_all(line.as_bytes()).and_then(|()| err.write_all(b"\n")).and_then(|()| err.flush());
+}
+
+/// Our stderr, for another program to write to directly: its output as it is, where it
+/// cannot be kept to be passed on whole ([`relay`]).
+#[expect(clippy::disallowed_methods, reason = "the output layer: messages go to stderr here")]
+pub(crate) fn stderr_for_child() -> std::process::Stdio {
+    std::process::Stdio::from(io::stderr())
 }

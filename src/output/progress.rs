@@ -17,6 +17,7 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
+    #[expect(clippy::disallowed_methods, reason = "the output layer alone asks whether it writes to a terminal")]
     pub(crate) fn new(printer: &super::Printer) -> Self {
         let (quiet, verbose) = (printer.quiet(), printer.verbose());
         let tty = std::io::stderr().is_terminal();

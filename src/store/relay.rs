@@ -95,7 +95,7 @@ const MAX_STARTUP: usize = 10_000;
 /// there is seen): the port it listens on, on `127.0.0.1`.
 // Our own binary again, not a program of the user's: its own process so that it outlives us
 // (see the module's comment); terraform's runner (`terraform::supervise`) spawns terraform.
-#[allow(clippy::disallowed_methods)]
+#[expect(clippy::disallowed_methods, reason = "the relay is our own binary, spawned here alone")]
 pub(super) fn start(upstream: Upstream, dir: &Path) -> io::Result<u16> {
     use std::os::unix::process::CommandExt;
     let (host, unix) = match &upstream.host {

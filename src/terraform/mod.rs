@@ -1,5 +1,6 @@
-//! The Terraform runner: the only place that spawns a process (clippy bans `Command::new`
-//! elsewhere). It finds the program and checks its version, and gives each verb infrakit-tf
+//! The Terraform runner: the only place that spawns terraform (clippy bans `Command::new`
+//! elsewhere, lifted on one function each for the two other spawns: `health.rs`, the user's
+//! `--health-cmd`, and `store/relay.rs`, our own binary as the relay). It finds the program and checks its version, and gives each verb infrakit-tf
 //! uses one typed method ([`Terraform::plan`], [`Terraform::apply`], [`Terraform::show_state`],
 //! ...) that builds its command line, shows its progress, and interprets its exit code and
 //! output. Callers never see an argument list.

@@ -14,7 +14,8 @@
 //!   then kills it before the lease can expire and another host start, whether we are alive,
 //!   frozen or dead; and when we die the kernel interrupts it (`PR_SET_PDEATHSIG`, SIGINT), so
 //!   that it saves what it made before it goes.
-#![allow(clippy::disallowed_methods)] // the one place that spawns
+//!
+//! Terraform is spawned here alone ([`command`], clippy's ban on `Command::new` lifted there).
 
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -216,6 +217,7 @@ impl Drop for Supervised {
 
 /// The process, its environment cleaned: never let inherited arguments or a workspace change
 /// what runs.
+#[expect(clippy::disallowed_methods, reason = "the terraform runner: terraform is spawned here")]
 fn command(tf: &Terraform, args: &[String]) -> Command {
     let mut cmd = Command::new(&tf.program);
     cmd.args(args).current_dir(&tf.dir).stdin(std::process::Stdio::null());
