@@ -255,6 +255,10 @@ pub(crate) fn lost() -> Option<String> {
     current().and_then(|h| h.lost())
 }
 
+/// Why a lease is no longer ours when the server says so (a renewal or a fence found another
+/// epoch): the one text the heartbeat and the store's commits give.
+pub(crate) const TAKEN: &str = "it expired, or another host holds it now";
+
 /// Who noticed that the lease was lost: what its error says besides why.
 pub(crate) enum Noticed<'a> {
     /// The terraform runner, of the lease this process holds (the directory is the view's):

@@ -106,7 +106,7 @@ impl Heartbeat {
                     wait = every;
                 }
                 Ok(false) => {
-                    self.held.gone("it expired, or another host holds it now");
+                    self.held.gone(crate::lease::TAKEN);
                     return;
                 }
                 Err(why) => {

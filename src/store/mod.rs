@@ -423,7 +423,7 @@ impl Store {
             lease.renewed(sent);
             Ok(row)
         } else {
-            lease.gone("it expired, or another host holds it now");
+            lease.gone(crate::lease::TAKEN);
             Err(self.lease_lost())
         }
     }
