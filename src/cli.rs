@@ -262,6 +262,43 @@ pub struct ReconcileArgs {
     /// How long --health-cmd may run before it counts as failed
     #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
     pub health_timeout: Duration,
+
+    #[command(flatten)]
+    pub drain: DrainArgs,
+}
+
+/// The drain before a member is destroyed; each flag overrides the group spec's
+/// `Lifecycle` for every group of the run.
+#[derive(Debug, Default, Args)]
+pub struct DrainArgs {
+    /// A shell command that drains a member before it is destroyed (exit 0: drained); run
+    /// with the environment --health-cmd has [default: the group spec's `Lifecycle.Drain`]
+    ///
+    /// Overrides the spec's `Lifecycle.Drain` for every group of the run. It runs before the
+    /// member's files are removed: a run killed before the removal leaves the member, and
+    /// the next run drains it again.
+    #[arg(long, value_name = "CMD")]
+    pub drain_cmd: Option<String>,
+
+    /// How long the drain command may run before it counts as failed (it is killed)
+    /// [default: the spec's `Lifecycle.DrainTimeout`, else 5m]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub drain_timeout: Option<Duration>,
+
+    /// What a failed drain does: `abandon` keeps the member (exit 17 once all else is done),
+    /// `continue` destroys it anyway [default: the spec's `Lifecycle.OnDrainFailure`, else
+    /// abandon]
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub on_drain_failure: Option<OnDrainFailure>,
+}
+
+/// What a drain that failed or ran out of time does to its member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnDrainFailure {
+    /// Keep the member: it is not destroyed, and the run exits 17
+    Abandon,
+    /// Destroy it anyway, with a warning
+    Continue,
 }
 
 #[derive(Debug, Args)]
@@ -329,6 +366,15 @@ pub struct DestroyArgs {
     /// Show the files that would change and terraform's plan; write and apply nothing
     #[arg(long, conflicts_with = "no_apply")]
     pub dry_run: bool,
+
+    /// A group spec whose `Lifecycle.Drain` drains its members before they are destroyed
+    /// (repeatable). Without any, the groups listed in infrakit-tf.json; a member's group is
+    /// its `infrakit.group` tag
+    #[arg(long = "group", value_name = "FILE")]
+    pub groups: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub drain: DrainArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

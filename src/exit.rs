@@ -77,6 +77,10 @@ exit_codes! {
     /// directory (terraform, if it ran, was stopped): the change under way was not made, here
     /// or in the store.
     StoreUnavailable = 16 => "the store (PostgreSQL) cannot be reached or refused us (a pooler that does not pool by session included), or this host lost its lease (terraform was stopped); the change under way was not made",
+    /// A drain (`Lifecycle.Drain`, `--drain-cmd`) failed or ran out of time, and its member
+    /// was kept, not destroyed (`OnDrainFailure: abandon`, the default); everything else the
+    /// run had to do was done.
+    DrainAbandoned = 17 => "a drain failed and its member was kept (`OnDrainFailure: abandon`)",
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }

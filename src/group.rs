@@ -6,7 +6,8 @@
 //!    "Allocation": {"Size": 3} | {"LogicalIDs": ["a", "b"]},
 //!    "Instance": {"Plugin": "...", "Properties": <an instance spec's Properties>},
 //!    "Flavor": {"Plugin": "...", "Properties": {"Init": "..." | ["...", ...], "Tags": {...}}},
-//!    "Updating": {"MaxUnavailable": 1}}}
+//!    "Updating": {"MaxUnavailable": 1},
+//!    "Lifecycle": {"Drain": "CMD", "DrainTimeout": "5m", "OnDrainFailure": "abandon" | "continue"}}}
 //! ```
 //!
 //! Keys match case-insensitively, as Go's decoder matches struct fields. Plugin names are
@@ -19,8 +20,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::time::Duration;
+
 use serde_json::{Map, Value};
 
+use crate::cli::{DrainArgs, OnDrainFailure};
 use crate::confighash::{config_sha, PluginSpec};
 use crate::names;
 use crate::spec::Problem;
@@ -55,6 +59,46 @@ pub enum Allocation {
     LogicalIds(Vec<String>),
 }
 
+/// How long a drain may run when neither the spec nor `--drain-timeout` says.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `Properties.Lifecycle`: what runs before a member is destroyed. Not part of the config
+/// hash: changing it replaces no member.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// `Drain`: the shell command that drains a member.
+    pub drain: Option<String>,
+    /// `DrainTimeout`.
+    pub drain_timeout: Option<Duration>,
+    /// `OnDrainFailure`.
+    pub on_drain_failure: Option<OnDrainFailure>,
+}
+
+/// The drain a run carries out before destroying a member: the spec's `Lifecycle`, each part
+/// overridden by its flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drain {
+    pub command: String,
+    pub timeout: Duration,
+    pub on_failure: OnDrainFailure,
+}
+
+impl Drain {
+    /// The drain of a member whose group has `lifecycle` (`None`: no group, or none known),
+    /// the flags overriding it; `None` when no drain command is given either way.
+    pub fn resolve(lifecycle: Option<&Lifecycle>, flags: &DrainArgs) -> Option<Drain> {
+        let command = flags.drain_cmd.clone().or_else(|| lifecycle?.drain.clone())?;
+        Some(Drain {
+            command,
+            timeout: flags.drain_timeout.or_else(|| lifecycle?.drain_timeout).unwrap_or(DRAIN_TIMEOUT),
+            on_failure: flags
+                .on_drain_failure
+                .or_else(|| lifecycle?.on_drain_failure)
+                .unwrap_or(OnDrainFailure::Abandon),
+        })
+    }
+}
+
 /// A checked group spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupSpec {
@@ -62,6 +106,8 @@ pub struct GroupSpec {
     pub allocation: Allocation,
     /// `Properties.Updating.MaxUnavailable`, when given.
     pub max_unavailable: Option<u64>,
+    /// `Properties.Lifecycle`, when given.
+    pub lifecycle: Option<Lifecycle>,
     /// The members' instance spec, less the logical ID (see [`GroupSpec::instance_spec`]).
     instance_spec: Value,
     /// The value every current member's [`CONFIG_TAG`] holds.
@@ -81,19 +127,31 @@ impl GroupSpec {
     }
 
     /// What decides how the group is converged, as one canonical text (for the store's
-    /// configuration check): its ID, allocation, update budget and members' spec.
+    /// configuration check): its ID, allocation, update budget, lifecycle and members' spec.
+    /// The lifecycle is there only when the spec has one, so that the text of a group without
+    /// one is what it was before `Lifecycle` existed.
     pub fn fingerprint_input(&self) -> String {
         let allocation = match &self.allocation {
             Allocation::Size(n) => serde_json::json!({ "Size": n }),
             Allocation::LogicalIds(ids) => serde_json::json!({ "LogicalIDs": ids }),
         };
-        serde_json::json!({
+        let mut input = serde_json::json!({
             "ID": self.id,
             "Allocation": allocation,
             "MaxUnavailable": self.max_unavailable,
             "Instance": self.instance_spec,
-        })
-        .to_string()
+        });
+        if let Some(l) = &self.lifecycle {
+            input["Lifecycle"] = serde_json::json!({
+                "Drain": l.drain,
+                "DrainTimeoutMs": l.drain_timeout.map(|d| d.as_millis() as u64),
+                "OnDrainFailure": l.on_drain_failure.map(|f| match f {
+                    OnDrainFailure::Abandon => "abandon",
+                    OnDrainFailure::Continue => "continue",
+                }),
+            });
+        }
+        input.to_string()
     }
 
     /// The desired member count.
@@ -171,6 +229,7 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
             }
         },
     };
+    let lifecycle = lifecycle(get_ci(props, "Lifecycle"), &mut problem);
     let (Some(id), Some(allocation), Some(instance_props)) = (id, allocation, instance_props) else {
         return Err(problems);
     };
@@ -193,7 +252,54 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     if !init.is_empty() {
         instance_spec["Init"] = Value::String(init);
     }
-    Ok(GroupSpec { id, allocation, max_unavailable, instance_spec, config_hash })
+    Ok(GroupSpec { id, allocation, max_unavailable, lifecycle, instance_spec, config_hash })
+}
+
+/// `Properties.Lifecycle`: `Drain` a non-empty string, `DrainTimeout` a duration (`30s`,
+/// `5m`), `OnDrainFailure` `abandon` or `continue`.
+fn lifecycle(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> Option<Lifecycle> {
+    let l = match value {
+        None | Some(Value::Null) => return None,
+        Some(Value::Object(l)) => l,
+        Some(_) => {
+            problem(
+                "/Properties/Lifecycle",
+                "`Lifecycle` must be an object: `{\"Drain\": \"CMD\", \"DrainTimeout\": \"5m\", \"OnDrainFailure\": \"abandon\"}`"
+                    .into(),
+            );
+            return None;
+        }
+    };
+    let mut out = Lifecycle::default();
+    match get_ci(l, "Drain") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(cmd)) if !cmd.trim().is_empty() => out.drain = Some(cmd.clone()),
+        Some(_) => problem("/Properties/Lifecycle/Drain", "`Drain` must be a shell command (a non-empty string)".into()),
+    }
+    match get_ci(l, "DrainTimeout") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => match crate::cli::parse_duration(text) {
+            Ok(d) if !d.is_zero() => out.drain_timeout = Some(d),
+            Ok(_) => problem("/Properties/Lifecycle/DrainTimeout", "`DrainTimeout` must be longer than 0".into()),
+            Err(e) => problem("/Properties/Lifecycle/DrainTimeout", e),
+        },
+        Some(_) => problem(
+            "/Properties/Lifecycle/DrainTimeout",
+            "`DrainTimeout` must be a duration such as `30s` or `5m`".into(),
+        ),
+    }
+    match get_ci(l, "OnDrainFailure") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("abandon") => out.on_drain_failure = Some(OnDrainFailure::Abandon),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("continue") => {
+            out.on_drain_failure = Some(OnDrainFailure::Continue)
+        }
+        Some(_) => problem(
+            "/Properties/Lifecycle/OnDrainFailure",
+            "`OnDrainFailure` must be `abandon` (keep the member) or `continue` (destroy it anyway)".into(),
+        ),
+    }
+    Some(out)
 }
 
 fn allocation(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> Option<Allocation> {
@@ -378,6 +484,56 @@ mod tests {
         assert!(is_current(&tags(&[(CONFIG_TAG, "abc"), (CONFIG_SHA_TAG, "abc")]), "abc"));
         assert!(!is_current(&tags(&[(CONFIG_TAG, "bootstrap")]), "abc"));
         assert!(!is_current(&tags(&[]), "abc"));
+    }
+
+    #[test]
+    fn a_lifecycle_is_read_checked_and_overridden_by_the_flags() {
+        let base = r#"{"ID":"g","Properties":{"Allocation":{"Size":1},"Instance":{"Properties":{"resource":{}}}}}"#;
+        let plain = parsed(base).unwrap();
+        assert_eq!(plain.lifecycle, None);
+        // A group without a lifecycle has the fingerprint it had before lifecycles existed.
+        assert_eq!(
+            plain.fingerprint_input(),
+            r#"{"Allocation":{"Size":1},"ID":"g","Instance":{"Properties":{"resource":{}},"Tags":{"infrakit.config.hash":"3cxos73jkapke6rprxhm56ynnoa2fu7g","infrakit.config_sha":"3cxos73jkapke6rprxhm56ynnoa2fu7g","infrakit.group":"g"}},"MaxUnavailable":null}"#
+        );
+        let with = |lifecycle: &str| {
+            parsed(&base.replace(r#""Instance""#, &format!(r#""Lifecycle":{lifecycle},"Instance""#)))
+        };
+        let g = with(r#"{"Drain":"kubectl drain $INFRAKIT_TF_ID","DrainTimeout":"90s","OnDrainFailure":"Continue"}"#)
+            .unwrap();
+        let l = g.lifecycle.clone().unwrap();
+        assert_eq!(l.drain.as_deref(), Some("kubectl drain $INFRAKIT_TF_ID"));
+        assert_eq!(l.drain_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(l.on_drain_failure, Some(OnDrainFailure::Continue));
+        assert_eq!(g.config_hash, plain.config_hash, "a lifecycle replaces no member");
+        assert_ne!(g.fingerprint_input(), plain.fingerprint_input());
+
+        let none = DrainArgs::default();
+        let drain = Drain::resolve(Some(&l), &none).unwrap();
+        assert_eq!((drain.timeout, drain.on_failure), (Duration::from_secs(90), OnDrainFailure::Continue));
+        let flags = DrainArgs {
+            drain_cmd: Some("true".into()),
+            drain_timeout: None,
+            on_drain_failure: Some(OnDrainFailure::Abandon),
+        };
+        let drain = Drain::resolve(Some(&l), &flags).unwrap();
+        assert_eq!(
+            (drain.command.as_str(), drain.timeout, drain.on_failure),
+            ("true", Duration::from_secs(90), OnDrainFailure::Abandon)
+        );
+        let only_flags = Drain::resolve(None, &flags).unwrap();
+        assert_eq!(only_flags.timeout, DRAIN_TIMEOUT);
+        assert_eq!(Drain::resolve(None, &none), None);
+        let no_command = with(r#"{"DrainTimeout":"1m"}"#).unwrap().lifecycle.unwrap();
+        assert_eq!(Drain::resolve(Some(&no_command), &none), None, "no command, no drain");
+
+        let bad = with(r#"{"Drain":"","DrainTimeout":"soon","OnDrainFailure":"ignore"}"#).unwrap_err();
+        assert_eq!(bad.len(), 3, "{bad:#?}");
+        assert!(bad[0].contains("`Drain` must be a shell command"), "{bad:#?}");
+        assert!(bad[1].contains("not a duration"), "{bad:#?}");
+        assert!(bad[2].contains("`abandon` (keep the member) or `continue`"), "{bad:#?}");
+        assert!(with(r#""drain it""#).unwrap_err()[0].contains("`Lifecycle` must be an object"));
+        assert!(with(r#"{"DrainTimeout":"0s"}"#).unwrap_err()[0].contains("longer than 0"));
     }
 
     #[test]

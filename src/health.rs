@@ -1,17 +1,42 @@
-//! `--health-cmd`: the user's check that a replacement made by a rolling update is healthy,
-//! run with `sh -c` and the instance in its environment, bounded by `--health-timeout`. Its
-//! output goes to our stderr (stdout is our data) once it has ended, through a file in memory:
-//! a stderr that cannot be written drops it, and never fails the check. Besides the terraform
-//! runner, the one place that spawns a program that is not ours (the relay, `store/relay.rs`,
-//! is our own binary): [`check`], clippy's ban on `Command::new` lifted there alone.
+//! The user's commands about one instance: `--health-cmd`, the check that a replacement made
+//! by a rolling update is healthy, and the drain (`Lifecycle.Drain`, `--drain-cmd`) that runs
+//! before a member is destroyed. Each runs with `sh -c` and the instance in its environment,
+//! bounded by its timeout (then killed). Its output goes to our stderr (stdout is our data)
+//! once it has ended, through a file in memory: a stderr that cannot be written drops it, and
+//! never fails the command. Besides the terraform runner, the one place that spawns a program
+//! that is not ours (the relay, `store/relay.rs`, is our own binary): [`run`], clippy's ban on
+//! `Command::new` lifted there alone.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-/// The instance a check is about.
+/// Which of the user's commands runs: its name in messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hook {
+    /// `--health-cmd`.
+    Health,
+    /// `Lifecycle.Drain`, `--drain-cmd`.
+    Drain,
+}
+
+impl Hook {
+    fn name(self) -> &'static str {
+        match self {
+            Hook::Health => "health",
+            Hook::Drain => "drain",
+        }
+    }
+}
+
+/// How many drains (or checks) of one batch run at once, at most.
+const AT_ONCE: usize = 8;
+
+/// The instance a command is about.
 pub(crate) struct Subject<'a> {
     pub(crate) id: &'a str,
     pub(crate) logical_id: Option<&'a str>,
@@ -20,16 +45,57 @@ pub(crate) struct Subject<'a> {
     pub(crate) attributes: &'a BTreeMap<String, String>,
 }
 
+/// One command to run for one instance (see [`run_all`]).
+pub(crate) struct Job<'a> {
+    pub(crate) command: &'a str,
+    pub(crate) subject: Subject<'a>,
+    pub(crate) timeout: Duration,
+}
+
+/// Runs every job, [`AT_ONCE`] at a time (each as [`run`] does); the results in the jobs'
+/// order. A slow job holds one place, not the others.
+pub(crate) fn run_all(hook: Hook, jobs: &[Job<'_>]) -> Vec<Result<Option<String>>> {
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<Option<String>>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.len().min(AT_ONCE) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let result = run(hook, job.command, &job.subject, job.timeout);
+                *results[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(|| Err(anyhow::anyhow!("the {} command did not run", hook.name())))
+        })
+        .collect()
+}
+
 /// Runs `command` for `subject`: `Ok(None)` when it exits 0, `Ok(Some(why))` when it fails or
-/// runs over `timeout` (it is killed then).
-#[expect(clippy::disallowed_methods, reason = "the user's --health-cmd is spawned here, not by the terraform runner")]
-pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
+/// runs over `timeout` (it is killed then). `why` names the command (`the drain command
+/// exited 1`).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the user's --health-cmd and drain command are spawned here, not by the terraform runner"
+)]
+pub(crate) fn run(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
+    let name = hook.name();
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(command).stdin(Stdio::null());
     // Where files in memory are not to be had, its output goes to our stderr directly.
-    let mut output = match crate::fsio::memory_file(c"infrakit-tf-health") {
+    let memory = match hook {
+        Hook::Health => c"infrakit-tf-health",
+        Hook::Drain => c"infrakit-tf-drain",
+    };
+    let mut output = match crate::fsio::memory_file(memory) {
         Ok((output, writer)) => {
-            cmd.stdout(writer.try_clone().context("failed to run the health command")?).stderr(writer);
+            cmd.stdout(writer.try_clone().with_context(|| format!("failed to run the {name} command"))?).stderr(writer);
             Some(output)
         }
         Err(_) => {
@@ -45,9 +111,9 @@ pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> 
             key.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
         cmd.env(format!("INFRAKIT_TF_ATTR_{name}"), value);
     }
-    let mut child = cmd.spawn().with_context(|| format!("failed to run the health command `{command}`"))?;
+    let mut child = cmd.spawn().with_context(|| format!("failed to run the {name} command `{command}`"))?;
     drop(cmd); // our copies of the writer
-    let verdict = wait(&mut child, timeout);
+    let verdict = wait(name, &mut child, timeout);
     if let Some(output) = &mut output {
         let mut said = Vec::new();
         let _ = std::io::Read::read_to_end(output, &mut said);
@@ -56,20 +122,20 @@ pub(crate) fn check(command: &str, subject: &Subject<'_>, timeout: Duration) -> 
     verdict
 }
 
-/// Waits for the health command, killing it after `timeout`.
-fn wait(child: &mut std::process::Child, timeout: Duration) -> Result<Option<String>> {
+/// Waits for the `name` command, killing it after `timeout`.
+fn wait(name: &str, child: &mut std::process::Child, timeout: Duration) -> Result<Option<String>> {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(status) = child.try_wait().context("failed to wait for the health command")? {
+        if let Some(status) = child.try_wait().with_context(|| format!("failed to wait for the {name} command"))? {
             return Ok((!status.success()).then(|| match status.code() {
-                Some(code) => format!("the health command exited {code}"),
-                None => "the health command was killed by a signal".to_string(),
+                Some(code) => format!("the {name} command exited {code}"),
+                None => format!("the {name} command was killed by a signal"),
             }));
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            return Ok(Some(format!("the health command ran longer than {timeout:?}")));
+            return Ok(Some(format!("the {name} command ran longer than {timeout:?}")));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

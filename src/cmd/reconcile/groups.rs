@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::cli::DrainArgs;
 use crate::cmd::load_groups;
 use crate::context::Ctx;
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
-use crate::group::{is_current, GroupSpec, GROUP_TAG};
+use crate::group::{is_current, Drain, GroupSpec, GROUP_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::profile::Profiles;
 use crate::spec::Spec;
@@ -24,6 +25,8 @@ pub(super) struct Group {
     pub(super) spec: GroupSpec,
     /// Its members' instance spec.
     pub(super) members: Spec,
+    /// What drains a member before it is destroyed: the spec's `Lifecycle`, the flags over it.
+    pub(super) drain: Option<Drain>,
 }
 
 impl Group {
@@ -47,10 +50,17 @@ impl Group {
     }
 }
 
-/// The group specs to converge (see `cmd::load_groups`): `given`, else the configuration's.
-pub(super) fn load(ctx: &Ctx, given: &[PathBuf], profiles: &Profiles) -> Result<Vec<Group>> {
+/// The group specs to converge (see `cmd::load_groups`): `given`, else the configuration's;
+/// each with its drain, `flags` overriding its spec's.
+pub(super) fn load(ctx: &Ctx, given: &[PathBuf], profiles: &Profiles, flags: &DrainArgs) -> Result<Vec<Group>> {
     let groups = load_groups(ctx, given, &ctx.dir, profiles)?;
-    Ok(groups.into_iter().map(|(spec, members)| Group { spec, members }).collect())
+    Ok(groups
+        .into_iter()
+        .map(|(spec, members)| {
+            let drain = Drain::resolve(spec.lifecycle.as_ref(), flags);
+            Group { spec, members, drain }
+        })
+        .collect())
 }
 
 /// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
@@ -97,6 +107,8 @@ pub(super) struct GroupReport {
     pub(super) provisioned: Vec<String>,
     pub(super) terminated: Vec<String>,
     pub(super) replaced: Vec<Replaced>,
+    /// Members this run was to destroy whose drain failed: kept (`OnDrainFailure: abandon`).
+    pub(super) abandoned: Vec<String>,
     /// Whether the group is not converged: something is left to do (with `--check`: to do).
     pub(super) pending: bool,
     /// Why the rolling update stopped, when it did.
@@ -125,6 +137,7 @@ impl GroupReport {
             provisioned: Vec::new(),
             terminated: Vec::new(),
             replaced: Vec::new(),
+            abandoned: Vec::new(),
             pending: !decision.is_empty(),
             stopped: None,
             todo: Self::what(decision),
@@ -176,6 +189,9 @@ impl GroupReport {
             },
             self.pending
         );
+        if !self.abandoned.is_empty() {
+            line.push_str(&format!(" abandoned={}", ids(&self.abandoned)));
+        }
         if let Some(why) = &self.stopped {
             line.push_str(&format!(" stopped: {why}"));
         }

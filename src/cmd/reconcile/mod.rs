@@ -12,6 +12,12 @@
 //! plan (no second plan); something pruned → apply afresh. Before anything is pruned or applied,
 //! a run that would destroy more than `--max-destroy` resources is refused (exit 11).
 //!
+//! Every member a group gives up (terminated on scale-in, or the old member of a rolling
+//! update) is first drained when its group has a drain (`cmd::drain`): after `--max-destroy`
+//! allowed the run, before its files are removed, so that a run killed at any point leaves it
+//! to the next run to drain again. One whose drain failed under `abandon` is kept (the
+//! report's `abandoned`) and the run exits 17 once all else is done.
+//!
 //! `--check` plans the would-be directory (queue promoted) in a mirror, with a refresh that is
 //! not saved, and exits 10 when anything is pending: drift, changes or queued files.
 
@@ -26,6 +32,7 @@ use serde::Serialize;
 
 use self::groups::{Group, GroupReport, Replaced};
 use crate::cli::{Reason, ReconcileArgs};
+use crate::cmd::drain::Draining;
 use crate::cmd::instances::{removals, NewInstances};
 use crate::context::Ctx;
 use crate::directory::Instance;
@@ -85,7 +92,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
     // Every group spec is read and checked before anything else: a bad one changes nothing.
     let profiles = ctx.profiles_of_existing_dir()?;
-    let groups = groups::load(ctx, &args.groups, &profiles)?;
+    let groups = groups::load(ctx, &args.groups, &profiles, &args.drain)?;
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
     let mut ws = match Workspace::writer(ctx, timeout) {
         // `--no-wait` asked not to wait: the hint to wait longer does not fit.
@@ -320,7 +327,7 @@ impl Run<'_> {
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
         let doomed = vanished(&saved.plan, instances, &promoted_ids);
         let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
-        let decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan);
+        let mut decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan);
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
@@ -344,13 +351,29 @@ impl Run<'_> {
         let writes = new.writes;
         // A shared file a new member writes is not removed with a terminated one.
         terminations.retain(|name| !writes.iter().any(|w| w.name == *name));
-        let scale = ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() };
+        let mut scale = ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() };
         let last_added = added.iter().flatten().max();
         let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
         if planned.is_some() {
             report.terraform_runs += 1;
         }
         self.check_max_destroy(&saved.plan, &doomed, planned, &decisions)?;
+
+        // Drain the members to terminate, now that the run is allowed, before their files go
+        // (see `cmd::drain`); those kept (`abandon`) leave the change.
+        let kept =
+            self.drain(ws, instances, self.groups.iter().zip(decisions.iter().map(|(_, d)| d.terminate.as_slice())))?;
+        if !kept.is_empty() {
+            for ((_, decision), g) in decisions.iter_mut().zip(report.groups.iter_mut()) {
+                g.abandoned =
+                    decision.terminate.iter().filter(|id| kept.contains(id)).map(ToString::to_string).collect();
+                decision.terminate.retain(|id| !kept.contains(id));
+            }
+            let terminated: BTreeSet<InstanceId> = terminated.difference(&kept).cloned().collect();
+            let mut terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
+            terminations.retain(|name| !scale.writes.iter().any(|w| w.name == *name));
+            scale.removals = pruned_files.iter().cloned().chain(terminations).collect();
+        }
         Ok(Decided { saved, doomed, pruned_files, decisions, scale, added, importing })
     }
 
@@ -411,8 +434,20 @@ impl Run<'_> {
         report: &mut GroupReport,
         tally: &mut Tally,
     ) -> Result<()> {
-        let old: BTreeSet<InstanceId> = batch.iter().cloned().collect();
         let instances = ws.dir().instances(self.profiles);
+        let mut batch = batch.to_vec();
+        if group.destroy_first() {
+            // Drained before their files go; one kept (`abandon`) is not replaced this run: its
+            // slot or logical ID stays its own.
+            let kept = self.drain(ws, &instances, [(group, batch.as_slice())])?;
+            report.abandoned.extend(batch.iter().filter(|id| kept.contains(id)).map(ToString::to_string));
+            batch.retain(|id| !kept.contains(id));
+            if batch.is_empty() {
+                return Ok(());
+            }
+        }
+        let batch = batch.as_slice();
+        let mut old: BTreeSet<InstanceId> = batch.iter().cloned().collect();
         let lids: Vec<Option<String>> = batch
             .iter()
             .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
@@ -453,12 +488,46 @@ impl Run<'_> {
             return Err(failed);
         }
         if !group.destroy_first() {
-            remove(ws, &old, Reason::Terminate, tally)?;
+            // Drained once their replacements are up, before their files go; one kept
+            // (`abandon`) stays beside its replacement, for a later run's scale-in.
+            let kept = self.drain(ws, &instances, [(group, batch)])?;
+            old.retain(|id| !kept.contains(id));
+            for (o, n) in batch.iter().zip(&ids).filter(|(o, _)| kept.contains(*o)) {
+                report.abandoned.push(o.to_string());
+                report.provisioned.push(n.to_string());
+            }
+            if !old.is_empty() {
+                remove(ws, &old, Reason::Terminate, tally)?;
+            }
         }
-        report
-            .replaced
-            .extend(batch.iter().zip(&ids).map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }));
+        report.replaced.extend(
+            batch
+                .iter()
+                .zip(&ids)
+                .filter(|(o, _)| old.contains(*o))
+                .map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }),
+        );
         Ok(())
+    }
+
+    /// Drains the members `doomed` lists, each with its group's drain (`cmd::drain`); returns
+    /// those kept (`abandon`).
+    fn drain<'d>(
+        &self,
+        ws: &Workspace<'_>,
+        instances: &[Instance],
+        doomed: impl IntoIterator<Item = (&'d Group, &'d [InstanceId])>,
+    ) -> Result<BTreeSet<InstanceId>> {
+        let mut draining = Vec::new();
+        for (group, ids) in doomed {
+            let Some(drain) = &group.drain else { continue };
+            for id in ids {
+                if let Some(instance) = instances.iter().find(|i| &i.id == id) {
+                    draining.push(Draining { instance, group: &group.spec.id, drain });
+                }
+            }
+        }
+        crate::cmd::drain::drain(ws, &self.ctx.printer, &draining)
     }
 
     /// Runs `--health-cmd` for each new member; the first that fails stops the update.
@@ -479,7 +548,8 @@ impl Run<'_> {
                 group: &group.spec.id,
                 attributes: &attributes,
             };
-            if let Some(why) = crate::health::check(cmd, &subject, self.args.health_timeout)? {
+            if let Some(why) = crate::health::run(crate::health::Hook::Health, cmd, &subject, self.args.health_timeout)?
+            {
                 return Err(Failure::new(
                     Code::UpdateStopped,
                     format!("the rolling update of group `{}` stopped: {id} is not healthy ({why})", group.spec.id),
@@ -667,6 +737,10 @@ fn finish(ctx: &Ctx, report: &Report, failure: Option<anyhow::Error>) -> Result<
     if let Some(failure) = failure {
         return Err(failure);
     }
+    let abandoned: Vec<String> = report.groups.iter().flat_map(|g| g.abandoned.iter().cloned()).collect();
+    if !abandoned.is_empty() {
+        return Err(crate::cmd::drain::abandoned(&abandoned));
+    }
     if report.check && report.pending {
         return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(report)))
             .hint("run `infrakit-tf reconcile` to apply them")
@@ -766,6 +840,7 @@ fn table(r: &Report) -> Table {
         what.extend(g.provisioned.iter().map(|id| format!("provisioned {id}")));
         what.extend(g.terminated.iter().map(|id| format!("terminated {id}")));
         what.extend(g.replaced.iter().map(|r| format!("replaced {} by {}", r.old, r.new)));
+        what.extend(g.abandoned.iter().map(|id| format!("kept {id}: its drain failed")));
         what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
         t.add_row([format!("group {}", g.id), what.join("\n")]);
     }
