@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::group::OnDrainFailure;
 use crate::names::InstanceId;
+pub use crate::text::parse_duration;
 use crate::text::short;
 
 /// Manage groups of machines through Terraform.
@@ -292,15 +294,6 @@ pub struct DrainArgs {
     pub on_drain_failure: Option<OnDrainFailure>,
 }
 
-/// What a drain that failed or ran out of time does to its member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OnDrainFailure {
-    /// Keep the member: it is not destroyed, and the run exits 17
-    Abandon,
-    /// Destroy it anyway, with a warning
-    Continue,
-}
-
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     /// List the orphans and terraform's plan; change nothing
@@ -432,22 +425,6 @@ fn parse_id(s: &str) -> Result<InstanceId, String> {
     s.parse()
 }
 
-/// `500ms`, `30s`, `5m`, `1h`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("`{}` is not a duration: use e.g. `30s`, `5m`, `500ms`", short(s)))?;
-    let ms = match unit {
-        "ms" => 1,
-        "" | "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(format!("unknown unit `{}` in `{}`: use ms, s, m or h", short(unit), short(s))),
-    };
-    Ok(Duration::from_millis(n.saturating_mul(ms)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,15 +433,6 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5d").is_err());
     }
 
     #[test]

@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cli::{DrainArgs, OnDrainFailure};
 use crate::confighash::{config_sha, PluginSpec};
 use crate::names;
 use crate::spec::Problem;
@@ -59,6 +58,15 @@ pub enum Allocation {
     LogicalIds(Vec<String>),
 }
 
+/// What a drain that failed or ran out of time does to its member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnDrainFailure {
+    /// Keep the member: it is not destroyed, and the run exits 17
+    Abandon,
+    /// Destroy it anyway, with a warning
+    Continue,
+}
+
 /// How long a drain may run when neither the spec nor `--drain-timeout` says.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -85,9 +93,10 @@ pub struct Drain {
 
 impl Drain {
     /// The drain of a member whose group has `lifecycle` (`None`: no group, or none known),
-    /// the flags overriding it; `None` when no drain command is given either way.
-    pub fn resolve(lifecycle: Option<&Lifecycle>, flags: &DrainArgs) -> Option<Drain> {
-        let command = flags.drain_cmd.clone().or_else(|| lifecycle?.drain.clone())?;
+    /// each part of `flags` (the command line's `--drain-*`) overriding it; `None` when no
+    /// drain command is given either way.
+    pub fn resolve(lifecycle: Option<&Lifecycle>, flags: &Lifecycle) -> Option<Drain> {
+        let command = flags.drain.clone().or_else(|| lifecycle?.drain.clone())?;
         Some(Drain {
             command,
             timeout: flags.drain_timeout.or_else(|| lifecycle?.drain_timeout).unwrap_or(DRAIN_TIMEOUT),
@@ -278,7 +287,7 @@ fn lifecycle(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> O
     }
     match get_ci(l, "DrainTimeout") {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) => match crate::cli::parse_duration(text) {
+        Some(Value::String(text)) => match crate::text::parse_duration(text) {
             Ok(d) if !d.is_zero() => out.drain_timeout = Some(d),
             Ok(_) => problem("/Properties/Lifecycle/DrainTimeout", "`DrainTimeout` must be longer than 0".into()),
             Err(e) => problem("/Properties/Lifecycle/DrainTimeout", e),
@@ -508,11 +517,11 @@ mod tests {
         assert_eq!(g.config_hash, plain.config_hash, "a lifecycle replaces no member");
         assert_ne!(g.fingerprint_input(), plain.fingerprint_input());
 
-        let none = DrainArgs::default();
+        let none = Lifecycle::default();
         let drain = Drain::resolve(Some(&l), &none).unwrap();
         assert_eq!((drain.timeout, drain.on_failure), (Duration::from_secs(90), OnDrainFailure::Continue));
-        let flags = DrainArgs {
-            drain_cmd: Some("true".into()),
+        let flags = Lifecycle {
+            drain: Some("true".into()),
             drain_timeout: None,
             on_drain_failure: Some(OnDrainFailure::Abandon),
         };

@@ -5,6 +5,7 @@
 //! they are data, not messages.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 /// A value of at most this many characters is quoted whole.
 const WHOLE: usize = 80;
@@ -44,8 +45,33 @@ pub fn short_pointer(pointer: &str) -> String {
     pointer.split('/').map(short).collect::<Vec<_>>().join("/")
 }
 
+/// `500ms`, `30s`, `5m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("`{}` is not a duration: use e.g. `30s`, `5m`, `500ms`", short(s)))?;
+    let ms = match unit {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("unknown unit `{}` in `{}`: use ms, s, m or h", short(unit), short(s))),
+    };
+    Ok(Duration::from_millis(n.saturating_mul(ms)))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -129,12 +129,13 @@ fn drains<'i>(
     } else {
         Vec::new()
     };
+    let flags = crate::cmd::drain::flags(&args.drain);
     Ok(doomed
         .into_iter()
         .filter_map(|i| {
             let group = i.tags.get(GROUP_TAG).cloned().unwrap_or_default();
             let spec = groups.iter().find(|(g, _)| !group.is_empty() && g.id == group);
-            let drain = Drain::resolve(spec.and_then(|(g, _)| g.lifecycle.as_ref()), &args.drain)?;
+            let drain = Drain::resolve(spec.and_then(|(g, _)| g.lifecycle.as_ref()), &flags)?;
             Some((i, group, drain))
         })
         .collect())

@@ -19,14 +19,23 @@ use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use crate::cli::OnDrainFailure;
+use crate::cli::{DrainArgs, OnDrainFailure};
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
-use crate::group::Drain;
+use crate::group::{Drain, Lifecycle};
 use crate::health::{Hook, Job, Subject};
 use crate::names::InstanceId;
 use crate::output::Printer;
 use crate::workspace::Workspace;
+
+/// The command line's `--drain-*` flags, as the lifecycle they put over each group spec's.
+pub(crate) fn flags(args: &DrainArgs) -> Lifecycle {
+    Lifecycle {
+        drain: args.drain_cmd.clone(),
+        drain_timeout: args.drain_timeout,
+        on_drain_failure: args.on_drain_failure,
+    }
+}
 
 /// A member to drain before it is destroyed.
 pub(crate) struct Draining<'a> {

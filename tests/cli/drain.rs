@@ -108,7 +108,11 @@ fn a_failed_drain_keeps_the_member_under_abandon_and_not_under_continue() {
     let report = run.json();
     assert_eq!(report["groups"][0]["abandoned"], json!([lowest]), "{report}");
     assert_eq!(report["groups"][0]["terminated"], json!([]), "{report}");
-    assert!(run.stderr.contains(&format!("the drain of {lowest} failed (the drain command exited 3)")), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("the drain of {lowest} failed (the drain command exited 3)")),
+        "{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("busy"), "the drain's output is on stderr: {}", run.stderr);
     assert!(run.error_lines().iter().any(|l| l.contains("a drain failed and its member was kept")), "{}", run.stderr);
     assert_eq!(members(&c), before, "nothing destroyed");

@@ -54,10 +54,11 @@ impl Group {
 /// each with its drain, `flags` overriding its spec's.
 pub(super) fn load(ctx: &Ctx, given: &[PathBuf], profiles: &Profiles, flags: &DrainArgs) -> Result<Vec<Group>> {
     let groups = load_groups(ctx, given, &ctx.dir, profiles)?;
+    let flags = crate::cmd::drain::flags(flags);
     Ok(groups
         .into_iter()
         .map(|(spec, members)| {
-            let drain = Drain::resolve(spec.lifecycle.as_ref(), flags);
+            let drain = Drain::resolve(spec.lifecycle.as_ref(), &flags);
             Group { spec, members, drain }
         })
         .collect())
