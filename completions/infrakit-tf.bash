@@ -207,7 +207,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__destroy)
-            opts="-q -v -h -V --reason --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --reason --no-apply --dry-run --group --drain-cmd --drain-timeout --on-drain-failure --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -215,6 +215,22 @@ _infrakit__tf() {
             case "${prev}" in
                 --reason)
                     COMPREPLY=($(compgen -W "terminate rolling-update" -- "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drain-cmd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drain-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-drain-failure)
+                    COMPREPLY=($(compgen -W "abandon continue" -- "${cur}"))
                     return 0
                     ;;
                 --dir)
@@ -679,7 +695,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --drain-cmd --drain-timeout --on-drain-failure --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -703,6 +719,18 @@ _infrakit__tf() {
                     ;;
                 --health-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drain-cmd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drain-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-drain-failure)
+                    COMPREPLY=($(compgen -W "abandon continue" -- "${cur}"))
                     return 0
                     ;;
                 --dir)

@@ -95,6 +95,11 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s h 
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand provision" -s V -l version -d 'Print version'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l reason -d 'Why: `terminate` removes the dedicated slot too; `rolling-update` keeps it' -r -f -a "terminate\t'Scale down or retire: remove the instance, its slot, and unreferenced globals'
 rolling-update\t'Replace the instance: keep its dedicated slot for the replacement'"
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l group -d 'A group spec whose `Lifecycle.Drain` drains its members before they are destroyed (repeatable). Without any, the groups listed in infrakit-tf.json; a member\'s group is its `infrakit.group` tag' -r -F
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l drain-cmd -d 'A shell command that drains a member before it is destroyed (exit 0: drained); run with the environment --health-cmd has [default: the group spec\'s `Lifecycle.Drain`]' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l drain-timeout -d 'How long the drain command may run before it counts as failed (it is killed) [default: the spec\'s `Lifecycle.DrainTimeout`, else 5m]' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l on-drain-failure -d 'What a failed drain does: `abandon` keeps the member (exit 17 once all else is done), `continue` destroys it anyway [default: the spec\'s `Lifecycle.OnDrainFailure`, else abandon]' -r -f -a "abandon\t'Keep the member: it is not destroyed, and the run exits 17'
+continue\t'Destroy it anyway, with a warning'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand destroy" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
 json\t'JSON with a stable schema, for scripts'"
@@ -161,6 +166,10 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l gr
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l max-unavailable -d 'Replace at most N outdated members at a time [default: the spec\'s `Updating.MaxUnavailable`, else 1]' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l health-cmd -d 'A shell command that says whether a replacement is healthy (exit 0); run with `INFRAKIT_TF_ID`, `INFRAKIT_TF_LOGICAL_ID`, `INFRAKIT_TF_GROUP` and `INFRAKIT_TF_ATTR_<KEY>` (its state attributes) in its environment. The next batch waits for it' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l health-timeout -d 'How long --health-cmd may run before it counts as failed' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l drain-cmd -d 'A shell command that drains a member before it is destroyed (exit 0: drained); run with the environment --health-cmd has [default: the group spec\'s `Lifecycle.Drain`]' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l drain-timeout -d 'How long the drain command may run before it counts as failed (it is killed) [default: the spec\'s `Lifecycle.DrainTimeout`, else 5m]' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l on-drain-failure -d 'What a failed drain does: `abandon` keeps the member (exit 17 once all else is done), `continue` destroys it anyway [default: the spec\'s `Lifecycle.OnDrainFailure`, else abandon]' -r -f -a "abandon\t'Keep the member: it is not destroyed, and the run exits 17'
+continue\t'Destroy it anyway, with a warning'"
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l dir -d 'The managed directory (your Terraform config plus the files infrakit-tf writes)' -r -F
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l output -d 'Output format of the data on stdout' -r -f -a "table\t'Human-readable: an ID, or a table'
 json\t'JSON with a stable schema, for scripts'"
