@@ -140,3 +140,33 @@ fn wait(name: &str, child: &mut std::process::Child, timeout: Duration) -> Resul
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drains_run_in_parallel_and_say_which_command_failed() {
+        let attributes = BTreeMap::from([("public_ip".to_string(), "10.0.0.1".to_string())]);
+        let job = |command, timeout| Job {
+            command,
+            timeout,
+            subject: Subject { id: "instance-1", logical_id: None, group: "web", attributes: &attributes },
+        };
+        let second = Duration::from_secs(1);
+        let jobs = [
+            job("sleep 0.5; test \"$INFRAKIT_TF_ATTR_PUBLIC_IP $INFRAKIT_TF_GROUP\" = '10.0.0.1 web'", second * 10),
+            job("sleep 0.5; exit 3", second * 10),
+            job("sleep 10", Duration::from_millis(600)),
+        ];
+        let started = Instant::now();
+        let results: Vec<Option<String>> = run_all(Hook::Drain, &jobs).into_iter().map(Result::unwrap).collect();
+        assert!(started.elapsed() < Duration::from_millis(1400), "one after the other: {:?}", started.elapsed());
+        assert_eq!(
+            results,
+            [None, Some("the drain command exited 3".into()), Some("the drain command ran longer than 600ms".into())]
+        );
+        let health = run(Hook::Health, "exit 1", &jobs[0].subject, second).unwrap();
+        assert_eq!(health.as_deref(), Some("the health command exited 1"));
+    }
+}
