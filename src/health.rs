@@ -55,6 +55,7 @@ pub(crate) struct Job<'a> {
 /// Runs every job, [`AT_ONCE`] at a time (each as [`run`] does); the results in the jobs'
 /// order. A slow job holds one place, not the others.
 pub(crate) fn run_all(hook: Hook, jobs: &[Job<'_>]) -> Vec<Result<Option<String>>> {
+    let _running = crate::signals::ChildRunning::start();
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Option<Result<Option<String>>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
@@ -62,7 +63,7 @@ pub(crate) fn run_all(hook: Hook, jobs: &[Job<'_>]) -> Vec<Result<Option<String>
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(job) = jobs.get(i) else { break };
-                let result = run(hook, job.command, &job.subject, job.timeout);
+                let result = run_one(hook, job.command, &job.subject, job.timeout);
                 *results[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
             });
         }
@@ -79,12 +80,19 @@ pub(crate) fn run_all(hook: Hook, jobs: &[Job<'_>]) -> Vec<Result<Option<String>
 
 /// Runs `command` for `subject`: `Ok(None)` when it exits 0, `Ok(Some(why))` when it fails or
 /// runs over `timeout` (it is killed then). `why` names the command (`the drain command
-/// exited 1`).
+/// exited 1`). Ctrl-C or SIGTERM while it runs stops it (it is killed, with what it started)
+/// and fails with exit 130: the caller changes nothing more.
+pub(crate) fn run(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
+    let _running = crate::signals::ChildRunning::start();
+    run_one(hook, command, subject, timeout)
+}
+
+/// [`run`], while the caller holds the signals' [`crate::signals::ChildRunning`].
 #[expect(
     clippy::disallowed_methods,
     reason = "the user's --health-cmd and drain command are spawned here, not by the terraform runner"
 )]
-pub(crate) fn run(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
+fn run_one(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
     let name = hook.name();
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(command).stdin(Stdio::null());
@@ -122,10 +130,21 @@ pub(crate) fn run(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Dur
     verdict
 }
 
-/// Waits for the `name` command, killing it after `timeout`.
+/// Waits for the `name` command, killing it after `timeout`, or at once (with the processes it
+/// started) when Ctrl-C or SIGTERM asks this run to stop.
 fn wait(name: &str, child: &mut std::process::Child, timeout: Duration) -> Result<Option<String>> {
     let deadline = Instant::now() + timeout;
     loop {
+        if crate::signals::stop_requested() {
+            crate::signals::kill(child.id());
+            let _ = child.wait();
+            return Err(crate::exit::Failure::new(
+                crate::exit::Code::Interrupted,
+                format!("interrupted while the {name} command ran: it was stopped, and nothing more was changed"),
+            )
+            .hint("run the command again: a drain that did not finish runs again before its member is destroyed")
+            .into());
+        }
         if let Some(status) = child.try_wait().with_context(|| format!("failed to wait for the {name} command"))? {
             return Ok((!status.success()).then(|| match status.code() {
                 Some(code) => format!("the {name} command exited {code}"),

@@ -80,6 +80,8 @@ pub(crate) fn drain(ws: &Workspace<'_>, printer: &Printer, members: &[Draining<'
                 continue;
             }
             Ok(Some(why)) => why,
+            // Stopped by Ctrl-C or SIGTERM: nothing is destroyed, the next run drains again.
+            Err(e) if crate::signals::stop_requested() => return Err(e),
             Err(e) => format!("{e:#}"),
         };
         match m.drain.on_failure {

@@ -179,19 +179,30 @@ fn destroy_drains_a_member_of_a_group_with_a_drain() {
     assert!(in_state(&c, &ids[1]));
 }
 
+/// A group of three scaled in to two with `drain` (given the file it should write its first
+/// line to) as the drain, started in the background once `started` exists: the run, the
+/// members before, the member to go (the lowest ID) and the two-member spec.
+fn scale_in_with(
+    c: &Cloud,
+    drain: impl Fn(&Path) -> String,
+) -> (crate::cloud::Started, std::collections::BTreeMap<String, String>, String, String) {
+    let three = c.s.write_outside("three.json", &spec(3, "a", false, None));
+    c.run(&["reconcile", "--group", &three]).ok();
+    let before = members(c);
+    let lowest = before.keys().next().unwrap().clone();
+    let started = c.s.root.path().join("started");
+    let two = c.s.write_outside("two.json", &spec(2, "a", false, None));
+    let run = c.start(&["reconcile", "--group", &two, "--drain-cmd", &drain(&started)], &[]);
+    crate::support::wait_for(&started, "the drain started");
+    (run, before, lowest, two)
+}
+
 #[test]
 fn a_run_killed_during_a_drain_drains_again_before_destroying() {
     let c = Cloud::new();
-    let three = c.s.write_outside("three.json", &spec(3, "a", false, None));
-    c.run(&["reconcile", "--group", &three]).ok();
-    let before = members(&c);
-    let lowest = before.keys().next().unwrap().clone();
+    let (mut run, before, lowest, two) =
+        scale_in_with(&c, |started| format!("echo \"$INFRAKIT_TF_ID\" > {}; sleep 600", started.display()));
     let started = c.s.root.path().join("started");
-    let slow = format!("echo \"$INFRAKIT_TF_ID\" > {}; sleep 600", started.display());
-    let two = c.s.write_outside("two.json", &spec(2, "a", false, None));
-
-    let mut run = c.start(&["reconcile", "--group", &two, "--drain-cmd", &slow], &[]);
-    crate::support::wait_for(&started, "the drain started");
     run.kill(true);
     run.finish();
     crate::support::wait_until_idle(&c.s.dir);
@@ -204,5 +215,37 @@ fn a_run_killed_during_a_drain_drains_again_before_destroying() {
     let out = c.run(&["reconcile", "--group", &two, "--drain-cmd", &drain, "--output", "json"]).ok();
     assert_eq!(drained(&log), vec![lowest.clone()], "drained again, before its removal");
     assert_eq!(out.json()["groups"][0]["terminated"], json!([lowest]));
+    assert!(!in_state(&c, &lowest));
+}
+
+// Cron's timeout sends SIGTERM while a drain runs: the drain is stopped (the command and what
+// it started), the run exits 130 with nothing destroyed, and the next run drains again.
+#[test]
+fn sigterm_during_a_drain_stops_it_and_destroys_nothing() {
+    let c = Cloud::new();
+    let (run, before, lowest, two) =
+        scale_in_with(&c, |started| format!("sleep 600 & echo $! > {}; wait", started.display()));
+    let pid = c.s.root.path().join("started");
+    // SAFETY: kill(2) on our own child alone, as a service manager would.
+    unsafe { libc::kill(run.pid() as i32, libc::SIGTERM) };
+    let out = run.finish().code(130);
+    assert!(out.stderr.contains("interrupted while the drain command ran"), "{}", out.stderr);
+    let sleeper = std::fs::read_to_string(&pid).unwrap().trim().to_string();
+    // Gone, or dead and not yet reaped by init (a zombie runs nothing).
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
+            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!running(), "what the drain started was stopped too");
+    assert!(c.s.dir.join(format!("{lowest}.tf.json")).exists(), "the member's file stays");
+    assert_eq!(members(&c), before, "nothing destroyed");
+
+    let (drain, log) = logging_drain(&c);
+    c.run(&["reconcile", "--group", &two, "--drain-cmd", &drain]).ok();
+    assert_eq!(drained(&log), vec![lowest.clone()], "drained again, then destroyed");
     assert!(!in_state(&c, &lowest));
 }
