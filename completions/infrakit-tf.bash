@@ -695,7 +695,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --drain-cmd --drain-timeout --on-drain-failure --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --drain-cmd --drain-timeout --on-drain-failure --heal-cmd --heal-timeout --heal-initial-delay --heal-failures --heal-max-unhealthy --heal-max-repairs --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -731,6 +731,30 @@ _infrakit__tf() {
                     ;;
                 --on-drain-failure)
                     COMPREPLY=($(compgen -W "abandon continue" -- "${cur}"))
+                    return 0
+                    ;;
+                --heal-cmd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --heal-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --heal-initial-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --heal-failures)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --heal-max-unhealthy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --heal-max-repairs)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --dir)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use crate::group::OnDrainFailure;
+pub use crate::group::{parse_max_unhealthy, MaxUnhealthy, OnDrainFailure};
 use crate::names::InstanceId;
 pub use crate::text::parse_duration;
 use crate::text::short;
@@ -267,6 +267,48 @@ pub struct ReconcileArgs {
 
     #[command(flatten)]
     pub drain: DrainArgs,
+
+    #[command(flatten)]
+    pub heal: HealArgs,
+}
+
+/// Health-based repair; each flag overrides the group spec's `Healing` for every group of the
+/// run.
+#[derive(Debug, Default, Args)]
+pub struct HealArgs {
+    /// A shell command that checks each created member every run (exit 0: healthy); run with
+    /// the environment --health-cmd has [default: the group spec's `Healing.Command`]
+    ///
+    /// Overrides the spec's `Healing.Command` for every group of the run. A member whose
+    /// checks fail --heal-failures runs in a row is unhealthy, and is replaced in its slot.
+    #[arg(long, value_name = "CMD")]
+    pub heal_cmd: Option<String>,
+
+    /// How long a check may run before it counts as failed (it is killed) [default: the
+    /// spec's `Healing.Timeout`, else 10s]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub heal_timeout: Option<Duration>,
+
+    /// How long after a member was first seen created it is first checked [default: the
+    /// spec's `Healing.InitialDelay`, else 0s]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub heal_initial_delay: Option<Duration>,
+
+    /// Failed checks in a row (one a run) that make a member unhealthy [default: the spec's
+    /// `Healing.FailuresBeforeRepair`, else 3]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub heal_failures: Option<u32>,
+
+    /// The circuit breaker: with more unhealthy members than this (a count, or a percentage
+    /// of the desired size, rounded up), a group repairs none and the run exits 18 [default:
+    /// the spec's `Healing.MaxUnhealthy`, else 50%]
+    #[arg(long, value_parser = parse_max_unhealthy, value_name = "N|P%")]
+    pub heal_max_unhealthy: Option<MaxUnhealthy>,
+
+    /// Unhealthy members repaired per group per run, at most [default: the spec's
+    /// `Healing.MaxRepairsPerRun`, else 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub heal_max_repairs: Option<u64>,
 }
 
 /// The drain before a member is destroyed; each flag overrides the group spec's

@@ -7,7 +7,9 @@
 //!    "Instance": {"Plugin": "...", "Properties": <an instance spec's Properties>},
 //!    "Flavor": {"Plugin": "...", "Properties": {"Init": "..." | ["...", ...], "Tags": {...}}},
 //!    "Updating": {"MaxUnavailable": 1},
-//!    "Lifecycle": {"Drain": "CMD", "DrainTimeout": "5m", "OnDrainFailure": "abandon" | "continue"}}}
+//!    "Lifecycle": {"Drain": "CMD", "DrainTimeout": "5m", "OnDrainFailure": "abandon" | "continue"},
+//!    "Healing": {"Command": "CMD", "Timeout": "10s", "InitialDelay": "10m", "FailuresBeforeRepair": 3,
+//!                "MaxUnhealthy": 2 | "40%", "MaxRepairsPerRun": 1}}}
 //! ```
 //!
 //! Keys match case-insensitively, as Go's decoder matches struct fields. Plugin names are
@@ -108,6 +110,116 @@ impl Drain {
     }
 }
 
+/// How long a health check (`Healing.Timeout`) may run when neither the spec nor
+/// `--heal-timeout` says.
+pub const HEAL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Consecutive failed checks that make a member unhealthy, by default.
+pub const FAILURES_BEFORE_REPAIR: u32 = 3;
+/// Repairs per group per run, by default.
+pub const MAX_REPAIRS_PER_RUN: u64 = 1;
+/// The circuit breaker's default: more than half of the desired size unhealthy halts repairs
+/// (see [`MaxUnhealthy`]).
+pub const MAX_UNHEALTHY: MaxUnhealthy = MaxUnhealthy::Percent(50);
+
+/// `Healing.MaxUnhealthy`: the most unhealthy members a group repairs; more halt every repair
+/// of the group (the circuit breaker). A count, or a percentage of the desired size, rounded
+/// up (so that 50% of a group of one is one: a lone member is still repaired).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnhealthy {
+    Count(u64),
+    Percent(u64),
+}
+
+impl MaxUnhealthy {
+    /// The most unhealthy members allowed in a group of `desired` members.
+    pub fn allowed(self, desired: usize) -> u64 {
+        match self {
+            MaxUnhealthy::Count(n) => n,
+            MaxUnhealthy::Percent(p) => (desired as u64 * p).div_ceil(100),
+        }
+    }
+
+    /// As the spec says it: `2`, `40%`.
+    pub fn text(self) -> String {
+        match self {
+            MaxUnhealthy::Count(n) => n.to_string(),
+            MaxUnhealthy::Percent(p) => format!("{p}%"),
+        }
+    }
+}
+
+/// Parses `MaxUnhealthy` (and `--heal-max-unhealthy`): a whole number, or a percentage from
+/// 0% to 100%.
+pub fn parse_max_unhealthy(text: &str) -> Result<MaxUnhealthy, String> {
+    let text = text.trim();
+    let bad = || {
+        format!(
+            "`{}` is not a count or a percentage (such as `2` or `40%`)",
+            crate::text::short(text)
+        )
+    };
+    match text.strip_suffix('%') {
+        Some(p) => match p.trim().parse::<u64>() {
+            Ok(p) if p <= 100 => Ok(MaxUnhealthy::Percent(p)),
+            Ok(_) => Err("a percentage of `MaxUnhealthy` must be at most 100%".into()),
+            Err(_) => Err(bad()),
+        },
+        None => text.parse::<u64>().map(MaxUnhealthy::Count).map_err(|_| bad()),
+    }
+}
+
+/// `Properties.Healing`: how members are checked and repaired. Not part of the config hash:
+/// changing it replaces no member.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Healing {
+    /// `Command`: the shell command that checks a member (exit 0: healthy).
+    pub command: Option<String>,
+    /// `Timeout`.
+    pub timeout: Option<Duration>,
+    /// `InitialDelay`: a member is first checked this long after the tool first saw it created.
+    pub initial_delay: Option<Duration>,
+    /// `FailuresBeforeRepair`.
+    pub failures_before_repair: Option<u32>,
+    /// `MaxUnhealthy`.
+    pub max_unhealthy: Option<MaxUnhealthy>,
+    /// `MaxRepairsPerRun`.
+    pub max_repairs_per_run: Option<u64>,
+}
+
+/// The healing a run carries out for a group: the spec's `Healing`, each part overridden by its
+/// flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heal {
+    pub command: String,
+    pub timeout: Duration,
+    pub initial_delay: Duration,
+    pub failures_before_repair: u32,
+    pub max_unhealthy: MaxUnhealthy,
+    pub max_repairs_per_run: u64,
+}
+
+impl Heal {
+    /// The healing of a group whose spec has `healing`, each part of `flags` (the command
+    /// line's `--heal-*`) overriding it; `None` when no health command is given either way.
+    pub fn resolve(healing: Option<&Healing>, flags: &Healing) -> Option<Heal> {
+        let command = flags.command.clone().or_else(|| healing?.command.clone())?;
+        Some(Heal {
+            command,
+            timeout: flags.timeout.or_else(|| healing?.timeout).unwrap_or(HEAL_TIMEOUT),
+            initial_delay: flags.initial_delay.or_else(|| healing?.initial_delay).unwrap_or_default(),
+            failures_before_repair: flags
+                .failures_before_repair
+                .or_else(|| healing?.failures_before_repair)
+                .unwrap_or(FAILURES_BEFORE_REPAIR),
+            max_unhealthy: flags.max_unhealthy.or_else(|| healing?.max_unhealthy).unwrap_or(MAX_UNHEALTHY),
+            max_repairs_per_run: flags
+                .max_repairs_per_run
+                .or_else(|| healing?.max_repairs_per_run)
+                .unwrap_or(MAX_REPAIRS_PER_RUN),
+        })
+    }
+}
+
 /// A checked group spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupSpec {
@@ -117,6 +229,8 @@ pub struct GroupSpec {
     pub max_unavailable: Option<u64>,
     /// `Properties.Lifecycle`, when given.
     pub lifecycle: Option<Lifecycle>,
+    /// `Properties.Healing`, when given.
+    pub healing: Option<Healing>,
     /// The members' instance spec, less the logical ID (see [`GroupSpec::instance_spec`]).
     instance_spec: Value,
     /// The value every current member's [`CONFIG_TAG`] holds.
@@ -136,9 +250,9 @@ impl GroupSpec {
     }
 
     /// What decides how the group is converged, as one canonical text (for the store's
-    /// configuration check): its ID, allocation, update budget, lifecycle and members' spec.
-    /// The lifecycle is there only when the spec has one, so that the text of a group without
-    /// one is what it was before `Lifecycle` existed.
+    /// configuration check): its ID, allocation, update budget, lifecycle, healing and members'
+    /// spec. The lifecycle and the healing are there only when the spec has them, so that the
+    /// text of a group without them is what it was before they existed.
     pub fn fingerprint_input(&self) -> String {
         let allocation = match &self.allocation {
             Allocation::Size(n) => serde_json::json!({ "Size": n }),
@@ -158,6 +272,16 @@ impl GroupSpec {
                     OnDrainFailure::Abandon => "abandon",
                     OnDrainFailure::Continue => "continue",
                 }),
+            });
+        }
+        if let Some(h) = &self.healing {
+            input["Healing"] = serde_json::json!({
+                "Command": h.command,
+                "TimeoutMs": h.timeout.map(|d| d.as_millis() as u64),
+                "InitialDelayMs": h.initial_delay.map(|d| d.as_millis() as u64),
+                "FailuresBeforeRepair": h.failures_before_repair,
+                "MaxUnhealthy": h.max_unhealthy.map(MaxUnhealthy::text),
+                "MaxRepairsPerRun": h.max_repairs_per_run,
             });
         }
         input.to_string()
@@ -239,6 +363,7 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
         },
     };
     let lifecycle = lifecycle(get_ci(props, "Lifecycle"), &mut problem);
+    let healing = healing(get_ci(props, "Healing"), &mut problem);
     let (Some(id), Some(allocation), Some(instance_props)) = (id, allocation, instance_props) else {
         return Err(problems);
     };
@@ -261,7 +386,7 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     if !init.is_empty() {
         instance_spec["Init"] = Value::String(init);
     }
-    Ok(GroupSpec { id, allocation, max_unavailable, lifecycle, instance_spec, config_hash })
+    Ok(GroupSpec { id, allocation, max_unavailable, lifecycle, healing, instance_spec, config_hash })
 }
 
 /// `Properties.Lifecycle`: `Drain` a non-empty string, `DrainTimeout` a duration (`30s`,
@@ -306,6 +431,79 @@ fn lifecycle(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> O
         Some(_) => problem(
             "/Properties/Lifecycle/OnDrainFailure",
             "`OnDrainFailure` must be `abandon` (keep the member) or `continue` (destroy it anyway)".into(),
+        ),
+    }
+    Some(out)
+}
+
+/// `Properties.Healing`: `Command` a non-empty string, `Timeout` and `InitialDelay` durations,
+/// `FailuresBeforeRepair` and `MaxRepairsPerRun` whole numbers of at least 1, `MaxUnhealthy`
+/// a count or a percentage (`2`, `"40%"`).
+fn healing(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> Option<Healing> {
+    const AT: &str = "/Properties/Healing";
+    let h = match value {
+        None | Some(Value::Null) => return None,
+        Some(Value::Object(h)) => h,
+        Some(_) => {
+            problem(
+                AT,
+                "`Healing` must be an object: `{\"Command\": \"CMD\", \"FailuresBeforeRepair\": 3, \"MaxUnhealthy\": \"40%\"}`"
+                    .into(),
+            );
+            return None;
+        }
+    };
+    let mut out = Healing::default();
+    match get_ci(h, "Command") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(cmd)) if !cmd.trim().is_empty() => out.command = Some(cmd.clone()),
+        Some(_) => problem(&format!("{AT}/Command"), "`Command` must be a shell command (a non-empty string)".into()),
+    }
+    let mut duration = |key: &str, positive: bool| match get_ci(h, key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => match crate::text::parse_duration(text) {
+            Ok(d) if positive && d.is_zero() => {
+                problem(&format!("{AT}/{key}"), format!("`{key}` must be longer than 0"));
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                problem(&format!("{AT}/{key}"), e);
+                None
+            }
+        },
+        Some(_) => {
+            problem(&format!("{AT}/{key}"), format!("`{key}` must be a duration such as `30s` or `10m`"));
+            None
+        }
+    };
+    out.timeout = duration("Timeout", true);
+    out.initial_delay = duration("InitialDelay", false);
+    let mut count = |key: &str| match get_ci(h, key) {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64().filter(|n| *n > 0) {
+            Some(n) => Some(n),
+            None => {
+                problem(&format!("{AT}/{key}"), format!("`{key}` must be a whole number of at least 1"));
+                None
+            }
+        },
+    };
+    out.failures_before_repair = count("FailuresBeforeRepair").map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    out.max_repairs_per_run = count("MaxRepairsPerRun");
+    match get_ci(h, "MaxUnhealthy") {
+        None | Some(Value::Null) => {}
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(n) => out.max_unhealthy = Some(MaxUnhealthy::Count(n)),
+            None => problem(&format!("{AT}/MaxUnhealthy"), "`MaxUnhealthy` must be a count (0 or more) or a percentage".into()),
+        },
+        Some(Value::String(text)) => match parse_max_unhealthy(text) {
+            Ok(m) => out.max_unhealthy = Some(m),
+            Err(e) => problem(&format!("{AT}/MaxUnhealthy"), e),
+        },
+        Some(_) => problem(
+            &format!("{AT}/MaxUnhealthy"),
+            "`MaxUnhealthy` must be a count or a percentage (such as `2` or `\"40%\"`)".into(),
         ),
     }
     Some(out)
@@ -543,6 +741,75 @@ mod tests {
         assert!(bad[2].contains("`abandon` (keep the member) or `continue`"), "{bad:#?}");
         assert!(with(r#""drain it""#).unwrap_err()[0].contains("`Lifecycle` must be an object"));
         assert!(with(r#"{"DrainTimeout":"0s"}"#).unwrap_err()[0].contains("longer than 0"));
+    }
+
+    #[test]
+    fn healing_is_read_checked_and_overridden_by_the_flags() {
+        let base = r#"{"ID":"g","Properties":{"Allocation":{"Size":4},"Instance":{"Properties":{"resource":{}}}}}"#;
+        let plain = parsed(base).unwrap();
+        assert_eq!(plain.healing, None);
+        let with = |healing: &str| parsed(&base.replace(r#""Instance""#, &format!(r#""Healing":{healing},"Instance""#)));
+        let g = with(
+            r#"{"Command":"curl -fsS $INFRAKIT_TF_ATTR_IP","Timeout":"5s","InitialDelay":"10m","FailuresBeforeRepair":2,
+            "MaxUnhealthy":"40%","MaxRepairsPerRun":3}"#,
+        )
+        .unwrap();
+        let h = g.healing.clone().unwrap();
+        assert_eq!(h.command.as_deref(), Some("curl -fsS $INFRAKIT_TF_ATTR_IP"));
+        assert_eq!((h.timeout, h.initial_delay), (Some(Duration::from_secs(5)), Some(Duration::from_secs(600))));
+        assert_eq!((h.failures_before_repair, h.max_repairs_per_run), (Some(2), Some(3)));
+        assert_eq!(h.max_unhealthy, Some(MaxUnhealthy::Percent(40)));
+        assert_eq!(g.config_hash, plain.config_hash, "healing replaces no member");
+        assert_ne!(g.fingerprint_input(), plain.fingerprint_input());
+        assert!(g.fingerprint_input().contains(r#""Healing":{"Command":"curl"#), "{}", g.fingerprint_input());
+
+        let none = Healing::default();
+        let heal = Heal::resolve(Some(&h), &none).unwrap();
+        assert_eq!((heal.failures_before_repair, heal.max_repairs_per_run), (2, 3));
+        let flags = Healing {
+            command: Some("true".into()),
+            max_unhealthy: Some(MaxUnhealthy::Count(1)),
+            ..Healing::default()
+        };
+        let heal = Heal::resolve(Some(&h), &flags).unwrap();
+        assert_eq!((heal.command.as_str(), heal.max_unhealthy, heal.timeout), ("true", MaxUnhealthy::Count(1), Duration::from_secs(5)));
+        let defaults = Heal::resolve(None, &flags).unwrap();
+        assert_eq!(
+            (defaults.timeout, defaults.initial_delay, defaults.failures_before_repair, defaults.max_repairs_per_run),
+            (HEAL_TIMEOUT, Duration::ZERO, 3, 1)
+        );
+        assert_eq!(Heal::resolve(None, &none), None);
+        let no_command = with(r#"{"FailuresBeforeRepair":5}"#).unwrap().healing.unwrap();
+        assert_eq!(Heal::resolve(Some(&no_command), &none), None, "no command, no healing");
+        assert_eq!(with(r#"{"MaxUnhealthy":2}"#).unwrap().healing.unwrap().max_unhealthy, Some(MaxUnhealthy::Count(2)));
+
+        let bad = with(
+            r#"{"Command":"","Timeout":"0s","InitialDelay":"soon","FailuresBeforeRepair":0,"MaxUnhealthy":"140%","MaxRepairsPerRun":-1}"#,
+        )
+        .unwrap_err();
+        assert_eq!(bad.len(), 6, "{bad:#?}");
+        assert!(bad[0].contains("`Command` must be a shell command"), "{bad:#?}");
+        assert!(bad[1].contains("`Timeout` must be longer than 0"), "{bad:#?}");
+        assert!(bad[2].contains("not a duration"), "{bad:#?}");
+        assert!(bad[3].contains("`FailuresBeforeRepair` must be a whole number of at least 1"), "{bad:#?}");
+        assert!(bad[4].contains("`MaxRepairsPerRun` must be"), "{bad:#?}");
+        assert!(bad[5].contains("at most 100%"), "{bad:#?}");
+        assert!(with(r#""heal""#).unwrap_err()[0].contains("`Healing` must be an object"));
+        assert!(with(r#"{"MaxUnhealthy":"many"}"#).unwrap_err()[0].contains("not a count or a percentage"));
+    }
+
+    #[test]
+    fn the_breaker_counts_or_takes_a_percentage_rounded_up() {
+        assert_eq!(parse_max_unhealthy("40%"), Ok(MaxUnhealthy::Percent(40)));
+        assert_eq!(parse_max_unhealthy("3"), Ok(MaxUnhealthy::Count(3)));
+        assert!(parse_max_unhealthy("-1").is_err());
+        assert_eq!(MaxUnhealthy::Percent(40).allowed(5), 2);
+        assert_eq!(MaxUnhealthy::Percent(40).allowed(4), 2, "1.6 rounds up");
+        assert_eq!(MAX_UNHEALTHY.allowed(1), 1, "a lone member is repaired by default");
+        assert_eq!(MAX_UNHEALTHY.allowed(3), 2);
+        assert_eq!(MaxUnhealthy::Percent(0).allowed(10), 0);
+        assert_eq!(MaxUnhealthy::Count(2).allowed(100), 2);
+        assert_eq!(MaxUnhealthy::Percent(40).text(), "40%");
     }
 
     #[test]

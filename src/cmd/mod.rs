@@ -6,6 +6,7 @@
 pub(crate) mod describe;
 pub(crate) mod destroy;
 pub(crate) mod drain;
+pub(crate) mod heal;
 pub(crate) mod import;
 pub(crate) mod instances;
 pub(crate) mod label;

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::cli::DrainArgs;
+use crate::cli::{DrainArgs, HealArgs};
 use crate::cmd::load_groups;
 use crate::context::Ctx;
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
-use crate::group::{is_current, Drain, GroupSpec, GROUP_TAG};
+use crate::group::{is_current, Drain, GroupSpec, Heal, GROUP_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::profile::Profiles;
 use crate::spec::Spec;
@@ -27,6 +27,9 @@ pub(super) struct Group {
     pub(super) members: Spec,
     /// What drains a member before it is destroyed: the spec's `Lifecycle`, the flags over it.
     pub(super) drain: Option<Drain>,
+    /// How its members are checked and repaired: the spec's `Healing`, the flags over it.
+    #[expect(dead_code, reason = "read by the health checks, the next step")]
+    pub(super) heal: Option<Heal>,
 }
 
 impl Group {
@@ -51,15 +54,23 @@ impl Group {
 }
 
 /// The group specs to converge (see `cmd::load_groups`): `given`, else the configuration's;
-/// each with its drain, `flags` overriding its spec's.
-pub(super) fn load(ctx: &Ctx, given: &[PathBuf], profiles: &Profiles, flags: &DrainArgs) -> Result<Vec<Group>> {
+/// each with its drain and healing, the flags overriding its spec's.
+pub(super) fn load(
+    ctx: &Ctx,
+    given: &[PathBuf],
+    profiles: &Profiles,
+    drain: &DrainArgs,
+    heal: &HealArgs,
+) -> Result<Vec<Group>> {
     let groups = load_groups(ctx, given, &ctx.dir, profiles)?;
-    let flags = crate::cmd::drain::flags(flags);
+    let drain_flags = crate::cmd::drain::flags(drain);
+    let heal_flags = crate::cmd::heal::flags(heal);
     Ok(groups
         .into_iter()
         .map(|(spec, members)| {
-            let drain = Drain::resolve(spec.lifecycle.as_ref(), &flags);
-            Group { spec, members, drain }
+            let drain = Drain::resolve(spec.lifecycle.as_ref(), &drain_flags);
+            let heal = Heal::resolve(spec.healing.as_ref(), &heal_flags);
+            Group { spec, members, drain, heal }
         })
         .collect())
 }

@@ -92,7 +92,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
     // Every group spec is read and checked before anything else: a bad one changes nothing.
     let profiles = ctx.profiles_of_existing_dir()?;
-    let groups = groups::load(ctx, &args.groups, &profiles, &args.drain)?;
+    let groups = groups::load(ctx, &args.groups, &profiles, &args.drain, &args.heal)?;
     let timeout = if args.no_wait { Duration::ZERO } else { ctx.lock_timeout };
     let mut ws = match Workspace::writer(ctx, timeout) {
         // `--no-wait` asked not to wait: the hint to wait longer does not fit.
