@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::exit::invalid;
 use crate::expand::Slots;
 use crate::fsio;
+use crate::health_record::HealthRecord;
 use crate::names::{self, InstanceId, Kind, Suffix, LAST_ID};
 use crate::profile::Profiles;
 use crate::tfconfig;
@@ -147,7 +148,9 @@ impl Directory {
     /// other `*.tf.json` (a quick superset of `names::is_ours`): as listed, or looked up for a
     /// name noted since; `None` for one that cannot be.
     pub(crate) fn listed_inodes(&self) -> impl Iterator<Item = (&str, Option<u64>)> + '_ {
-        let wanted = |n: &str| n.ends_with(names::LIVE) || n.ends_with(names::QUEUED) || n == LAST_ID;
+        let wanted = |n: &str| {
+            n.ends_with(names::LIVE) || n.ends_with(names::QUEUED) || n == LAST_ID || n == names::HEALTH_RECORD
+        };
         self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| {
             let looked_up =
                 || std::fs::symlink_metadata(self.path.join(n)).ok().map(|m| std::os::unix::fs::MetadataExt::ino(&m));
@@ -271,6 +274,16 @@ impl Directory {
     pub(crate) fn last_issued(&self) -> Option<u64> {
         let bytes = self.bytes(LAST_ID).ok()?;
         String::from_utf8_lossy(&bytes).trim().parse::<u64>().ok()
+    }
+
+    /// The health record (`health_record`): empty when there is none; why not when it cannot
+    /// be read or is not valid.
+    pub(crate) fn health_record(&self) -> Result<HealthRecord, String> {
+        match self.bytes(names::HEALTH_RECORD) {
+            Ok(bytes) => HealthRecord::parse(&bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(HealthRecord::default()),
+            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::HEALTH_RECORD).display())),
+        }
     }
 
     /// Reads and parses one managed file.

@@ -81,6 +81,10 @@ exit_codes! {
     /// was kept, not destroyed (`OnDrainFailure: abandon`, the default); everything else the
     /// run had to do was done.
     DrainAbandoned = 17 => "a drain failed and its member was kept (`OnDrainFailure: abandon`)",
+    /// `reconcile`: the circuit breaker halted a group's repairs: more of its members were
+    /// unhealthy than `Healing.MaxUnhealthy` allows, and none was repaired; everything else the
+    /// run had to do was done.
+    RepairHalted = 18 => "`reconcile`: repairs halted: more members unhealthy than `MaxUnhealthy` (the circuit breaker); none was repaired",
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }

@@ -45,7 +45,20 @@ macro_rules! core_modules {
     };
 }
 core_modules!(
-    adopt, config, confighash, converge, expand, group, lookup, names, profile, spec, template, text, tfconfig,
+    adopt,
+    config,
+    confighash,
+    converge,
+    expand,
+    group,
+    health_record,
+    lookup,
+    names,
+    profile,
+    spec,
+    template,
+    text,
+    tfconfig,
     tfoutput
 );
 

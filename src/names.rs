@@ -17,15 +17,20 @@ pub const QUEUED: &str = ".tf.json.new";
 pub const IMPORT_FILE: &str = "infrakit-tf-import.tf.json";
 /// The highest instance number whose file was removed (see `Directory::last_issued`).
 pub const LAST_ID: &str = ".infrakit-tf-last-id";
+/// The health record: each healed member's failed checks in a row and when it was first seen
+/// (see `health_record`). Not a `.tf.json`: terraform never reads it, and no command takes it
+/// for an instance.
+pub const HEALTH_RECORD: &str = ".infrakit-tf-health.json";
 
 /// Whether a name is one of the files infrakit-tf keeps in a directory (and a store keeps for
-/// every host): the managed files (live and queued), the ID record and the import blocks.
+/// every host): the managed files (live and queued), the ID record, the health record and the
+/// import blocks.
 /// Anything else in the directory is the user's, or local.
 pub fn is_ours(name: &str) -> bool {
     if name.contains('/') || name.contains('\0') {
         return false;
     }
-    name == LAST_ID || name == IMPORT_FILE || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
+    name == LAST_ID || name == HEALTH_RECORD || name == IMPORT_FILE || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
 }
 
 /// Whether a managed file is live or queued.
@@ -220,13 +225,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ours_are_the_managed_files_the_id_record_and_the_import_blocks() {
+    fn ours_are_the_managed_files_the_records_and_the_import_blocks() {
         for kept in [
             "instance-1.tf.json",
             "instance-1.tf.json.new",
             "web_dedicated_1.tf.json",
             "web_global.tf.json.new",
             ".infrakit-tf-last-id",
+            ".infrakit-tf-health.json",
             "infrakit-tf-import.tf.json",
         ] {
             assert!(is_ours(kept), "{kept}");

@@ -1,7 +1,9 @@
 //! `describe`: one row per instance (queued or not), filtered by tags (all must match; a
 //! missing key never matches), with its status in Terraform's state (`show -json`, read only
 //! when some instance file is live). JSON keeps the reference's field names `ID`, `LogicalID`,
-//! `Tags`, `Properties`, plus `status`, `file`, `vm`, `attachments` and `attributes`.
+//! `Tags`, `Properties`, plus `status`, `file`, `vm`, `attachments` and `attributes`; and
+//! `health` (a HEALTH column), only for members the health record knows (`cmd::heal`): a
+//! directory without healing describes as it did before healing existed.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,8 @@ use serde_json::Value;
 use crate::cli::DescribeArgs;
 use crate::context::Ctx;
 use crate::directory::Instance;
-use crate::group::{is_current, CONFIG_SHA_TAG, CONFIG_TAG, GROUP_TAG};
+use crate::group::{is_current, GroupSpec, CONFIG_SHA_TAG, CONFIG_TAG, FAILURES_BEFORE_REPAIR, GROUP_TAG};
+use crate::health_record::{Health, HealthRecord};
 use crate::names::Suffix;
 use crate::terraform::State;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
@@ -47,6 +50,10 @@ pub(crate) struct Row {
     /// Whether its config hash is its group spec's; `null` when no spec of its group is known
     /// (`--group`, or infrakit-tf.json's `groups`).
     current: Option<bool>,
+    /// Its health as the health record has it (`healthy`, `failing N/K`, `unhealthy`, `not
+    /// checked yet`); absent when the record does not know it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health: Option<String>,
 }
 
 /// The instances' statuses come from `state`, and whether the directory awaits a look-up
@@ -80,6 +87,7 @@ fn row(inst: Instance, properties: bool, seen: &Seen<'_>, hashes: &BTreeMap<Stri
         attributes,
         group: inst.tags.get(GROUP_TAG).cloned(),
         current: inst.tags.get(GROUP_TAG).and_then(|g| hashes.get(g)).map(|h| is_current(&inst.tags, h)),
+        health: None,
         tags: inst.tags,
     }
 }
@@ -90,14 +98,23 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles()?;
     let filter: BTreeMap<String, String> = args.tags.into_iter().collect();
     // Each known group's config hash, to say whether its members are current.
-    let hashes: BTreeMap<String, String> = match crate::cmd::load_groups(ctx, &args.groups, dir.path(), &profiles) {
-        Ok(groups) => groups.into_iter().map(|(g, _)| (g.id, g.config_hash)).collect(),
+    let specs: Vec<GroupSpec> = match crate::cmd::load_groups(ctx, &args.groups, dir.path(), &profiles) {
+        Ok(groups) => groups.into_iter().map(|(g, _)| g).collect(),
         Err(e) if args.groups.is_empty() => {
             ctx.printer.warn(&format!("whether group members are current is not known: {e:#}"));
-            BTreeMap::new()
+            Vec::new()
         }
         Err(e) => return Err(e),
     };
+    let hashes: BTreeMap<String, String> = specs.iter().map(|g| (g.id.clone(), g.config_hash.clone())).collect();
+    // Failed checks in a row that make a member unhealthy, by group (the spec's, else the
+    // default).
+    let thresholds: BTreeMap<&str, u32> =
+        specs.iter().filter_map(|g| Some((g.id.as_str(), g.healing.as_ref()?.failures_before_repair?))).collect();
+    let record = dir.health_record().unwrap_or_else(|why| {
+        ctx.printer.warn(&format!("members' health is not known: {why}"));
+        HealthRecord::default()
+    });
     let instances = dir.instances(&profiles);
     let awaiting = ws.awaiting_lookup().is_some();
     let state = state_of(&ws, &instances).unwrap_or_else(|e| {
@@ -112,7 +129,16 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             }
         })
         .filter(|i| filter.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
-        .map(|i| row(i, args.properties, &Seen { state: state.as_ref(), awaiting }, &hashes))
+        .map(|i| {
+            // A member of a group whose spec heals is `not checked yet` until the record knows it.
+            let threshold = i.tags.get(GROUP_TAG).and_then(|g| thresholds.get(g.as_str())).copied();
+            let known = record.health(&i.id.to_string(), threshold.unwrap_or(FAILURES_BEFORE_REPAIR));
+            let health = known.or(threshold.map(|_| Health::NotChecked));
+            Row {
+                health: health.map(Health::text),
+                ..row(i, args.properties, &Seen { state: state.as_ref(), awaiting }, &hashes)
+            }
+        })
         .collect();
     if ctx.printer.json_output() {
         return ctx.printer.json(&rows);
@@ -155,18 +181,17 @@ fn state_of(ws: &Workspace, instances: &[Instance]) -> Result<Option<State>> {
     }
 }
 
-/// ID, logical ID, status, attachments, and the tags that are not infrakit's own bookkeeping.
+/// ID, logical ID, status, attachments, and the tags that are not infrakit's own bookkeeping;
+/// the health, when the health record knows some member.
 fn table(rows: &[Row]) -> Table {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header([
-        "ID",
-        "LOGICAL ID",
-        "GROUP",
-        "STATUS",
-        "STATE",
-        "ATTACHMENTS",
-        "TAGS",
-    ]);
+    let health = rows.iter().any(|r| r.health.is_some());
+    let mut header = vec!["ID", "LOGICAL ID", "GROUP", "STATUS"];
+    if health {
+        header.push("HEALTH");
+    }
+    header.extend(["STATE", "ATTACHMENTS", "TAGS"]);
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(header);
     for r in rows {
         let tags: Vec<String> = r
             .tags
@@ -176,7 +201,7 @@ fn table(rows: &[Row]) -> Table {
             })
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        table.add_row([
+        let mut row = vec![
             r.id.clone(),
             r.logical_id.clone().unwrap_or_else(|| "-".into()),
             match (&r.group, r.current) {
@@ -186,6 +211,11 @@ fn table(rows: &[Row]) -> Table {
                 (Some(g), Some(false)) => format!("{g} (outdated)"),
             },
             r.status.to_string(),
+        ];
+        if health {
+            row.push(r.health.clone().unwrap_or_else(|| "-".into()));
+        }
+        row.extend([
             if r.attributes.is_empty() {
                 "-".into()
             } else {
@@ -194,6 +224,7 @@ fn table(rows: &[Row]) -> Table {
             if r.attachments.is_empty() { "-".into() } else { r.attachments.join("\n") },
             if tags.is_empty() { "-".into() } else { tags.join("\n") },
         ]);
+        table.add_row(row);
     }
     table
 }

@@ -1,10 +1,30 @@
 //! Health-based repair: every `reconcile` run checks each created member of a group whose spec
-//! has `Healing.Command` (or `--heal-cmd`), counts its consecutive failed checks across runs,
-//! and replaces a member that failed `FailuresBeforeRepair` in a row, through the rolling
-//! update's road, unless the circuit breaker (`MaxUnhealthy`) halts the group's repairs.
+//! has `Healing.Command` (or `--heal-cmd`) and counts its failed checks in a row across runs in
+//! the health record (`health_record`, written all or nothing, with a store in the store). A
+//! member whose last `FailuresBeforeRepair` checks failed is unhealthy, and is replaced in its
+//! slot through the rolling update's road (`reconcile::replace`: its order, its drains, its
+//! health gate, `--max-destroy`), at most `MaxRepairsPerRun` a group a run. The circuit breaker:
+//! with more unhealthy members than `MaxUnhealthy`, the group repairs none (then the checker or
+//! the network is the likelier fault), and the run exits 18 once all else is done.
+//!
+//! A member is first checked `InitialDelay` after a run first saw it created (the record's
+//! `first_seen`): a machine that boots slowly is not counted against. `--check` runs no check:
+//! it reads the record, and a repair the record calls for is pending (exit 10).
+
+use std::collections::BTreeSet;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
 
 use crate::cli::HealArgs;
-use crate::group::Healing;
+use crate::directory::Instance;
+use crate::exit::{Code, Failure};
+use crate::group::{Heal, Healing};
+use crate::health::{Hook, Job, Subject};
+use crate::health_record::{Health, HealthRecord};
+use crate::names::InstanceId;
+use crate::output::Printer;
+use crate::workspace::Workspace;
 
 /// The command line's `--heal-*` flags, as the healing they put over each group spec's.
 pub(crate) fn flags(args: &HealArgs) -> Healing {
@@ -16,4 +36,141 @@ pub(crate) fn flags(args: &HealArgs) -> Healing {
         max_unhealthy: args.heal_max_unhealthy,
         max_repairs_per_run: args.heal_max_repairs,
     }
+}
+
+/// One healed group, as a run sees it.
+pub(crate) struct Healed<'a> {
+    /// Its ID.
+    pub(crate) group: &'a str,
+    pub(crate) heal: &'a Heal,
+    /// Its desired size (`MaxUnhealthy`'s percentage is of it).
+    pub(crate) desired: usize,
+    /// Its created members: those checked.
+    pub(crate) created: Vec<&'a Instance>,
+    /// Members the run replaces or terminates anyway: never repaired besides.
+    pub(crate) going: BTreeSet<InstanceId>,
+}
+
+/// What the record says of one group: its unhealthy members, those this run repairs, and why
+/// its repairs are halted (the circuit breaker), if they are.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) unhealthy: Vec<InstanceId>,
+    pub(crate) repair: Vec<InstanceId>,
+    pub(crate) halted: Option<String>,
+}
+
+/// Checks every created member of `groups` due a check, in parallel (bounded, `health::run_all`),
+/// updates the health record and writes it (all or nothing); the verdict of each group.
+/// Ctrl-C or SIGTERM during the checks stops the run (exit 130), the record unchanged.
+/// `instances`: the directory's, as the run listed them.
+pub(crate) fn check(
+    ws: &mut Workspace<'_>,
+    printer: &Printer,
+    instances: &[Instance],
+    groups: &[&Healed<'_>],
+) -> Result<Vec<Verdict>> {
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut record = read(ws, printer);
+    // What the record keeps: the created members of the healed groups, and anything this run
+    // does not converge (another group's members, kept for its own runs).
+    let healed_members: BTreeSet<String> =
+        groups.iter().flat_map(|g| g.created.iter().map(|i| i.id.to_string())).collect();
+    let of_others = |i: &&Instance| {
+        let group = i.tags.get(crate::group::GROUP_TAG).map(String::as_str);
+        !groups.iter().any(|g| group == Some(g.group))
+    };
+    let others: BTreeSet<String> = instances.iter().filter(of_others).map(|i| i.id.to_string()).collect();
+    record.retain(|id| healed_members.contains(id) || others.contains(id));
+
+    let mut due = Vec::new();
+    for g in groups {
+        for inst in &g.created {
+            let id = inst.id.to_string();
+            record.seen(&id, now);
+            if record.due(&id, now, g.heal.initial_delay) {
+                due.push((g, *inst, id));
+            }
+        }
+    }
+    let state = if due.is_empty() { None } else { Some(ws.state()?) };
+    let due: Vec<_> = due
+        .into_iter()
+        .map(|(g, inst, id)| {
+            let vm = inst.vm.as_ref().zip(state.as_ref()).and_then(|((t, n), s)| s.get(&format!("{t}.{n}")));
+            (g, inst, id, vm.map(|r| r.key_attributes()).unwrap_or_default())
+        })
+        .collect();
+    let jobs: Vec<Job<'_>> = due
+        .iter()
+        .map(|(g, inst, id, attributes)| Job {
+            command: &g.heal.command,
+            timeout: g.heal.timeout,
+            subject: Subject { id, logical_id: inst.logical_id(), group: g.group, attributes },
+        })
+        .collect();
+    if !jobs.is_empty() {
+        printer.status(&format!("checking the health of {} member(s)", jobs.len()));
+    }
+    for ((g, _, id, _), result) in due.iter().zip(crate::health::run_all(Hook::Health, &jobs)) {
+        let failed = match result {
+            Ok(None) => None,
+            Ok(Some(why)) => Some(why),
+            Err(e) if crate::signals::stop_requested() => return Err(e),
+            Err(e) => Some(format!("{e:#}")),
+        };
+        record.note(id, failed.is_none());
+        if let Some(why) = failed {
+            let health = record.health(id, g.heal.failures_before_repair).unwrap_or(Health::NotChecked);
+            printer.warn(&format!("{id} (group {}): check failed ({why}): {}", g.group, health.text()));
+        }
+    }
+    ws.write_health_record(&record)?;
+    Ok(groups.iter().map(|g| verdict(&record, g)).collect())
+}
+
+/// The health record as the directory holds it; afresh (with a warning) when it is not valid:
+/// the counts start again, which repairs nothing early.
+pub(crate) fn read(ws: &Workspace<'_>, printer: &Printer) -> HealthRecord {
+    ws.dir().health_record().unwrap_or_else(|why| {
+        printer.warn(&format!("{why}: the health counts start again"));
+        HealthRecord::default()
+    })
+}
+
+/// What `record` says of group `g`: which created members are unhealthy, which of them this run
+/// repairs (up to `MaxRepairsPerRun`, in ID order, none it replaces or terminates anyway), and
+/// whether the circuit breaker halts its repairs.
+pub(crate) fn verdict(record: &HealthRecord, g: &Healed<'_>) -> Verdict {
+    let unhealthy: Vec<InstanceId> = g
+        .created
+        .iter()
+        .filter(|i| record.health(&i.id.to_string(), g.heal.failures_before_repair) == Some(Health::Unhealthy))
+        .map(|i| i.id.clone())
+        .collect();
+    let allowed = g.heal.max_unhealthy.allowed(g.desired);
+    if unhealthy.len() as u64 > allowed {
+        let halted = format!(
+            "{} member(s) unhealthy, more than MaxUnhealthy {} ({allowed} of {}): no member is repaired, as the check or the network is the likelier fault",
+            unhealthy.len(),
+            g.heal.max_unhealthy.text(),
+            g.desired
+        );
+        return Verdict { unhealthy, repair: Vec::new(), halted: Some(halted) };
+    }
+    let at_most = usize::try_from(g.heal.max_repairs_per_run).unwrap_or(usize::MAX);
+    let repair = unhealthy.iter().filter(|id| !g.going.contains(*id)).take(at_most).cloned().collect();
+    Verdict { unhealthy, repair, halted: None }
+}
+
+/// The failure a run ends with once everything else is done, when the circuit breaker halted
+/// the repairs of `groups` (`(ID, why)`).
+pub(crate) fn halted(groups: &[(String, String)]) -> anyhow::Error {
+    let what: Vec<String> = groups.iter().map(|(id, why)| format!("group `{id}`: {why}")).collect();
+    Failure::new(Code::RepairHalted, format!("repairs halted by the circuit breaker: {}", what.join("; ")))
+        .hint("find why the checks fail (the machines, the check, the network); repairs resume once no more than MaxUnhealthy members are unhealthy (or raise --heal-max-unhealthy)")
+        .into()
 }

@@ -51,6 +51,7 @@ pub(crate) use self::changes::{
 use crate::context::Ctx;
 use crate::directory::{Directory, Instance};
 use crate::fsio::Perms;
+use crate::health_record::HealthRecord;
 use crate::journal::{self, FileOp};
 use crate::lock::{self, DirLock};
 use crate::names::LAST_ID;
@@ -505,6 +506,22 @@ impl<'a> Workspace<'a> {
             ops.push(FileOp { name: LAST_ID.to_string(), after: Some((format!("{n}\n").into_bytes(), Perms::Public)) });
         }
         (ops, files)
+    }
+
+    /// Writes the health record (`health_record`) as the other records are written: all or
+    /// nothing, in the store first when there is one, so that any host continues its counts.
+    /// Nothing is written when its bytes are those the directory holds, or when it is empty
+    /// and the directory has none.
+    pub(crate) fn write_health_record(&mut self, record: &HealthRecord) -> Result<()> {
+        let bytes = record.to_bytes();
+        let unchanged = match self.dir.bytes(names::HEALTH_RECORD) {
+            Ok(old) => old == bytes,
+            Err(_) => record.members.is_empty(),
+        };
+        if unchanged {
+            return Ok(());
+        }
+        self.change(&[FileOp { name: names::HEALTH_RECORD.to_string(), after: Some((bytes, Perms::Public)) }])
     }
 
     /// Renames every queued `.tf.json.new` to `.tf.json` (atomically replacing a live twin).

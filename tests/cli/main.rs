@@ -21,6 +21,7 @@ mod faults;
 mod generated;
 mod groups;
 mod hardening;
+mod heal;
 mod import;
 mod layers;
 mod lock;

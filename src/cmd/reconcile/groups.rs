@@ -9,6 +9,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::{DrainArgs, HealArgs};
+use crate::cmd::heal::{Healed, Verdict};
 use crate::cmd::load_groups;
 use crate::context::Ctx;
 use crate::converge::{self, Decision, Member};
@@ -28,7 +29,6 @@ pub(super) struct Group {
     /// What drains a member before it is destroyed: the spec's `Lifecycle`, the flags over it.
     pub(super) drain: Option<Drain>,
     /// How its members are checked and repaired: the spec's `Healing`, the flags over it.
-    #[expect(dead_code, reason = "read by the health checks, the next step")]
     pub(super) heal: Option<Heal>,
 }
 
@@ -129,6 +129,23 @@ pub(super) struct GroupReport {
     /// What was left to do when the run started, for messages (`1 to add, 3 outdated`).
     #[serde(skip)]
     pub(super) todo: String,
+    /// Its health checks and repairs, when it has healing (`Healing`, `--heal-cmd`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub(super) healing: Option<HealReport>,
+    /// The members this run repairs (their replacements are `healing.repaired`, not `replaced`).
+    #[serde(skip)]
+    pub(super) repairing: BTreeSet<String>,
+}
+
+/// A healed group's part of the report.
+#[derive(Debug, Default, Serialize)]
+pub(super) struct HealReport {
+    /// Its unhealthy members, as the run found them.
+    pub(super) unhealthy: Vec<String>,
+    /// Unhealthy members replaced in their slot.
+    pub(super) repaired: Vec<Replaced>,
+    /// Why no member was repaired, when the circuit breaker halted the repairs.
+    pub(super) repair_halted: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -153,6 +170,8 @@ impl GroupReport {
             pending: !decision.is_empty(),
             stopped: None,
             todo: Self::what(decision),
+            healing: None,
+            repairing: BTreeSet::new(),
         }
     }
 
@@ -161,7 +180,9 @@ impl GroupReport {
         self.members = group.tagged(instances).count();
         self.current = group.tagged(instances).filter(|i| group.is_current(i)).count();
         self.outdated = self.members - self.current;
-        self.pending = self.members != self.desired || self.outdated > 0 || self.stopped.is_some();
+        let repairs_left =
+            self.healing.as_ref().is_some_and(|h| h.repair_halted.is_none() && h.unhealthy.len() > h.repaired.len());
+        self.pending = self.members != self.desired || self.outdated > 0 || self.stopped.is_some() || repairs_left;
     }
 
     /// What is left to do, for messages: `2 to add, 1 to terminate, 3 outdated`.
@@ -204,6 +225,16 @@ impl GroupReport {
         if !self.abandoned.is_empty() {
             line.push_str(&format!(" abandoned={}", ids(&self.abandoned)));
         }
+        if let Some(h) = &self.healing {
+            line.push_str(&format!(" unhealthy={}", ids(&h.unhealthy)));
+            if !h.repaired.is_empty() {
+                let repaired: Vec<String> = h.repaired.iter().map(|r| format!("{}->{}", r.old, r.new)).collect();
+                line.push_str(&format!(" repaired={}", repaired.join(" ")));
+            }
+            if let Some(why) = &h.repair_halted {
+                line.push_str(&format!(" repair_halted: {why}"));
+            }
+        }
         if let Some(why) = &self.stopped {
             line.push_str(&format!(" stopped: {why}"));
         }
@@ -216,6 +247,61 @@ fn ids(list: &[String]) -> String {
         "0".to_string()
     } else {
         format!("{} ({})", list.len(), list.join(" "))
+    }
+}
+
+/// The groups that heal, each as `cmd::heal` checks it (with its index among `groups`): its
+/// created members, and those `decisions` replace or terminate anyway.
+pub(super) fn healed<'a>(
+    groups: &'a [Group],
+    instances: &'a [Instance],
+    decisions: &[(Vec<Member>, Decision)],
+) -> Vec<(usize, Healed<'a>)> {
+    groups
+        .iter()
+        .zip(decisions)
+        .enumerate()
+        .filter_map(|(i, (group, (members, decision)))| {
+            let heal = group.heal.as_ref()?;
+            let created: BTreeSet<&InstanceId> = members.iter().filter(|m| m.created).map(|m| &m.id).collect();
+            Some((
+                i,
+                Healed {
+                    group: &group.spec.id,
+                    heal,
+                    desired: group.spec.desired(),
+                    created: instances.iter().filter(|inst| created.contains(&inst.id)).collect(),
+                    going: decision.replace.iter().chain(&decision.terminate).cloned().collect(),
+                },
+            ))
+        })
+        .collect()
+}
+
+impl GroupReport {
+    /// Takes in what the health record says of the group (`cmd::heal::Verdict`): its
+    /// unhealthy members, the repairs to come (added to what is left to do), the breaker.
+    pub(super) fn heal(&mut self, verdict: &Verdict) {
+        self.repairing = verdict.repair.iter().map(ToString::to_string).collect();
+        if !verdict.repair.is_empty() {
+            self.pending = true;
+            let repairs = format!("{} to repair", verdict.repair.len());
+            self.todo = if self.todo == "converged" { repairs } else { format!("{}, {repairs}", self.todo) };
+        }
+        self.healing = Some(HealReport {
+            unhealthy: verdict.unhealthy.iter().map(ToString::to_string).collect(),
+            repaired: Vec::new(),
+            repair_halted: verdict.halted.clone(),
+        });
+    }
+
+    /// Moves the replacements of the members it repaired from `replaced` to `repaired`.
+    pub(super) fn repaired(&mut self) {
+        let Some(h) = &mut self.healing else { return };
+        let (repaired, replaced) =
+            std::mem::take(&mut self.replaced).into_iter().partition(|r| self.repairing.contains(&r.old));
+        h.repaired = repaired;
+        self.replaced = replaced;
     }
 }
 

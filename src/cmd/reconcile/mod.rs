@@ -118,7 +118,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     }
     let instances = ws.dir().instances(&profiles);
     let failure = if args.check {
-        check(&ws, &groups, &instances, &mut report)?;
+        check(&ws, &ctx.printer, &groups, &instances, &mut report)?;
         None
     } else {
         let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups };
@@ -160,15 +160,30 @@ fn adopt_first(ws: &mut Workspace<'_>, printer: &Printer, report: &mut Report) -
 
 /// `--check`: plans the would-be directory (queue promoted) in a mirror, with a refresh that
 /// is not saved, and decides the groups from it; changes nothing.
-fn check(ws: &Workspace<'_>, groups: &[Group], instances: &[Instance], report: &mut Report) -> Result<()> {
+fn check(
+    ws: &Workspace<'_>,
+    printer: &Printer,
+    groups: &[Group],
+    instances: &[Instance],
+    report: &mut Report,
+) -> Result<()> {
     report.promoted = ws.dir().queued().map(str::to_string).collect();
     let plan = ws.plan_after(&ChangeSet::default(), true)?;
     report.terraform_runs = 1;
     fill_plan(report, &plan);
     let leaving: BTreeSet<InstanceId> =
         vanished(&plan, instances, &queued_ids(instances)).into_iter().map(|(i, _)| i.id.clone()).collect();
-    for (group, (members, decision)) in groups.iter().zip(groups::decide_all(groups, instances, &leaving, &plan)) {
-        report.groups.push(GroupReport::new(group, &members, &decision));
+    let decisions = groups::decide_all(groups, instances, &leaving, &plan);
+    for (group, (members, decision)) in groups.iter().zip(&decisions) {
+        report.groups.push(GroupReport::new(group, members, decision));
+    }
+    // No check runs: the health record says which repairs are pending.
+    let healed = groups::healed(groups, instances, &decisions);
+    if !healed.is_empty() {
+        let record = crate::cmd::heal::read(ws, printer);
+        for (i, g) in &healed {
+            report.groups[*i].heal(&crate::cmd::heal::verdict(&record, g));
+        }
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
@@ -292,6 +307,7 @@ impl Run<'_> {
             if let Some(failure) = &failure {
                 g.stopped = Some(format!("{failure:#}"));
             }
+            g.repaired();
             self.settle_group(ws, group, g);
             if failure.is_some() {
                 stopped = failure;
@@ -331,6 +347,8 @@ impl Run<'_> {
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
+        // Health checks: the unhealthy members to repair join the rolling updates.
+        self.heal(ws, instances, &mut decisions, report)?;
 
         // Scale: every group's new members and terminations, with the pruned files, in one
         // change (all or nothing), applied at once.
@@ -375,6 +393,35 @@ impl Run<'_> {
             scale.removals = pruned_files.iter().cloned().chain(terminations).collect();
         }
         Ok(Decided { saved, doomed, pruned_files, decisions, scale, added, importing })
+    }
+
+    /// Checks the members of the groups that heal (`cmd::heal`), writes the health record,
+    /// and adds the members to repair to their group's replacements (after the outdated).
+    fn heal(
+        &self,
+        ws: &mut Workspace<'_>,
+        instances: &[Instance],
+        decisions: &mut [(Vec<crate::converge::Member>, crate::converge::Decision)],
+        report: &mut Report,
+    ) -> Result<()> {
+        let healed = groups::healed(self.groups, instances, decisions);
+        let verdicts = crate::cmd::heal::check(
+            ws,
+            &self.ctx.printer,
+            instances,
+            &healed.iter().map(|(_, h)| h).collect::<Vec<_>>(),
+        )?;
+        for ((i, h), verdict) in healed.iter().zip(verdicts) {
+            if let Some(why) = &verdict.halted {
+                self.ctx.printer.warn(&format!("group {}: repairs halted: {why}", h.group));
+            }
+            for id in &verdict.repair {
+                self.ctx.printer.event(&format!("group {}: {id} is unhealthy: repairing it", h.group));
+            }
+            report.groups[*i].heal(&verdict);
+            decisions[*i].1.replace.extend(verdict.repair);
+        }
+        Ok(())
     }
 
     /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
@@ -740,6 +787,11 @@ fn finish(ctx: &Ctx, report: &Report, failure: Option<anyhow::Error>) -> Result<
     let abandoned: Vec<String> = report.groups.iter().flat_map(|g| g.abandoned.iter().cloned()).collect();
     if !abandoned.is_empty() {
         return Err(crate::cmd::drain::abandoned(&abandoned));
+    }
+    let halted: Vec<(String, String)> =
+        report.groups.iter().filter_map(|g| Some((g.id.clone(), g.healing.as_ref()?.repair_halted.clone()?))).collect();
+    if !report.check && !halted.is_empty() {
+        return Err(crate::cmd::heal::halted(&halted));
     }
     if report.check && report.pending {
         return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(report)))

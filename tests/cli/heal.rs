@@ -1,0 +1,209 @@
+//! Health-based repair (`Healing`, `--heal-*`): every reconcile run checks each created member;
+//! one that failed `FailuresBeforeRepair` checks in a row is replaced in its slot, at most
+//! `MaxRepairsPerRun` a run; with more unhealthy members than `MaxUnhealthy`, nothing is
+//! repaired and the run exits 18. The health command reads a marker file per member.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use crate::cloud::Cloud;
+
+const PENDING: i32 = 10;
+const REPAIR_HALTED: i32 = 18;
+
+/// A group `api` of `size` VMs, each with a dedicated volume, healed by a check that fails
+/// while `sick-<ID>` exists (and logs `ID` to `checked`), with `healing` over that command.
+fn spec(c: &Cloud, size: u64, healing: Value) -> String {
+    let root = c.s.root.path().display();
+    let mut h =
+        json!({"Command": format!("echo $INFRAKIT_TF_ID >> {root}/checked; test ! -e {root}/sick-$INFRAKIT_TF_ID")});
+    for (k, v) in healing.as_object().unwrap() {
+        h[k] = v.clone();
+    }
+    let spec = json!({"ID": "api", "Properties": {
+        "Allocation": {"Size": size},
+        "Healing": h,
+        "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
+            "fakecloud_instance": {"vm": {"name": "a"}},
+            "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 5}}}}}}});
+    c.s.write_outside("api.json", &spec.to_string())
+}
+
+fn sick(c: &Cloud, id: &str) -> PathBuf {
+    let marker = c.s.root.path().join(format!("sick-{id}"));
+    std::fs::write(&marker, b"").unwrap();
+    marker
+}
+
+/// The group's members: ID → (cloud ID of its machine, its dedicated slot).
+fn members(c: &Cloud) -> BTreeMap<String, (String, String)> {
+    c.describe()
+        .into_iter()
+        .filter(|r| r["Tags"]["infrakit.group"] == "api")
+        .map(|r| {
+            let slot = r["attachments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|a| a.contains("_dedicated_"));
+            (
+                r["ID"].as_str().unwrap().to_string(),
+                (r["attributes"]["id"].as_str().unwrap_or("").to_string(), slot.unwrap_or("").to_string()),
+            )
+        })
+        .collect()
+}
+
+fn volumes(c: &Cloud) -> Vec<String> {
+    c.objects().into_iter().filter(|(_, o)| o["type"] == "fakecloud_volume").map(|(k, _)| k).collect()
+}
+
+fn checked(c: &Cloud) -> Vec<String> {
+    let text = std::fs::read_to_string(c.s.root.path().join("checked")).unwrap_or_default();
+    text.lines().map(str::to_string).collect()
+}
+
+fn reconcile(c: &Cloud, spec: &str, code: i32) -> Value {
+    let run = c.run(&["reconcile", "--group", spec, "--output", "json"]).code(code);
+    run.json()["groups"][0].clone()
+}
+
+#[test]
+fn a_sick_member_is_repaired_in_its_slot_after_exactly_failures_before_repair_runs() {
+    let c = Cloud::new();
+    let spec = spec(&c, 3, json!({"FailuresBeforeRepair": 3, "Timeout": "5s"}));
+    let g = reconcile(&c, &spec, 0);
+    assert_eq!(g["unhealthy"], json!([]), "{g}");
+    assert_eq!(g["repair_halted"], Value::Null, "{g}");
+    assert_eq!(checked(&c), Vec::<String>::new(), "members the run creates are not checked by it");
+    let before = members(&c);
+    let vols = volumes(&c);
+    let patient = before.keys().nth(1).unwrap().clone();
+    sick(&c, &patient);
+
+    for run in 1..=2 {
+        let g = reconcile(&c, &spec, 0);
+        assert_eq!(g["unhealthy"], json!([]), "run {run}: {g}");
+        assert_eq!(g["repaired"], json!([]), "run {run}: {g}");
+        assert_eq!(members(&c), before, "run {run}: nothing touched");
+        let described = c.describe().into_iter().find(|r| r["ID"] == patient.as_str()).unwrap();
+        assert_eq!(described["health"], format!("failing {run}/3"), "{described}");
+    }
+    assert_eq!(checked(&c).len(), 6, "every member checked once a run");
+
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    let g = run.json()["groups"][0].clone();
+    assert_eq!(g["unhealthy"], json!([patient]), "{g}");
+    let new = g["repaired"][0]["new"].as_str().unwrap_or_else(|| panic!("not repaired: {g}")).to_string();
+    assert_eq!(g["repaired"], json!([{"old": patient, "new": new}]), "{g}");
+    assert_eq!(g["replaced"], json!([]), "a repair is not an update: {g}");
+    assert!(run.stderr.contains(&format!("{patient} is unhealthy: repairing it")), "{}", run.stderr);
+    let after = members(&c);
+    assert!(!after.contains_key(&patient));
+    assert_eq!(after[&new].1, before[&patient].1, "the replacement has the slot: {after:?}");
+    assert_ne!(after[&new].0, before[&patient].0, "on a new machine");
+    assert_eq!(volumes(&c), vols, "the volume was re-attached, not re-created");
+    for (id, m) in &before {
+        if *id != patient {
+            assert_eq!(&after[id], m, "{id} untouched");
+        }
+    }
+    let rows = c.run(&["describe", "--group", &spec, "--output", "json"]).ok().json();
+    let described = rows.as_array().unwrap().iter().find(|r| r["ID"] == new.as_str()).unwrap().clone();
+    assert_eq!(
+        described["health"], "not checked yet",
+        "a member of a healed group the record does not know yet: {described}"
+    );
+    let table = c.run(&["describe", "--group", &spec]).ok().stdout;
+    assert!(table.contains("HEALTH") && table.contains("not checked yet") && table.contains("healthy"), "{table}");
+    // The replacement is healthy: nothing is pending, and the next run repairs nothing.
+    c.run(&["reconcile", "--group", &spec, "--check"]).ok();
+    let g = reconcile(&c, &spec, 0);
+    assert_eq!((g["unhealthy"].clone(), g["repaired"].clone()), (json!([]), json!([])), "{g}");
+    assert_eq!(members(&c), after);
+}
+
+#[test]
+fn a_member_younger_than_the_initial_delay_is_not_checked() {
+    let c = Cloud::new();
+    let spec = spec(&c, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "1h"}));
+    reconcile(&c, &spec, 0);
+    let before = members(&c);
+    for id in before.keys() {
+        sick(&c, id);
+    }
+    for _ in 0..2 {
+        let g = reconcile(&c, &spec, 0);
+        assert_eq!(g["unhealthy"], json!([]), "{g}");
+    }
+    assert_eq!(checked(&c), Vec::<String>::new());
+    assert_eq!(members(&c), before);
+    let rows = c.describe();
+    assert!(rows.iter().all(|r| r["health"] == "not checked yet"), "{rows:?}");
+    // The flag overrides the spec: checked now, unhealthy after one failure, the two of two
+    // more than the 50% default allows (1 of 2): halted.
+    let run =
+        c.run(&["reconcile", "--group", &spec, "--heal-initial-delay", "0s", "--output", "json"]).code(REPAIR_HALTED);
+    assert_eq!(checked(&c).len(), 2);
+    assert_eq!(run.json()["groups"][0]["unhealthy"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_sick_member_that_recovers_before_the_threshold_is_not_repaired() {
+    let c = Cloud::new();
+    let spec = spec(&c, 2, json!({"FailuresBeforeRepair": 3}));
+    reconcile(&c, &spec, 0);
+    let before = members(&c);
+    let patient = before.keys().next().unwrap().clone();
+    let marker = sick(&c, &patient);
+    reconcile(&c, &spec, 0);
+    reconcile(&c, &spec, 0);
+    std::fs::remove_file(&marker).unwrap();
+    reconcile(&c, &spec, 0); // a pass resets the count
+    let described = c.describe().into_iter().find(|r| r["ID"] == patient.as_str()).unwrap();
+    assert_eq!(described["health"], "healthy", "{described}");
+    sick(&c, &patient);
+    reconcile(&c, &spec, 0);
+    let g = reconcile(&c, &spec, 0);
+    assert_eq!((g["unhealthy"].clone(), g["repaired"].clone()), (json!([]), json!([])), "{g}");
+    assert_eq!(members(&c), before, "nothing repaired: 2 failures in a row, not 3");
+}
+
+#[test]
+fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
+    let c = Cloud::new();
+    let spec = spec(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1}));
+    reconcile(&c, &spec, 0);
+    let before = members(&c);
+    let ids: Vec<String> = before.keys().cloned().collect();
+    sick(&c, &ids[0]);
+    let marker = sick(&c, &ids[1]);
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).code(REPAIR_HALTED);
+    let g = run.json()["groups"][0].clone();
+    assert_eq!(g["unhealthy"], json!([ids[0], ids[1]]), "{g}");
+    assert_eq!(g["repaired"], json!([]), "{g}");
+    assert!(g["repair_halted"].as_str().unwrap().contains("more than MaxUnhealthy 1"), "{g}");
+    assert!(run.stderr.contains("group api: repairs halted"), "{}", run.stderr);
+    assert!(run.error_lines().iter().any(|l| l.contains("repairs halted by the circuit breaker")), "{}", run.stderr);
+    assert_eq!(members(&c), before, "nothing repaired");
+    // `--check` reports the halt without a repair pending.
+    c.run(&["reconcile", "--group", &spec, "--check"]).ok();
+
+    // One recovers: repairs resume, one a run; the one left is pending for `--check`.
+    std::fs::remove_file(&marker).unwrap();
+    let g = reconcile(&c, &spec, 0);
+    assert_eq!(g["repair_halted"], Value::Null, "{g}");
+    assert_eq!(g["repaired"][0]["old"], ids[0].as_str(), "{g}");
+    assert_eq!(members(&c).len(), 3);
+
+    sick(&c, &ids[1]);
+    sick(&c, &ids[2]);
+    let g = reconcile(&c, &spec, REPAIR_HALTED);
+    assert_eq!(g["unhealthy"], json!([ids[1], ids[2]]), "{g}");
+    assert!(g["repair_halted"].is_string(), "{g}");
+    let run = c.run(&["reconcile", "--group", &spec, "--heal-max-unhealthy", "100%", "--check"]).code(PENDING);
+    assert!(run.stderr.contains("group api: 1 to repair"), "{}", run.stderr);
+}
