@@ -34,6 +34,19 @@ pub(crate) struct Counts {
     drift: Option<usize>,
     /// Set by reconcile once it decided: members still to be replaced, by group.
     outdated: Option<BTreeMap<String, usize>>,
+    /// Set by reconcile once it checked: the healed groups' health, by group.
+    healing: Option<BTreeMap<String, Healing>>,
+}
+
+/// A healed group's health, as one reconcile run left it.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Healing {
+    /// Members unhealthy.
+    pub(crate) unhealthy: usize,
+    /// Members repaired by the run.
+    pub(crate) repaired: usize,
+    /// Whether the circuit breaker halted its repairs.
+    pub(crate) halted: bool,
 }
 
 static COUNTS: LazyLock<Mutex<Counts>> = LazyLock::new(Mutex::default);
@@ -73,6 +86,11 @@ pub(crate) fn note_reconciled(drift: usize, outdated: impl IntoIterator<Item = (
     let mut counts = counts();
     counts.drift = Some(drift);
     counts.outdated = Some(outdated.into_iter().collect());
+}
+
+/// What reconcile's health checks found, by healed group.
+pub(crate) fn note_healing(groups: impl IntoIterator<Item = (String, Healing)>) {
+    counts().healing = Some(groups.into_iter().collect());
 }
 
 /// One run, as it ended.
@@ -121,6 +139,17 @@ const FAMILIES: &[(&str, &str, bool)] = &[
     (
         "infrakit_tf_group_members_outdated",
         "Members of the group still to be replaced by a rolling update, as the last reconcile found.",
+        false,
+    ),
+    (
+        "infrakit_tf_group_members_unhealthy",
+        "Members of the group whose health checks failed FailuresBeforeRepair times in a row, as the last reconcile found.",
+        false,
+    ),
+    ("infrakit_tf_group_repairs", "Unhealthy members of the group the last reconcile replaced.", false),
+    (
+        "infrakit_tf_group_repairs_halted",
+        "1 when the circuit breaker (MaxUnhealthy) halted the group's repairs in the last reconcile, else 0.",
         false,
     ),
     (
@@ -174,6 +203,12 @@ fn render(old: &str, run: &Run<'_>) -> String {
     for (group, n) in counts.outdated.iter().flatten() {
         new.push(("infrakit_tf_group_members_outdated", format!("{dir},group=\"{}\"", escape(group)), n.to_string()));
     }
+    for (group, h) in counts.healing.iter().flatten() {
+        let labels = format!("{dir},group=\"{}\"", escape(group));
+        new.push(("infrakit_tf_group_members_unhealthy", labels.clone(), h.unhealthy.to_string()));
+        new.push(("infrakit_tf_group_repairs", labels.clone(), h.repaired.to_string()));
+        new.push(("infrakit_tf_group_repairs_halted", labels, u8::from(h.halted).to_string()));
+    }
     if let Some(drift) = counts.drift {
         new.push(("infrakit_tf_drift_resources", dir.clone(), drift.to_string()));
     }
@@ -185,6 +220,9 @@ fn render(old: &str, run: &Run<'_>) -> String {
             _ if per_command => labels == cmd && new.iter().any(|(f, _, _)| *f == family),
             "infrakit_tf_instances" => ours && run.instances.is_some(),
             "infrakit_tf_group_members_outdated" => ours && counts.outdated.is_some(),
+            "infrakit_tf_group_members_unhealthy"
+            | "infrakit_tf_group_repairs"
+            | "infrakit_tf_group_repairs_halted" => ours && counts.healing.is_some(),
             "infrakit_tf_drift_resources" => ours && counts.drift.is_some(),
             _ => false,
         }
@@ -294,5 +332,27 @@ mod tests {
         assert!(second.contains("status=\"pending\"} 1"));
         assert!(second.contains("infrakit_tf_group_members_outdated{directory=\"/srv/web \\\"1\\\"\",group=\"web\"} 2"));
         assert!(second.contains("infrakit_tf_drift_resources{directory=\"/srv/web \\\"1\\\"\"} 1"));
+        assert!(!second.contains("unhealthy"), "no healing, no series: {second}");
+    }
+
+    #[test]
+    fn healed_groups_count_their_unhealthy_members_and_repairs() {
+        let mut r = run("reconcile", 18);
+        let web = Healing { unhealthy: 3, repaired: 0, halted: true };
+        r.counts = Counts { healing: Some([("web".to_string(), web)].into()), ..Counts::default() };
+        let first = render("", &r);
+        assert!(
+            first.contains("infrakit_tf_group_members_unhealthy{directory=\"/srv/web \\\"1\\\"\",group=\"web\"} 3"),
+            "{first}"
+        );
+        assert!(
+            first.contains("infrakit_tf_group_repairs_halted{directory=\"/srv/web \\\"1\\\"\",group=\"web\"} 1"),
+            "{first}"
+        );
+        let kept = render(&first, &run("provision", 0));
+        assert!(kept.contains("infrakit_tf_group_repairs{directory=\"/srv/web \\\"1\\\"\",group=\"web\"} 0"), "{kept}");
+        let mut next = run("reconcile", 0);
+        next.counts = Counts { healing: Some(BTreeMap::new()), ..Counts::default() };
+        assert!(!render(&kept, &next).contains("group_repairs"), "a group no longer healed loses its series");
     }
 }

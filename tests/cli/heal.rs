@@ -181,9 +181,22 @@ fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
     let ids: Vec<String> = before.keys().cloned().collect();
     sick(&c, &ids[0]);
     let marker = sick(&c, &ids[1]);
-    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).code(REPAIR_HALTED);
+    let metrics = c.s.root.path().join("metrics.prom");
+    let run = c
+        .run(&["reconcile", "--group", &spec, "--output", "json", "--metrics-file", metrics.to_str().unwrap()])
+        .code(REPAIR_HALTED);
     let g = run.json()["groups"][0].clone();
     assert_eq!(g["unhealthy"], json!([ids[0], ids[1]]), "{g}");
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    for (family, value) in
+        [("group_members_unhealthy", 2), ("group_repairs", 0), ("group_repairs_halted", 1), ("last_exit_code", 18)]
+    {
+        let line = prom
+            .lines()
+            .find(|l| l.starts_with(&format!("infrakit_tf_{family}{{")))
+            .unwrap_or_else(|| panic!("{prom}"));
+        assert!(line.ends_with(&format!(" {value}")), "{line}");
+    }
     assert_eq!(g["repaired"], json!([]), "{g}");
     assert!(g["repair_halted"].as_str().unwrap().contains("more than MaxUnhealthy 1"), "{g}");
     assert!(run.stderr.contains("group api: repairs halted"), "{}", run.stderr);

@@ -129,6 +129,15 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     report.retries = crate::metrics::retries();
     crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
+    crate::metrics::note_healing(report.groups.iter().filter_map(|g| {
+        let h = g.healing.as_ref()?;
+        let counts = crate::metrics::Healing {
+            unhealthy: h.unhealthy.len(),
+            repaired: h.repaired.len(),
+            halted: h.repair_halted.is_some(),
+        };
+        Some((g.id.clone(), counts))
+    }));
     finish(ctx, &report, failure)
 }
 
