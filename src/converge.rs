@@ -3,10 +3,11 @@
 //! caller reads the members and carries the decision out.
 //!
 //! - Size N: too few members → add the missing ones; too many → terminate the surplus,
-//!   outdated members first, then those not created (pending, tainted), then the lowest IDs
-//!   (InfraKit's order).
+//!   outdated members first, then unhealthy ones (their health checks failed, see `cmd::heal`),
+//!   then those not created (pending, tainted), then the lowest IDs (InfraKit's order, with
+//!   unhealthy added).
 //! - LogicalIDs: each logical ID has exactly one member. A missing one is added as that pet;
-//!   of several, the current and created one with the lowest ID stays and the others are
+//!   of several, the current, healthy and created one with the lowest ID stays and the others are
 //!   terminated; members whose logical ID left the list (or that have none) are terminated.
 //! - Every member that stays and is not current is replaced, in ID order.
 
@@ -24,6 +25,8 @@ pub struct Member {
     pub current: bool,
     /// In the state and not tainted.
     pub created: bool,
+    /// Its health checks failed `FailuresBeforeRepair` runs in a row (the health record).
+    pub unhealthy: bool,
 }
 
 /// What to do to one group.
@@ -45,9 +48,10 @@ impl Decision {
 
 /// Decides how to converge `members` (in any order) to `allocation`.
 pub fn decide(allocation: &Allocation, members: &[Member]) -> Decision {
-    // The order members are given up in: outdated, then not created, then lowest ID.
+    // The order members are given up in: outdated, then unhealthy, then not created, then
+    // lowest ID.
     let mut by_worth: Vec<&Member> = members.iter().collect();
-    by_worth.sort_by_key(|m| (m.current, m.created, m.id.clone()));
+    by_worth.sort_by_key(|m| (m.current, !m.unhealthy, m.created, m.id.clone()));
     let mut decision = Decision::default();
     let staying: Vec<&Member> = match allocation {
         Allocation::Size(n) => {
@@ -60,11 +64,11 @@ pub fn decide(allocation: &Allocation, members: &[Member]) -> Decision {
         Allocation::LogicalIds(ids) => {
             let mut staying = Vec::new();
             for lid in ids {
-                // The best member for this logical ID stays: current, created, lowest ID.
+                // The best member for this logical ID stays: current, healthy, created, lowest ID.
                 let best = members
                     .iter()
                     .filter(|m| m.logical_id.as_deref() == Some(lid.as_str()))
-                    .min_by_key(|m| (!m.current, !m.created, m.id.clone()));
+                    .min_by_key(|m| (!m.current, m.unhealthy, !m.created, m.id.clone()));
                 match best {
                     None => decision.add.push(Some(lid.clone())),
                     Some(best) => staying.push(best),
@@ -86,7 +90,7 @@ mod tests {
     use super::*;
 
     fn m(n: u64, lid: Option<&str>, current: bool, created: bool) -> Member {
-        Member { id: InstanceId::new(n), logical_id: lid.map(str::to_string), current, created }
+        Member { id: InstanceId::new(n), logical_id: lid.map(str::to_string), current, created, unhealthy: false }
     }
 
     fn ids(v: &[InstanceId]) -> Vec<u64> {
@@ -106,6 +110,17 @@ mod tests {
         assert_eq!(decide(&Allocation::Size(5), &members), Decision { replace: vec![InstanceId::new(2)], ..Decision::default() });
         let d = decide(&Allocation::Size(0), &members);
         assert_eq!(d.terminate.len(), 5);
+    }
+
+    #[test]
+    fn scale_in_gives_up_unhealthy_members_after_outdated_ones_before_uncreated_ones() {
+        let sick = |n| Member { unhealthy: true, ..m(n, None, true, true) };
+        let members = [m(1, None, true, true), sick(2), m(3, None, true, false), m(4, None, false, true), sick(5)];
+        let d = decide(&Allocation::Size(1), &members);
+        assert_eq!(ids(&d.terminate), [4, 2, 5, 3], "outdated, unhealthy, not created, then the lowest ID");
+        let twins = [Member { logical_id: Some("a".into()), ..sick(1) }, m(2, Some("a"), true, true)];
+        let d = decide(&Allocation::LogicalIds(vec!["a".into()]), &twins);
+        assert_eq!(ids(&d.terminate), [1], "of twins, the healthy one stays");
     }
 
     #[test]

@@ -63,18 +63,19 @@ pub(crate) struct Verdict {
 /// Checks every created member of `groups` due a check, in parallel (bounded, `health::run_all`),
 /// updates the health record and writes it (all or nothing); the verdict of each group.
 /// Ctrl-C or SIGTERM during the checks stops the run (exit 130), the record unchanged.
-/// `instances`: the directory's, as the run listed them.
+/// `instances`: the directory's, as the run listed them; `record`: the health record as the
+/// run found it ([`read`]).
 pub(crate) fn check(
     ws: &mut Workspace<'_>,
     printer: &Printer,
     instances: &[Instance],
+    mut record: HealthRecord,
     groups: &[&Healed<'_>],
 ) -> Result<Vec<Verdict>> {
     if groups.is_empty() {
         return Ok(Vec::new());
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut record = read(ws, printer);
     // What the record keeps: the created members of the healed groups, and anything this run
     // does not converge (another group's members, kept for its own runs).
     let healed_members: BTreeSet<String> =
@@ -143,7 +144,7 @@ pub(crate) fn read(ws: &Workspace<'_>, printer: &Printer) -> HealthRecord {
 
 /// What `record` says of group `g`: which created members are unhealthy, which of them this run
 /// repairs (up to `MaxRepairsPerRun`, in ID order, none it replaces or terminates anyway), and
-/// whether the circuit breaker halts its repairs.
+/// whether the circuit breaker halts its repairs (counting the unhealthy members that stay).
 pub(crate) fn verdict(record: &HealthRecord, g: &Healed<'_>) -> Verdict {
     let unhealthy: Vec<InstanceId> = g
         .created
@@ -151,11 +152,13 @@ pub(crate) fn verdict(record: &HealthRecord, g: &Healed<'_>) -> Verdict {
         .filter(|i| record.health(&i.id.to_string(), g.heal.failures_before_repair) == Some(Health::Unhealthy))
         .map(|i| i.id.clone())
         .collect();
+    // The breaker counts the members that stay: one the run terminates or replaces anyway is
+    // on its way out.
+    let staying = unhealthy.iter().filter(|id| !g.going.contains(*id)).count();
     let allowed = g.heal.max_unhealthy.allowed(g.desired);
-    if unhealthy.len() as u64 > allowed {
+    if staying as u64 > allowed {
         let halted = format!(
-            "{} member(s) unhealthy, more than MaxUnhealthy {} ({allowed} of {}): no member is repaired, as the check or the network is the likelier fault",
-            unhealthy.len(),
+            "{staying} member(s) unhealthy, more than MaxUnhealthy {} ({allowed} of {}): no member is repaired, as the check or the network is the likelier fault",
             g.heal.max_unhealthy.text(),
             g.desired
         );

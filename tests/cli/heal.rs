@@ -14,8 +14,14 @@ const PENDING: i32 = 10;
 const REPAIR_HALTED: i32 = 18;
 
 /// A group `api` of `size` VMs, each with a dedicated volume, healed by a check that fails
-/// while `sick-<ID>` exists (and logs `ID` to `checked`), with `healing` over that command.
+/// while `sick-<ID>` exists (and logs `ID` to `checked`), with `healing` over that command;
+/// written beside the directory, its path returned.
 fn spec(c: &Cloud, size: u64, healing: Value) -> String {
+    c.s.write_outside("api.json", &spec_text(c, size, healing))
+}
+
+/// [`spec`]'s text (the markers and the log in `c`'s scratch directory).
+fn spec_text(c: &Cloud, size: u64, healing: Value) -> String {
     let root = c.s.root.path().display();
     let mut h =
         json!({"Command": format!("echo $INFRAKIT_TF_ID >> {root}/checked; test ! -e {root}/sick-$INFRAKIT_TF_ID")});
@@ -28,7 +34,7 @@ fn spec(c: &Cloud, size: u64, healing: Value) -> String {
         "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
             "fakecloud_instance": {"vm": {"name": "a"}},
             "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 5}}}}}}});
-    c.s.write_outside("api.json", &spec.to_string())
+    spec.to_string()
 }
 
 fn sick(c: &Cloud, id: &str) -> PathBuf {
@@ -217,6 +223,46 @@ fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
     let g = reconcile(&c, &spec, REPAIR_HALTED);
     assert_eq!(g["unhealthy"], json!([ids[1], ids[2]]), "{g}");
     assert!(g["repair_halted"].is_string(), "{g}");
+    let line = c.run(&["reconcile", "--group", &spec]).code(REPAIR_HALTED).stdout;
+    assert!(line.contains(&format!("unhealthy=2 ({} {})", ids[1], ids[2])), "{line}");
+    assert!(line.contains("repair_halted: 2 member(s) unhealthy, more than MaxUnhealthy 1 (1 of 3)"), "{line}");
     let run = c.run(&["reconcile", "--group", &spec, "--heal-max-unhealthy", "100%", "--check"]).code(PENDING);
     assert!(run.stderr.contains("group api: 1 to repair"), "{}", run.stderr);
+}
+
+#[test]
+fn scale_in_gives_up_an_unhealthy_member_first() {
+    let c = Cloud::new();
+    // MaxUnhealthy 0: the breaker holds every repair, so the member stays unhealthy.
+    let three = spec(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
+    reconcile(&c, &three, 0);
+    let ids: Vec<String> = members(&c).keys().cloned().collect();
+    sick(&c, &ids[2]);
+    let g = reconcile(&c, &three, REPAIR_HALTED);
+    assert_eq!(g["unhealthy"], json!([ids[2]]), "{g}");
+    let two = spec(&c, 2, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
+    let g = reconcile(&c, &two, 0);
+    assert_eq!(g["terminated"], json!([ids[2]]), "the unhealthy member goes, not the lowest ID: {g}");
+    assert_eq!(g["repair_halted"], Value::Null, "a member on its way out does not trip the breaker: {g}");
+    assert_eq!(members(&c).keys().cloned().collect::<Vec<_>>(), ids[..2]);
+}
+
+#[test]
+fn two_hosts_on_a_store_continue_each_others_counts() {
+    let db = crate::store::Db::new();
+    let (a, b) = crate::store::hosts_at(&db.url());
+    let text = spec_text(&a, 3, json!({"FailuresBeforeRepair": 3}));
+    let (on_a, on_b) = (a.s.write_outside("api.json", &text), b.s.write_outside("api.json", &text));
+    reconcile(&a, &on_a, 0);
+    let before = members(&a);
+    let patient = before.keys().next().unwrap().clone();
+    sick(&a, &patient);
+    reconcile(&a, &on_a, 0);
+    reconcile(&b, &on_b, 0);
+    let rows = b.run(&["describe", "--group", &on_b, "--output", "json"]).ok().json();
+    let row = rows.as_array().unwrap().iter().find(|r| r["ID"] == patient.as_str()).unwrap().clone();
+    assert_eq!(row["health"], "failing 2/3", "b continued a's count: {row}");
+    let g = reconcile(&a, &on_a, 0);
+    assert_eq!(g["repaired"][0]["old"], patient.as_str(), "the third failure, on a, repairs: {g}");
+    assert_eq!(members(&b).len(), 3);
 }

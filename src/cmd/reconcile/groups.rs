@@ -15,6 +15,7 @@ use crate::context::Ctx;
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
 use crate::group::{is_current, Drain, GroupSpec, Heal, GROUP_TAG};
+use crate::health_record::{Health, HealthRecord};
 use crate::names::{InstanceId, Scope};
 use crate::profile::Profiles;
 use crate::spec::Spec;
@@ -77,14 +78,17 @@ pub(super) fn load(
 
 /// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
 /// group's ID. A member is current when its config hash is the spec's (`bootstrap`, what
-/// `import` gives the first manager, never is), and created unless the plan creates or
-/// replaces its VM (a queued or pending member, or a tainted one).
+/// `import` gives the first manager, never is), created unless the plan creates or replaces
+/// its VM (a queued or pending member, or a tainted one), and unhealthy when its group heals
+/// and `record` (as the run found it, before its checks) says so.
 pub(super) fn members(
     group: &Group,
     instances: &[Instance],
     leaving: &BTreeSet<InstanceId>,
     plan: &Plan,
+    record: &HealthRecord,
 ) -> Vec<Member> {
+    let threshold = group.heal.as_ref().map(|h| h.failures_before_repair);
     let creating: BTreeSet<&str> = plan
         .changes
         .iter()
@@ -99,6 +103,7 @@ pub(super) fn members(
             logical_id: i.logical_id().map(str::to_string),
             current: group.is_current(i),
             created: i.vm.as_ref().is_some_and(|(t, n)| !creating.contains(format!("{t}.{n}").as_str())),
+            unhealthy: threshold.is_some_and(|k| record.health(&i.id.to_string(), k) == Some(Health::Unhealthy)),
         })
         .collect()
 }
@@ -311,11 +316,12 @@ pub(super) fn decide_all(
     instances: &[Instance],
     leaving: &BTreeSet<InstanceId>,
     plan: &Plan,
+    record: &HealthRecord,
 ) -> Vec<(Vec<Member>, Decision)> {
     groups
         .iter()
         .map(|g| {
-            let members = members(g, instances, leaving, plan);
+            let members = members(g, instances, leaving, plan, record);
             let decision = converge::decide(&g.spec.allocation, &members);
             (members, decision)
         })

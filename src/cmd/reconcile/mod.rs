@@ -37,6 +37,7 @@ use crate::cmd::instances::{removals, NewInstances};
 use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
+use crate::health_record::HealthRecord;
 use crate::names::{self, InstanceId, Suffix};
 use crate::output::{utc_now, Printer};
 use crate::profile::Profiles;
@@ -117,11 +118,17 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         adopt_first(&mut ws, &ctx.printer, &mut report)?;
     }
     let instances = ws.dir().instances(&profiles);
+    // The health counts as earlier runs left them: which members are unhealthy.
+    let record = if groups.iter().any(|g| g.heal.is_some()) {
+        crate::cmd::heal::read(&ws, &ctx.printer)
+    } else {
+        HealthRecord::default()
+    };
     let failure = if args.check {
-        check(&ws, &ctx.printer, &groups, &instances, &mut report)?;
+        check(&ws, &groups, &instances, &record, &mut report)?;
         None
     } else {
-        let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups };
+        let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups, record: &record };
         let failure = run.converge(&mut ws, &instances, &mut report)?;
         report.lookup_pending = ws.awaiting_lookup().map(str::to_string);
         failure
@@ -171,9 +178,9 @@ fn adopt_first(ws: &mut Workspace<'_>, printer: &Printer, report: &mut Report) -
 /// is not saved, and decides the groups from it; changes nothing.
 fn check(
     ws: &Workspace<'_>,
-    printer: &Printer,
     groups: &[Group],
     instances: &[Instance],
+    record: &HealthRecord,
     report: &mut Report,
 ) -> Result<()> {
     report.promoted = ws.dir().queued().map(str::to_string).collect();
@@ -182,17 +189,13 @@ fn check(
     fill_plan(report, &plan);
     let leaving: BTreeSet<InstanceId> =
         vanished(&plan, instances, &queued_ids(instances)).into_iter().map(|(i, _)| i.id.clone()).collect();
-    let decisions = groups::decide_all(groups, instances, &leaving, &plan);
+    let decisions = groups::decide_all(groups, instances, &leaving, &plan, record);
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         report.groups.push(GroupReport::new(group, members, decision));
     }
     // No check runs: the health record says which repairs are pending.
-    let healed = groups::healed(groups, instances, &decisions);
-    if !healed.is_empty() {
-        let record = crate::cmd::heal::read(ws, printer);
-        for (i, g) in &healed {
-            report.groups[*i].heal(&crate::cmd::heal::verdict(&record, g));
-        }
+    for (i, g) in &groups::healed(groups, instances, &decisions) {
+        report.groups[*i].heal(&crate::cmd::heal::verdict(record, g));
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
@@ -212,6 +215,8 @@ struct Run<'a> {
     profiles: &'a Profiles,
     args: &'a ReconcileArgs,
     groups: &'a [Group],
+    /// The health record as the run found it.
+    record: &'a HealthRecord,
 }
 
 impl Run<'_> {
@@ -352,7 +357,7 @@ impl Run<'_> {
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
         let doomed = vanished(&saved.plan, instances, &promoted_ids);
         let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
-        let mut decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan);
+        let mut decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan, self.record);
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
@@ -418,6 +423,7 @@ impl Run<'_> {
             ws,
             &self.ctx.printer,
             instances,
+            self.record.clone(),
             &healed.iter().map(|(_, h)| h).collect::<Vec<_>>(),
         )?;
         for ((i, h), verdict) in healed.iter().zip(verdicts) {
@@ -902,6 +908,11 @@ fn table(r: &Report) -> Table {
         what.extend(g.terminated.iter().map(|id| format!("terminated {id}")));
         what.extend(g.replaced.iter().map(|r| format!("replaced {} by {}", r.old, r.new)));
         what.extend(g.abandoned.iter().map(|id| format!("kept {id}: its drain failed")));
+        if let Some(h) = &g.healing {
+            what.extend(h.unhealthy.iter().map(|id| format!("unhealthy {id}")));
+            what.extend(h.repaired.iter().map(|r| format!("repaired {} by {}", r.old, r.new)));
+            what.extend(h.repair_halted.iter().map(|why| format!("repairs halted: {why}")));
+        }
         what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
         t.add_row([format!("group {}", g.id), what.join("\n")]);
     }
