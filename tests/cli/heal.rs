@@ -266,3 +266,31 @@ fn two_hosts_on_a_store_continue_each_others_counts() {
     assert_eq!(g["repaired"][0]["old"], patient.as_str(), "the third failure, on a, repairs: {g}");
     assert_eq!(members(&b).len(), 3);
 }
+
+#[test]
+fn a_sick_pet_is_repaired_under_its_logical_id() {
+    let c = Cloud::new();
+    let root = c.s.root.path().display();
+    let spec = json!({"ID": "api", "Properties": {
+        "Allocation": {"LogicalIDs": ["db-a", "db-b"]},
+        "Healing": {"Command": format!("test ! -e {root}/sick-$INFRAKIT_TF_LOGICAL_ID"), "FailuresBeforeRepair": 1},
+        "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
+            "fakecloud_instance": {"vm": {"name": "a"}}}}}}});
+    let spec = c.s.write_outside("pets.json", &spec.to_string());
+    reconcile(&c, &spec, 0);
+    let pets = |c: &Cloud| -> BTreeMap<String, String> {
+        c.describe()
+            .into_iter()
+            .map(|r| (r["LogicalID"].as_str().unwrap().to_string(), r["ID"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let before = pets(&c);
+    sick(&c, "db-b");
+    let g = reconcile(&c, &spec, 0);
+    assert_eq!(g["repaired"][0]["old"], before["db-b"].as_str(), "{g}");
+    std::fs::remove_file(c.s.root.path().join("sick-db-b")).unwrap();
+    let after = pets(&c);
+    assert_eq!(after["db-a"], before["db-a"], "the healthy pet is untouched");
+    assert_eq!(g["repaired"][0]["new"], after["db-b"].as_str(), "the replacement is db-b: {after:?}");
+    assert_ne!(after["db-b"], before["db-b"]);
+}
