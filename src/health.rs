@@ -1,5 +1,6 @@
 //! The user's commands about one instance: `--health-cmd`, the check that a replacement made
-//! by a rolling update is healthy, and the drain (`Lifecycle.Drain`, `--drain-cmd`) that runs
+//! by a rolling update is healthy; the healing check (`Healing.Command`, `--heal-cmd`) of every
+//! created member of a healed group; and the drain (`Lifecycle.Drain`, `--drain-cmd`) that runs
 //! before a member is destroyed. Each runs with `sh -c` and the instance in its environment,
 //! bounded by its timeout (then killed). Its output goes to our stderr (stdout is our data)
 //! once it has ended, through a file in memory: a stderr that cannot be written drops it, and
@@ -18,7 +19,7 @@ use anyhow::{Context, Result};
 /// Which of the user's commands runs: its name in messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Hook {
-    /// `--health-cmd`.
+    /// `--health-cmd`, and the healing check (`Healing.Command`, `--heal-cmd`).
     Health,
     /// `Lifecycle.Drain`, `--drain-cmd`.
     Drain,

@@ -18,8 +18,15 @@
 //! to the next run to drain again. One whose drain failed under `abandon` is kept (the
 //! report's `abandoned`) and the run exits 17 once all else is done.
 //!
+//! Groups that heal (`Healing`, `--heal-cmd`) have their created members checked after the
+//! plan, before `--max-destroy` is counted (`cmd::heal`): the health record is written then,
+//! and the unhealthy members to repair join the group's rolling update, so that their
+//! replacements take its road and count in `--max-destroy`. A group whose repairs the circuit
+//! breaker halted ends the run with exit 18 once all else is done (after 17).
+//!
 //! `--check` plans the would-be directory (queue promoted) in a mirror, with a refresh that is
-//! not saved, and exits 10 when anything is pending: drift, changes or queued files.
+//! not saved, and exits 10 when anything is pending: drift, changes, queued files, or a repair
+//! the health record calls for (it runs no check).
 
 mod groups;
 
