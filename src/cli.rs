@@ -11,6 +11,15 @@ use crate::names::InstanceId;
 pub use crate::text::parse_duration;
 use crate::text::short;
 
+/// A duration that must be longer than 0 (a timeout: a check or a drain given none would
+/// always fail).
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be longer than 0".into()),
+        d => Ok(d),
+    }
+}
+
 /// Manage groups of machines through Terraform.
 ///
 /// infrakit-tf expands an instance spec (JSON) into Terraform JSON files in a directory: one
@@ -286,7 +295,7 @@ pub struct HealArgs {
 
     /// How long a check may run before it counts as failed (it is killed) [default: the
     /// spec's `Healing.Timeout`, else 10s]
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_timeout, value_name = "DURATION")]
     pub heal_timeout: Option<Duration>,
 
     /// How long after a member was first seen created it is first checked [default: the
@@ -300,8 +309,8 @@ pub struct HealArgs {
     pub heal_failures: Option<u32>,
 
     /// The circuit breaker: with more unhealthy members than this (a count, or a percentage
-    /// of the desired size, rounded up), a group repairs none and the run exits 18 [default:
-    /// the spec's `Healing.MaxUnhealthy`, else 50%]
+    /// of the desired size, rounded down but at least 1), a group repairs none and the run
+    /// exits 18 [default: the spec's `Healing.MaxUnhealthy`, else 50%]
     #[arg(long, value_parser = parse_max_unhealthy, value_name = "N|P%")]
     pub heal_max_unhealthy: Option<MaxUnhealthy>,
 
@@ -326,7 +335,7 @@ pub struct DrainArgs {
 
     /// How long the drain command may run before it counts as failed (it is killed)
     /// [default: the spec's `Lifecycle.DrainTimeout`, else 5m]
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_timeout, value_name = "DURATION")]
     pub drain_timeout: Option<Duration>,
 
     /// What a failed drain does: `abandon` keeps the member (exit 17 once all else is done),

@@ -123,7 +123,7 @@ pub const MAX_UNHEALTHY: MaxUnhealthy = MaxUnhealthy::Percent(50);
 
 /// `Healing.MaxUnhealthy`: the most unhealthy members a group repairs; more halt every repair
 /// of the group (the circuit breaker). A count, or a percentage of the desired size, rounded
-/// up (so that 50% of a group of one is one: a lone member is still repaired).
+/// down but at least one (so that a lone sick member is still repaired, and 40% of 4 is 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxUnhealthy {
     Count(u64),
@@ -135,7 +135,9 @@ impl MaxUnhealthy {
     pub fn allowed(self, desired: usize) -> u64 {
         match self {
             MaxUnhealthy::Count(n) => n,
-            MaxUnhealthy::Percent(p) => (desired as u64 * p).div_ceil(100),
+            // Rounded down, but at least one (0% aside): a lone sick member is still repaired.
+            MaxUnhealthy::Percent(0) => 0,
+            MaxUnhealthy::Percent(p) => (desired as u64 * p / 100).max(1),
         }
     }
 
@@ -799,14 +801,15 @@ mod tests {
     }
 
     #[test]
-    fn the_breaker_counts_or_takes_a_percentage_rounded_up() {
+    fn the_breaker_counts_or_takes_a_percentage_rounded_down_but_at_least_one() {
         assert_eq!(parse_max_unhealthy("40%"), Ok(MaxUnhealthy::Percent(40)));
         assert_eq!(parse_max_unhealthy("3"), Ok(MaxUnhealthy::Count(3)));
         assert!(parse_max_unhealthy("-1").is_err());
         assert_eq!(MaxUnhealthy::Percent(40).allowed(5), 2);
-        assert_eq!(MaxUnhealthy::Percent(40).allowed(4), 2, "1.6 rounds up");
+        assert_eq!(MaxUnhealthy::Percent(40).allowed(4), 1, "1.6 rounds down: 2 of 4 is more than 40%");
         assert_eq!(MAX_UNHEALTHY.allowed(1), 1, "a lone member is repaired by default");
-        assert_eq!(MAX_UNHEALTHY.allowed(3), 2);
+        assert_eq!(MAX_UNHEALTHY.allowed(3), 1, "2 of 3 is more than half");
+        assert_eq!(MAX_UNHEALTHY.allowed(4), 2);
         assert_eq!(MaxUnhealthy::Percent(0).allowed(10), 0);
         assert_eq!(MaxUnhealthy::Count(2).allowed(100), 2);
         assert_eq!(MaxUnhealthy::Percent(40).text(), "40%");

@@ -116,12 +116,25 @@ pub(crate) fn check(
     if !jobs.is_empty() {
         printer.status(&format!("checking the health of {} member(s)", jobs.len()));
     }
-    for ((g, _, id, _), result) in due.iter().zip(crate::health::run_all(Hook::Health, &jobs)) {
+    let results = crate::health::run_all(Hook::Health, &jobs);
+    // Stopped by Ctrl-C or SIGTERM: a check the signal killed says nothing of its member, and
+    // the record stays as it was.
+    if crate::signals::stop_requested() {
+        return Err(crate::exit::Failure::new(
+            Code::Interrupted,
+            "interrupted while the health checks ran: the health record is unchanged",
+        )
+        .into());
+    }
+    for ((g, _, id, _), result) in due.iter().zip(results) {
         let failed = match result {
             Ok(None) => None,
             Ok(Some(why)) => Some(why),
-            Err(e) if crate::signals::stop_requested() => return Err(e),
-            Err(e) => Some(format!("{e:#}")),
+            // Ours, not the member's (the check could not be started): no count either way.
+            Err(e) => {
+                printer.warn(&format!("{id} (group {}): not checked: {e:#}", g.group));
+                continue;
+            }
         };
         record.note(id, failed.is_none());
         if let Some(why) = failed {
@@ -152,13 +165,13 @@ pub(crate) fn verdict(record: &HealthRecord, g: &Healed<'_>) -> Verdict {
         .filter(|i| record.health(&i.id.to_string(), g.heal.failures_before_repair) == Some(Health::Unhealthy))
         .map(|i| i.id.clone())
         .collect();
-    // The breaker counts the members that stay: one the run terminates or replaces anyway is
-    // on its way out.
-    let staying = unhealthy.iter().filter(|id| !g.going.contains(*id)).count();
+    // The breaker counts every unhealthy member, those the run terminates or replaces anyway
+    // too: they are as much evidence that the check or the network is at fault.
+    let sick = unhealthy.len();
     let allowed = g.heal.max_unhealthy.allowed(g.desired);
-    if staying as u64 > allowed {
+    if sick as u64 > allowed {
         let halted = format!(
-            "{staying} member(s) unhealthy, more than MaxUnhealthy {} ({allowed} of {}): no member is repaired, as the check or the network is the likelier fault",
+            "{sick} member(s) unhealthy, more than MaxUnhealthy {} ({allowed} of {}): no member is repaired, as the check or the network is the likelier fault",
             g.heal.max_unhealthy.text(),
             g.desired
         );

@@ -241,10 +241,58 @@ fn scale_in_gives_up_an_unhealthy_member_first() {
     let g = reconcile(&c, &three, REPAIR_HALTED);
     assert_eq!(g["unhealthy"], json!([ids[2]]), "{g}");
     let two = spec(&c, 2, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
-    let g = reconcile(&c, &two, 0);
+    // The breaker still counts it while it goes (it is as much evidence against the check):
+    // it halts repairs, never a scale-in.
+    let g = reconcile(&c, &two, REPAIR_HALTED);
     assert_eq!(g["terminated"], json!([ids[2]]), "the unhealthy member goes, not the lowest ID: {g}");
-    assert_eq!(g["repair_halted"], Value::Null, "a member on its way out does not trip the breaker: {g}");
+    assert!(g["repair_halted"].is_string(), "{g}");
     assert_eq!(members(&c).keys().cloned().collect::<Vec<_>>(), ids[..2]);
+    let g = reconcile(&c, &two, 0);
+    assert_eq!(g["repair_halted"], Value::Null, "once it is gone, nothing is unhealthy: {g}");
+}
+
+// A member on its way out counts for the breaker: with more unhealthy members than
+// MaxUnhealthy, a scale-in that terminates some of them repairs none of the others.
+#[test]
+fn members_on_their_way_out_count_for_the_breaker() {
+    let c = Cloud::new();
+    let healing = json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1});
+    let four = spec(&c, 4, healing.clone());
+    reconcile(&c, &four, 0);
+    let ids: Vec<String> = members(&c).keys().cloned().collect();
+    for id in &ids[1..] {
+        sick(&c, id);
+    }
+    // Three unhealthy of four: halted.
+    reconcile(&c, &four, REPAIR_HALTED);
+    let two = spec(&c, 2, healing);
+    let g = reconcile(&c, &two, REPAIR_HALTED);
+    assert_eq!(g["repaired"], json!([]), "{g}");
+    assert!(g["repair_halted"].is_string(), "{g}");
+    assert_eq!(g["terminated"].as_array().map(Vec::len), Some(2), "{g}");
+}
+
+// With --health-cmd too, the member being repaired is not held against its own repair by
+// the rolling update's health gate.
+#[test]
+fn a_repair_is_not_stopped_by_the_health_gate_of_the_member_it_replaces() {
+    let c = Cloud::new();
+    let three = spec(&c, 3, json!({"FailuresBeforeRepair": 1}));
+    reconcile(&c, &three, 0);
+    let ids: Vec<String> = members(&c).keys().cloned().collect();
+    let marker = sick(&c, &ids[1]);
+    let gate = format!("test ! -e {}/sick-$INFRAKIT_TF_ID", marker.parent().unwrap().display());
+    let run = c.run(&["reconcile", "--group", &three, "--health-cmd", &gate, "--output", "json"]).ok();
+    let g = &run.json()["groups"][0];
+    assert_eq!(g["repaired"][0]["old"], json!(ids[1]), "{g}");
+}
+
+#[test]
+fn a_zero_timeout_is_refused() {
+    let c = Cloud::new();
+    let three = spec(&c, 3, json!({}));
+    let run = c.run(&["reconcile", "--group", &three, "--heal-timeout", "0s"]).code(2);
+    assert!(run.stderr.contains("must be longer than 0"), "{}", run.stderr);
 }
 
 #[test]

@@ -460,8 +460,12 @@ impl Run<'_> {
         // A replacement an earlier run made must be healthy before anything more is destroyed:
         // an update that stopped stays stopped until the cause is fixed.
         let instances = ws.dir().instances(self.profiles);
-        let current: Vec<InstanceId> =
-            group.tagged(&instances).filter(|i| group.is_current(i)).map(|i| i.id.clone()).collect();
+        // (Not the members this roll replaces: an unhealthy member being repaired is current.)
+        let current: Vec<InstanceId> = group
+            .tagged(&instances)
+            .filter(|i| group.is_current(i) && !outdated.contains(&i.id))
+            .map(|i| i.id.clone())
+            .collect();
         if let Err(e) = self.health(ws, group, &current) {
             return Some(e);
         }
