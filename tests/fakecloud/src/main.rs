@@ -18,8 +18,19 @@
 //!   exceeded`, a gateway's 503 after the backend acted), and N goes down by one. Terraform
 //!   records nothing: the machine exists, in no state, as on a cloud's bad minute.
 //!
+//! - `<dir>/read-ms` file (else env `FAKECLOUD_READ_MS`): every read (a resource's refresh, a
+//!   data source's listing) sleeps that many ms first, as a cloud API answers after a round trip.
+//! - `<dir>/list-lag-ms` file: the data sources do not list an object written less than that
+//!   many ms ago, as a cloud's list API lags behind its creates (eventual consistency).
+//! - `<dir>/calls` file exists: every call served that reaches the cloud appends one line to it,
+//!   `<verb> <type> [<id>]` (`read`, `list`, `create`, `update`, `delete`, `import`; the ID of
+//!   the object read, updated or deleted), so a test or a
+//!   benchmark counts what a run cost the cloud. Appends of one short line are atomic, so
+//!   several provider processes can count into one file.
+//!
 //! Data sources `fakecloud_instances` and `fakecloud_volumes` (as `aws_instances`): the IDs of
-//! the objects whose tags include every one of `tags`.
+//! the objects whose tags include every one of `tags`; a value `*` matches any value of that
+//! tag (present), as EC2's tag filters take wildcards.
 
 // The workspace clippy.toml routes file writes through infrakit-tf's own fsio module; this
 // standalone test binary cannot use it and has its own atomic `store` below.
@@ -171,6 +182,26 @@ fn lost(dir: &Path) -> Option<String> {
 /// between runs without restarting anything.
 fn create_delay(dir: &Path) -> Result<Duration, String> {
     knob(dir, "delay-ms", Some("FAKECLOUD_DELAY_MS"))
+}
+
+/// The read delay (`read-ms`, else `FAKECLOUD_READ_MS`), slept before every read.
+async fn read_delay(dir: &Path) -> Result<(), String> {
+    let delay = knob(dir, "read-ms", Some("FAKECLOUD_READ_MS"))?;
+    if !delay.is_zero() {
+        // Async sleep: the runtime has one thread and must keep serving other calls.
+        tokio::time::sleep(delay).await;
+    }
+    Ok(())
+}
+
+/// Counts one call served (`<dir>/calls`, when it exists): one line, appended.
+fn count(dir: &Path, verb: &str, rtype: &str, id: &str) {
+    use std::io::Write;
+    let path = dir.join("calls");
+    if let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(&path) {
+        let line = if id.is_empty() { format!("{verb} {rtype}\n") } else { format!("{verb} {rtype} {id}\n") };
+        let _ = file.write_all(line.as_bytes());
+    }
 }
 
 /// A delay in ms from the file `name` in the cloud directory, else the variable `var`.
@@ -343,6 +374,11 @@ impl<K: Kind> Resource for FileResource<K> {
     ) -> Option<(K, ValueEmpty)> {
         let dir = self.cloud.dir(diags)?;
         let id = known_id(diags, state.id_mut())?;
+        count(&dir, "read", K::TYPE, &id);
+        if let Err(e) = read_delay(&dir).await {
+            diags.root_error_short(e);
+            return None;
+        }
         match load::<K>(&dir, &id) {
             // The file is the truth: out-of-band edits show up as drift.
             Ok(Some(obj)) => Some((obj, private)),
@@ -398,6 +434,7 @@ impl<K: Kind> Resource for FileResource<K> {
         _meta: ValueEmpty,
     ) -> Option<(K, ValueEmpty)> {
         let dir = self.cloud.dir(diags)?;
+        count(&dir, "create", K::TYPE, "");
         match create_delay(&dir) {
             // Async sleep: the runtime has one thread and must keep serving other calls.
             Ok(delay) => tokio::time::sleep(delay).await,
@@ -455,6 +492,7 @@ impl<K: Kind> Resource for FileResource<K> {
     ) -> Option<(K, ValueEmpty)> {
         let dir = self.cloud.dir(diags)?;
         let id = known_id(diags, planned.id_mut())?;
+        count(&dir, "update", K::TYPE, &id);
         // Updating a vanished machine fails, as in a real cloud (e.g. with -refresh=false).
         match load::<K>(&dir, &id) {
             Ok(Some(_)) => {}
@@ -483,6 +521,7 @@ impl<K: Kind> Resource for FileResource<K> {
     ) -> Option<()> {
         let dir = self.cloud.dir(diags)?;
         let id = known_id(diags, prior.id_mut())?;
+        count(&dir, "delete", K::TYPE, &id);
         match std::fs::remove_file(object_path(&dir, &id)) {
             // Already gone is what destroy wants anyway.
             Err(e) if e.kind() != ErrorKind::NotFound => {
@@ -495,6 +534,7 @@ impl<K: Kind> Resource for FileResource<K> {
 
     async fn import<'a>(&self, diags: &mut Diagnostics, id: String) -> Option<(K, ValueEmpty)> {
         let dir = self.cloud.dir(diags)?;
+        count(&dir, "import", K::TYPE, &id);
         match load::<K>(&dir, &id) {
             Ok(Some(obj)) => Some((obj, ValueEmpty::Null)),
             Ok(None) => {
@@ -539,7 +579,7 @@ impl<K: Kind> tf_provider::DataSource for Lookup<K> {
     fn schema(&self, _diags: &mut Diagnostics) -> Option<Schema> {
         use AttributeConstraint::*;
         let attributes = HashMap::from([
-            ("tags".into(), attr(string_map(), Required, "Every one of these tags")),
+            ("tags".into(), attr(string_map(), Required, "Every one of these tags (a value `*`: any value)")),
             ("ids".into(), attr(AttributeType::List(Box::new(AttributeType::String)), Computed, "IDs, sorted")),
         ]);
         let block = Block { attributes, description: format!("{}s by tags", K::TYPE).into(), ..Default::default() };
@@ -548,11 +588,23 @@ impl<K: Kind> tf_provider::DataSource for Lookup<K> {
 
     async fn read<'a>(&self, diags: &mut Diagnostics, mut config: ByTags, _meta: ValueEmpty) -> Option<ByTags> {
         let dir = self.cloud.dir(diags)?;
+        count(&dir, "list", K::TYPE, "");
+        if let Err(e) = read_delay(&dir).await {
+            diags.root_error_short(e);
+            return None;
+        }
         let wanted: BTreeMap<String, String> = match &config.tags {
             Value::Value(tags) => {
                 tags.iter().filter_map(|(k, v)| v.as_ref_option().map(|v| (k.clone(), v.clone()))).collect()
             }
             _ => BTreeMap::new(),
+        };
+        let lag = match knob(&dir, "list-lag-ms", None) {
+            Ok(lag) => lag,
+            Err(e) => {
+                diags.root_error_short(e);
+                return None;
+            }
         };
         let mut ids = Vec::new();
         let entries = match std::fs::read_dir(&dir) {
@@ -565,12 +617,16 @@ impl<K: Kind> tf_provider::DataSource for Lookup<K> {
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some(id) = name.strip_suffix(".json").filter(|n| !n.starts_with('.')) else { continue };
+            let written = entry.metadata().and_then(|m| m.modified()).ok();
+            if !lag.is_zero() && written.and_then(|w| w.elapsed().ok()).is_none_or(|age| age < lag) {
+                continue;
+            }
             // Objects of the other kind are not ours to list.
             let Ok(Some(obj)) = load::<K>(&dir, id) else { continue };
             let has = match obj.tags() {
-                Value::Value(tags) => wanted
-                    .iter()
-                    .all(|(k, v)| tags.get(k.as_str()).and_then(|t| t.as_ref_option()).is_some_and(|t| t == v)),
+                Value::Value(tags) => wanted.iter().all(|(k, v)| {
+                    tags.get(k.as_str()).and_then(|t| t.as_ref_option()).is_some_and(|t| v == "*" || t == v)
+                }),
                 _ => wanted.is_empty(),
             };
             if has {
@@ -655,6 +711,36 @@ impl Provider for FakeCloud {
     }
 }
 
+/// Sets `TCP_NODELAY` on the connection terraform opens to us, as Go (every real provider) does
+/// on every TCP connection. tf-provider serves gRPC over TCP and leaves Nagle's algorithm on:
+/// then a reply written in two pieces waits for the peer's delayed ACK, 40 ms a time, and a plan
+/// of a thousand resources spends most of its time waiting. The listener is not ours to
+/// configure, so a thread sets the option on every TCP socket of this process while terraform
+/// connects (the first seconds).
+fn no_delay() {
+    std::thread::spawn(|| {
+        for _ in 0..200 {
+            if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+                for fd in fds.filter_map(Result::ok).filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()) {
+                    let on: libc::c_int = 1;
+                    // SAFETY: setsockopt on a descriptor of this process; on one that is not a
+                    // TCP socket it fails (ENOTSOCK, ENOPROTOOPT) and changes nothing.
+                    unsafe {
+                        libc::setsockopt(
+                            fd,
+                            libc::IPPROTO_TCP,
+                            libc::TCP_NODELAY,
+                            std::ptr::addr_of!(on).cast(),
+                            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                        )
+                    };
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Ctrl-C in a terminal reaches the whole process group; terraform stops its plugins over
     // gRPC, and a plugin killed by the signal makes terraform report "Plugin did not respond".
@@ -671,6 +757,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             std::process::exit(0);
         }
     });
+    no_delay();
     // tf-provider appends a captured backtrace to every diagnostic when RUST_BACKTRACE is set
     // (common in test environments), burying the message. Panics still honour RUST_BACKTRACE.
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
