@@ -20,6 +20,11 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `1/N` (see `presence::Slice`): N.
+fn parse_slice(s: &str) -> Result<u32, String> {
+    crate::presence::Slice::parse(s).map(|s| s.of)
+}
+
 /// Manage groups of machines through Terraform.
 ///
 /// infrakit-tf expands an instance spec (JSON) into Terraform JSON files in a directory: one
@@ -273,6 +278,19 @@ pub struct ReconcileArgs {
     /// How long --health-cmd may run before it counts as failed
     #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
     pub health_timeout: Duration,
+
+    /// The share of the listed machines each run refreshes, to see changes made in the cloud:
+    /// 1/N refreshes all of them within N runs
+    ///
+    /// Machines of a type with a look-up are listed every run (one call per type and group) to
+    /// see which still exist; the others are refreshed every run (README "What a reconcile
+    /// reads"). The slice goes on where the last run, on any host, stopped.
+    #[arg(long, value_parser = parse_slice, default_value = "1/12", value_name = "1/N")]
+    pub refresh_slice: u32,
+
+    /// Refresh every resource this run, as a plain `terraform plan` does (no listing, no slice)
+    #[arg(long)]
+    pub full_refresh: bool,
 
     #[command(flatten)]
     pub drain: DrainArgs,

@@ -22,6 +22,7 @@ use crate::expand::Slots;
 use crate::fsio;
 use crate::health_record::HealthRecord;
 use crate::names::{self, InstanceId, Kind, Suffix, LAST_ID};
+use crate::presence::RefreshRecord;
 use crate::profile::Profiles;
 use crate::tfconfig;
 
@@ -149,7 +150,11 @@ impl Directory {
     /// name noted since; `None` for one that cannot be.
     pub(crate) fn listed_inodes(&self) -> impl Iterator<Item = (&str, Option<u64>)> + '_ {
         let wanted = |n: &str| {
-            n.ends_with(names::LIVE) || n.ends_with(names::QUEUED) || n == LAST_ID || n == names::HEALTH_RECORD
+            n.ends_with(names::LIVE)
+                || n.ends_with(names::QUEUED)
+                || n == LAST_ID
+                || n == names::HEALTH_RECORD
+                || n == names::REFRESH_RECORD
         };
         self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| {
             let looked_up =
@@ -283,6 +288,16 @@ impl Directory {
             Ok(bytes) => HealthRecord::parse(&bytes),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(HealthRecord::default()),
             Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::HEALTH_RECORD).display())),
+        }
+    }
+
+    /// The refresh record (`presence`): empty when there is none; why not when it cannot be
+    /// read or is not valid.
+    pub(crate) fn refresh_record(&self) -> Result<RefreshRecord, String> {
+        match self.bytes(names::REFRESH_RECORD) {
+            Ok(bytes) => RefreshRecord::parse(&bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RefreshRecord::default()),
+            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::REFRESH_RECORD).display())),
         }
     }
 

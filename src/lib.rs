@@ -54,6 +54,7 @@ core_modules!(
     health_record,
     lookup,
     names,
+    presence,
     profile,
     spec,
     template,

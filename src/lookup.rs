@@ -177,7 +177,7 @@ pub fn found(
 }
 
 /// The IDs at `path` of a data source's values: `ids`, or `droplets.*.id` (`*`: every item).
-fn ids_at(value: &Value, path: &str) -> Vec<String> {
+pub fn ids_at(value: &Value, path: &str) -> Vec<String> {
     let mut here = vec![value];
     for step in path.split('.') {
         here = here

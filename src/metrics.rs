@@ -36,6 +36,25 @@ pub(crate) struct Counts {
     outdated: Option<BTreeMap<String, usize>>,
     /// Set by reconcile once it checked: the healed groups' health, by group.
     healing: Option<BTreeMap<String, Healing>>,
+    /// What its terraform runs read from the cloud.
+    reads: Reads,
+}
+
+/// What a run's terraform runs read from the cloud, counted from their events: resources
+/// refreshed (`refresh_start`), look-up listings and other data sources read (`apply_start`
+/// with action `read`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Reads {
+    pub(crate) refreshed: u64,
+    pub(crate) lists: u64,
+    pub(crate) data_sources: u64,
+}
+
+/// One read of [`Reads`].
+pub(crate) enum Read {
+    Refresh,
+    Listing,
+    DataSource,
 }
 
 /// A healed group's health, as one reconcile run left it.
@@ -69,6 +88,21 @@ pub(crate) fn note_terraform_run() {
 /// A failed terraform run is being run again.
 pub(crate) fn note_retry() {
     counts().retries += 1;
+}
+
+/// A terraform run read from the cloud.
+pub(crate) fn note_read(read: Read) {
+    let reads = &mut counts().reads;
+    match read {
+        Read::Refresh => reads.refreshed += 1,
+        Read::Listing => reads.lists += 1,
+        Read::DataSource => reads.data_sources += 1,
+    }
+}
+
+/// What this run read so far, for reconcile's report.
+pub(crate) fn reads() -> Reads {
+    counts().reads
 }
 
 /// Retries so far in this run, for the JSON reports.
@@ -132,6 +166,21 @@ const FAMILIES: &[(&str, &str, bool)] = &[
         true,
     ),
     (
+        "infrakit_tf_last_run_resources_refreshed",
+        "Resources terraform read from the cloud (refreshed) in the command's last run.",
+        true,
+    ),
+    (
+        "infrakit_tf_last_run_list_calls",
+        "Look-up listings (one data-source read each) that showed which machines exist, in the command's last run.",
+        true,
+    ),
+    (
+        "infrakit_tf_last_run_data_sources_read",
+        "Other data sources terraform read in the command's last run.",
+        true,
+    ),
+    (
         "infrakit_tf_instances",
         "Instances after the last run, by group (empty: none) and status (created, pending, queued, tainted, configured, invalid).",
         false,
@@ -189,6 +238,9 @@ fn render(old: &str, run: &Run<'_>) -> String {
         ("infrakit_tf_last_run_resources_added", cmd.clone(), counts.applied.add.to_string()),
         ("infrakit_tf_last_run_resources_changed", cmd.clone(), counts.applied.change.to_string()),
         ("infrakit_tf_last_run_resources_destroyed", cmd.clone(), counts.applied.remove.to_string()),
+        ("infrakit_tf_last_run_resources_refreshed", cmd.clone(), counts.reads.refreshed.to_string()),
+        ("infrakit_tf_last_run_list_calls", cmd.clone(), counts.reads.lists.to_string()),
+        ("infrakit_tf_last_run_data_sources_read", cmd.clone(), counts.reads.data_sources.to_string()),
     ];
     if run.exit_code == 0 {
         new.push(("infrakit_tf_last_success_timestamp_seconds", cmd.clone(), number(seconds(ended))));

@@ -21,16 +21,22 @@ pub const LAST_ID: &str = ".infrakit-tf-last-id";
 /// (see `health_record`). Not a `.tf.json`: terraform never reads it, and no command takes it
 /// for an instance.
 pub const HEALTH_RECORD: &str = ".infrakit-tf-health.json";
+/// The refresh record: where reconcile's rotating refresh slice stopped (see `presence`).
+pub const REFRESH_RECORD: &str = ".infrakit-tf-refresh.json";
 
 /// Whether a name is one of the files infrakit-tf keeps in a directory (and a store keeps for
-/// every host): the managed files (live and queued), the ID record, the health record and the
-/// import blocks.
+/// every host): the managed files (live and queued), the ID record, the health and refresh
+/// records and the import blocks.
 /// Anything else in the directory is the user's, or local.
 pub fn is_ours(name: &str) -> bool {
     if name.contains('/') || name.contains('\0') {
         return false;
     }
-    name == LAST_ID || name == HEALTH_RECORD || name == IMPORT_FILE || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
+    name == LAST_ID
+        || name == HEALTH_RECORD
+        || name == REFRESH_RECORD
+        || name == IMPORT_FILE
+        || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
 }
 
 /// Whether a managed file is live or queued.
@@ -233,6 +239,7 @@ mod tests {
             "web_global.tf.json.new",
             ".infrakit-tf-last-id",
             ".infrakit-tf-health.json",
+            ".infrakit-tf-refresh.json",
             "infrakit-tf-import.tf.json",
         ] {
             assert!(is_ours(kept), "{kept}");

@@ -37,6 +37,11 @@ pub enum Event {
         action: Action,
         elapsed: u64,
     },
+    /// `refresh_start`: one resource read from the cloud (a refresh); `text` is terraform's.
+    Refresh {
+        address: String,
+        text: String,
+    },
     /// The state terraform could not save anywhere, printed as its last resort (a `log`
     /// event, "Emergency state dump", carrying `state`): the only record of what it did.
     StateDump(Value),
@@ -213,6 +218,10 @@ pub fn parse_line(line: &str) -> Option<Event> {
         "apply_errored" => {
             hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyErrored { address, action, elapsed })?
         }
+        "refresh_start" => {
+            let text = raw.message;
+            hook(raw.hook).map(|(address, _, _)| Event::Refresh { address, text })?
+        }
         "log" if raw.state.is_some() => Event::StateDump(raw.state?),
         _ => Event::Message { level: raw.level, text: raw.message },
     })
@@ -312,6 +321,36 @@ pub fn parse_plan_reads(json: &str) -> Result<BTreeMap<String, Value>, String> {
         .flatten()
         .filter(|r| r.get("mode").and_then(Value::as_str) == Some("data"))
         .filter_map(|r| Some((r.get("address")?.as_str()?.to_string(), r.get("values")?.clone())))
+        .collect())
+}
+
+/// The managed resources of a state document as terraform stores it (the local state file,
+/// the store's state row, `state pull`: format 4), without a terraform run: address, type,
+/// and each instance's `id`.
+pub fn raw_state_resources(json: &str) -> Result<Vec<crate::presence::Recorded>, String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| format!("the state is not JSON: {e}"))?;
+    let resources = v.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    Ok(resources
+        .iter()
+        .filter(|r| r.get("mode").and_then(Value::as_str) == Some("managed"))
+        .filter_map(|r| {
+            let rtype = r.get("type")?.as_str()?;
+            let name = r.get("name")?.as_str()?;
+            let module = r.get("module").and_then(Value::as_str);
+            let ids = r
+                .get("instances")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i.pointer("/attributes/id")?.as_str().map(str::to_string))
+                .collect();
+            Some(crate::presence::Recorded {
+                address: module.map_or(format!("{rtype}.{name}"), |m| format!("{m}.{rtype}.{name}")),
+                rtype: rtype.to_string(),
+                root: module.is_none(),
+                ids,
+            })
+        })
         .collect())
 }
 

@@ -52,7 +52,9 @@ impl Progress {
             Event::ApplyErrored { address, action, elapsed } => {
                 self.step(&format!("failed {} {address} ({elapsed}s)", ing(action)), true)
             }
-            Event::Message { text, .. } if self.verbose => self.println(&format!("terraform: {text}")),
+            Event::Message { text, .. } | Event::Refresh { text, .. } if self.verbose => {
+                self.println(&format!("terraform: {text}"))
+            }
             _ => {}
         }
     }

@@ -107,6 +107,14 @@ impl Collected {
             Event::ApplyStart { address, action: Action::Create | Action::Replace } => {
                 self.creating.push(address.clone())
             }
+            Event::Refresh { .. } => crate::metrics::note_read(crate::metrics::Read::Refresh),
+            Event::ApplyStart { address, action: Action::Read } => {
+                crate::metrics::note_read(if address.contains(&format!(".{}", crate::presence::LISTING_PREFIX)) {
+                    crate::metrics::Read::Listing
+                } else {
+                    crate::metrics::Read::DataSource
+                })
+            }
             Event::ApplyComplete { action, .. } => match action {
                 Action::Create => self.done.add += 1,
                 Action::Update => self.done.change += 1,

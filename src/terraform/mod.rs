@@ -103,6 +103,10 @@ pub(crate) enum Apply<'a> {
     /// Only these addresses and their dependencies (`-target`), without refreshing: what a
     /// commit changed. Terraform's "targeting is in effect" warnings are expected, not shown.
     Targets(&'a [String]),
+    /// `-refresh-only` of these addresses alone: their objects read again and the state
+    /// brought up to what the cloud says (a reconcile's drift, before it applies the
+    /// configuration without refreshing).
+    RefreshOnly(&'a [String]),
 }
 
 /// One terraform command line and what its run means.
@@ -365,9 +369,13 @@ impl Terraform {
                 args.push("-refresh=false".into());
                 args.extend(targets.iter().map(|t| format!("-target={t}")));
             }
+            Apply::RefreshOnly(targets) => {
+                args.push("-refresh-only".into());
+                args.extend(targets.iter().map(|t| format!("-target={t}")));
+            }
         }
         let targeted = match what {
-            Apply::Targets(targets) | Apply::Saved { targets, .. } => !targets.is_empty(),
+            Apply::Targets(targets) | Apply::RefreshOnly(targets) | Apply::Saved { targets, .. } => !targets.is_empty(),
             Apply::Configuration { .. } => false,
         };
         let inv =
@@ -448,11 +456,16 @@ impl Terraform {
         tfoutput::parse_plan_reads(&out).map_err(|e| Failure::new(Code::TerraformFailed, e).into())
     }
 
-    /// `state rm ADDRESS`: forget an object, leaving it alone.
-    pub(crate) fn state_rm(&self, address: &str) -> Result<()> {
+    /// `state pull`: the state document, from whatever backend holds it.
+    pub(crate) fn state_pull(&self) -> Result<String> {
+        self.capture(&Invocation::new(&["state", "pull"]))
+    }
+
+    /// `state rm ADDRESS...`: forget objects, leaving them alone.
+    pub(crate) fn state_rm(&self, addresses: &[&str]) -> Result<()> {
         let mut inv = Invocation::new(&["state", "rm", "-no-color"]).writes_state();
         inv.args.extend(self.lock_wait());
-        inv.args.push(address.to_string());
+        inv.args.extend(addresses.iter().map(|a| a.to_string()));
         self.capture(&inv).map(drop)
     }
 

@@ -115,3 +115,18 @@ fn an_emergency_state_dump_is_its_own_event() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_state_documents_managed_resources_are_read_without_terraform() {
+    let state = r#"{"version": 4, "serial": 3, "resources": [
+        {"mode": "managed", "type": "fakecloud_instance", "name": "instance-1", "instances": [{"attributes": {"id": "i-1"}}]},
+        {"mode": "data", "type": "fakecloud_instances", "name": "x", "instances": [{"attributes": {"id": "d"}}]},
+        {"module": "module.net", "mode": "managed", "type": "aws_subnet", "name": "a", "instances": [{"index_key": 0, "attributes": {"id": "s-0"}}, {"index_key": 1, "attributes": {"id": "s-1"}}]}
+    ]}"#;
+    let r = raw_state_resources(state).unwrap();
+    assert_eq!(r.len(), 2, "data sources are not resources: {r:?}");
+    assert_eq!((r[0].address.as_str(), r[0].root, r[0].ids.clone()), ("fakecloud_instance.instance-1", true, vec!["i-1".to_string()]));
+    assert_eq!((r[1].address.as_str(), r[1].root, r[1].ids.len()), ("module.net.aws_subnet.a", false, 2));
+    assert!(raw_state_resources("{").is_err());
+    assert!(raw_state_resources(r#"{"version": 4}"#).unwrap().is_empty());
+}

@@ -17,6 +17,16 @@ use crate::names;
 /// directory (your config, `.terraform`, the state, or a reader's own copy of it), managed
 /// files copied in their promoted form, changed files written, leftover import blocks settled.
 pub(super) fn build(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::TempDir> {
+    build_with(dir, changes, None)
+}
+
+/// [`build`], with only the managed files `only` names (by their live name), when given: a
+/// targeted plan's configuration, whatever else the directory holds (`presence::needed_files`).
+pub(super) fn build_with(
+    dir: &Directory,
+    changes: &ChangeSet,
+    only: Option<&std::collections::BTreeSet<String>>,
+) -> Result<tempfile::TempDir> {
     let mirror = fsio::temp_dir("mirror")?;
     let m = mirror.path();
     let written: BTreeMap<&str, &Value> = changes.writes.iter().map(|w| (w.name.as_str(), &w.doc)).collect();
@@ -43,6 +53,9 @@ pub(super) fn build(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::Te
     // change), each in its promoted form: a queued twin wins over the live file.
     for name in dir.names().filter(|n| !changes.touches(n)) {
         let Some((base, _)) = managed(name) else { continue };
+        if only.is_some_and(|only| !only.contains(&format!("{base}{}", names::LIVE))) {
+            continue;
+        }
         if name.ends_with(names::QUEUED) || !dir.has(&format!("{base}{}", names::QUEUED)) {
             let bytes =
                 dir.bytes(name).with_context(|| format!("failed to read `{}`", dir.path().join(name).display()))?;

@@ -31,6 +31,7 @@ mod changes;
 mod heal;
 mod imports;
 mod init;
+mod look;
 mod migrate;
 mod mirror;
 mod open;
@@ -48,6 +49,7 @@ use serde_json::Value;
 pub(crate) use self::changes::{
     ChangeSet, CommitMode, Committed, FileAction, FileChange, FileWrite, Outcome, TfSummary,
 };
+pub(crate) use self::look::{drifted, gone, merge};
 use crate::context::Ctx;
 use crate::directory::{Directory, Instance};
 use crate::fsio::Perms;
@@ -609,6 +611,12 @@ impl<'a> Workspace<'a> {
         self.saved_plan(None, &[])
     }
 
+    /// A plan of the directory as it is without refreshing (no cloud read but data sources),
+    /// saved for [`Workspace::apply`]: what the configuration would change in the state.
+    pub(crate) fn plan_unrefreshed(&self) -> Result<SavedPlan> {
+        self.saved_plan(Some(false), &[])
+    }
+
     /// A plan of `targets` (and their dependencies) without a refresh, saved for
     /// [`Workspace::apply`].
     pub(crate) fn plan_targets(&self, targets: &[String]) -> Result<SavedPlan> {
@@ -789,7 +797,7 @@ impl<'a> Workspace<'a> {
         let tf = self.terraform().expect("found to read the state");
         let mut forgotten = true;
         for addr in adopted.iter().filter(|a| state.contains_key(**a)) {
-            if let Err(e) = tf.state_rm(addr) {
+            if let Err(e) = tf.state_rm(&[addr]) {
                 warn(&format!("could not forget `{addr}`"), &e);
                 forgotten = false;
             }

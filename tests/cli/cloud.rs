@@ -246,6 +246,38 @@ impl Cloud {
             .collect()
     }
 
+    /// Starts counting the calls the cloud serves (the provider's `calls` file), from none.
+    pub fn count_calls(&self) {
+        std::fs::write(self.cloud.join("calls"), b"").unwrap();
+    }
+
+    /// The calls served since [`Cloud::count_calls`], one `<verb> <type> [<id>]` each, and
+    /// counts afresh.
+    pub fn calls(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.cloud.join("calls")).unwrap();
+        self.count_calls();
+        text.lines().map(str::to_string).collect()
+    }
+
+    /// Makes the listings hide every object written less than `ms` ago (0: none), as a cloud's
+    /// list lags behind its creates; the objects there now are made an hour old.
+    pub fn lag_lists(&self, ms: u64) {
+        std::fs::write(self.cloud.join("list-lag-ms"), ms.to_string()).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for id in self.objects().keys() {
+            let file = std::fs::File::options().write(true).open(self.cloud.join(format!("{id}.json"))).unwrap();
+            file.set_modified(old).unwrap();
+        }
+    }
+
+    /// Rewrites one object in the cloud, behind Terraform's back.
+    pub fn edit(&self, cloud_id: &str, edit: impl FnOnce(&mut Value)) {
+        let path = self.cloud.join(format!("{cloud_id}.json"));
+        let mut object: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        edit(&mut object);
+        std::fs::write(&path, serde_json::to_vec_pretty(&object).unwrap()).unwrap();
+    }
+
     /// A machine vanishes behind Terraform's back.
     pub fn vanish(&self, cloud_id: &str) {
         std::fs::remove_file(self.cloud.join(format!("{cloud_id}.json"))).unwrap();

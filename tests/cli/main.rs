@@ -30,6 +30,7 @@ mod pooler;
 mod provision;
 mod proxy;
 mod readme;
+mod reads;
 mod reconcile;
 mod recovery;
 mod signals;

@@ -1,15 +1,22 @@
 //! `reconcile`: what cron runs. Under the lock (`--no-wait`: busy is exit 5 at once), it
-//! promotes the queue and runs ONE refreshing `plan -json -detailed-exitcode -out=PLAN`. The
-//! plan's `resource_drift` events with action `delete` name machines deleted behind
-//! Terraform's back. For each live instance whose VM vanished (never one with a queued file),
+//! promotes the queue and looks at the cloud. When a look-up lists machines of the directory
+//! (`presence`), the look costs what a group costs, not what it holds: one listing per look-up
+//! type and group, a rotating slice refreshed (`--refresh-slice`), what no listing shows
+//! refreshed, and a machine the listings did not show refreshed alone to confirm
+//! (`workspace::look`); the whole configuration is planned without refreshing unless nothing
+//! changed since such a plan found nothing to do. Otherwise (or `--full-refresh`), ONE
+//! refreshing `plan -json -detailed-exitcode -out=PLAN`. The `resource_drift` events with
+//! action `delete` name machines deleted behind Terraform's back. For each live instance whose VM vanished (never one with a queued file),
 //! the instance file is removed: its default-scope siblings go with it, its dedicated slot
 //! stays as an orphan for the next provision to re-attach, its global files stay (unreferenced
 //! ones are `sweep-orphans`' business: a cron job never removes shared resources on its own).
 //! An instance whose create failed is not pruned: its VM never vanished, so the apply retries
 //! it, as after any failed apply.
 //!
-//! Then: nothing to do → done (one terraform run); changes and nothing pruned → apply the saved
-//! plan (no second plan); something pruned → apply afresh. Before anything is pruned or applied,
+//! Then: nothing to do → done; changes and nothing pruned → apply the saved plan (no second
+//! plan); something pruned → apply afresh. After a look, the objects confirmed gone are
+//! forgotten and the drifted ones read into the state again (`-refresh-only` of them alone),
+//! then the configuration applies without refreshing: nothing is read twice. Before anything is pruned or applied,
 //! a run that would destroy more than `--max-destroy` resources is refused (exit 11).
 //!
 //! Every member a group gives up (terminated on scale-in, or the old member of a rolling
@@ -47,10 +54,11 @@ use crate::exit::{Code, Failure};
 use crate::health_record::HealthRecord;
 use crate::names::{self, InstanceId, Suffix};
 use crate::output::{utc_now, Printer};
+use crate::presence::{RefreshRecord, Slice};
 use crate::profile::Profiles;
 use crate::terraform::{Apply, Plan};
 use crate::tfoutput::{Action, ResourceChange};
-use crate::workspace::{ChangeSet, Workspace};
+use crate::workspace::{ChangeSet, SavedPlan, Workspace};
 
 /// `--max-destroy` when not given.
 const MAX_DESTROY: u64 = 10;
@@ -86,6 +94,8 @@ struct Report {
     duration_seconds: f64,
     /// The groups converged (`--group`, or infrakit-tf.json's `groups`).
     groups: Vec<GroupReport>,
+    /// What the run read from the cloud.
+    reads: Reads,
     /// Machines an apply that was cut short made but never recorded, found by their tags:
     /// adopted by this run (`{address, id}`); in `--check`, those the next run adopts (drift).
     adopted: Vec<crate::lookup::Adopted>,
@@ -94,6 +104,26 @@ struct Report {
     /// settling (what it finds is `adopted`, and pending); after a run, when its own apply
     /// failed while creating. `null`: nothing awaits.
     lookup_pending: Option<String>,
+}
+
+/// What a run read from the cloud (README "What a reconcile reads").
+#[derive(Debug, Default, Serialize)]
+struct Reads {
+    /// Whether every resource was refreshed (no look-up lists any, `--full-refresh`, `--check`).
+    full_refresh: bool,
+    /// The share of the listed machines refreshed (`1/N`); `null` with a full refresh.
+    slice: Option<String>,
+    /// Resources terraform refreshed, in every terraform run of this reconcile.
+    refreshed: u64,
+    /// Look-up listings read (one data-source read each).
+    lists: u64,
+    /// Other data sources read (your configuration's).
+    data_sources: u64,
+    /// Listed machines the listings did not show, each refreshed to confirm.
+    unlisted: Vec<String>,
+    /// Whether the whole configuration was planned (without refreshing): the configuration or
+    /// the state changed since the last whole plan that found nothing to do.
+    whole_plan: bool,
 }
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
@@ -142,6 +172,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     };
     report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     report.retries = crate::metrics::retries();
+    let read = crate::metrics::reads();
+    (report.reads.refreshed, report.reads.lists, report.reads.data_sources) =
+        (read.refreshed, read.lists, read.data_sources);
     crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
     crate::metrics::note_healing(report.groups.iter().filter_map(|g| {
         let h = g.healing.as_ref()?;
@@ -193,6 +226,7 @@ fn check(
     report.promoted = ws.dir().queued().map(str::to_string).collect();
     let plan = ws.plan_after(&ChangeSet::default(), true)?;
     report.terraform_runs = 1;
+    report.reads.full_refresh = true;
     fill_plan(report, &plan);
     let leaving: BTreeSet<InstanceId> =
         vanished(&plan, instances, &queued_ids(instances)).into_iter().map(|(i, _)| i.id.clone()).collect();
@@ -241,7 +275,7 @@ impl Run<'_> {
         let touched: Vec<String> =
             ws.dir().queued().map(str::to_string).chain([names::IMPORT_FILE.to_string()]).collect();
         let before = ws.save_files(&touched);
-        let Decided { saved, doomed, pruned_files, decisions, scale, added, importing } =
+        let Decided { seen, doomed, pruned_files, decisions, scale, added, importing } =
             match self.decide(ws, instances, report) {
                 Ok(decided) => decided,
                 Err(e) => {
@@ -277,30 +311,42 @@ impl Run<'_> {
 
         // A refresh that found objects gone is saved by applying its plan, even one with no
         // changes: otherwise every later run finds the same drift and `--check` never says 0.
-        let what = if !report.pruned.is_empty() || !saved.plan.drift.is_empty() && scaling {
-            Some(Apply::Configuration { refresh: true })
-        } else if scaling {
+        let plan = seen.plan();
+        let what = match &seen {
+            Seen::Refreshed(_) if !report.pruned.is_empty() || !plan.drift.is_empty() && scaling => {
+                Some(Apply::Configuration { refresh: true })
+            }
             // The plan just refreshed every object and found nothing changed outside
             // Terraform: a second refresh would only double the cost on a large group.
-            Some(Apply::Configuration { refresh: false })
-        } else if saved.plan.has_changes || !saved.plan.drift.is_empty() {
-            Some(saved.to_apply())
-        } else {
-            None
-        };
-        let applied = match what.map(|what| ws.apply(what)).transpose() {
-            Ok(applied) => applied,
-            // The files stay as asked (a failed create is retried by the next apply): the
-            // report says what was decided, then the run fails.
-            Err(e) if !self.groups.is_empty() => {
-                report.terraform_runs += 1;
-                for g in &mut report.groups {
-                    g.pending = true;
-                }
-                return Ok(Some(e));
+            Seen::Refreshed(_) if scaling => Some(Apply::Configuration { refresh: false }),
+            Seen::Refreshed(saved) if plan.has_changes || !plan.drift.is_empty() => Some(saved.to_apply()),
+            // After a look, what it found is settled first (`settle_look`): nothing is read twice.
+            Seen::Looked { whole: Some(whole), .. }
+                if report.pruned.is_empty() && !scaling && plan.drift.is_empty() && plan.has_changes =>
+            {
+                Some(whole.to_apply())
             }
-            Err(e) => return Err(e),
+            Seen::Looked { .. }
+                if !report.pruned.is_empty() || scaling || !plan.drift.is_empty() || plan.has_changes =>
+            {
+                Some(Apply::Configuration { refresh: false })
+            }
+            _ => None,
         };
+        let applied =
+            match what.map(|what| self.settle_look(ws, plan, report).and_then(|()| ws.apply(what))).transpose() {
+                Ok(applied) => applied,
+                // The files stay as asked (a failed create is retried by the next apply): the
+                // report says what was decided, then the run fails.
+                Err(e) if !self.groups.is_empty() => {
+                    report.terraform_runs += 1;
+                    for g in &mut report.groups {
+                        g.pending = true;
+                    }
+                    return Ok(Some(e));
+                }
+                Err(e) => return Err(e),
+            };
         if importing {
             // Carried out by this apply, or (a plan with nothing to do) by an apply whose end the
             // importing run did not see.
@@ -312,6 +358,14 @@ impl Run<'_> {
             report.added += c.add;
             report.changed += c.change;
             report.destroyed += c.remove;
+        }
+        if let Seen::Looked { state, cursor, whole, .. } = &seen {
+            // The slice was read and what the look found is settled: the next run, on any
+            // host, goes on after it.
+            ws.write_refresh_record(&RefreshRecord { cursor: cursor.clone() })?;
+            if what.is_none() && whole.is_some() {
+                ws.note_planned(state)?;
+            }
         }
         if scaling {
             self.settle_counts(ws, report);
@@ -357,14 +411,13 @@ impl Run<'_> {
         // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
         let importing = ws.settle_imports()?;
         ws.init_if_needed(&ws.providers(instances))?;
-        let saved = ws.plan()?;
-        report.terraform_runs += 1;
-        fill_plan(report, &saved.plan);
+        let seen = self.look(ws, report)?;
+        fill_plan(report, seen.plan());
 
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
-        let doomed = vanished(&saved.plan, instances, &promoted_ids);
+        let doomed = vanished(seen.plan(), instances, &promoted_ids);
         let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
-        let mut decisions = groups::decide_all(self.groups, instances, &leaving, &saved.plan, self.record);
+        let mut decisions = groups::decide_all(self.groups, instances, &leaving, seen.plan(), self.record);
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
@@ -396,7 +449,7 @@ impl Run<'_> {
         if planned.is_some() {
             report.terraform_runs += 1;
         }
-        self.check_max_destroy(&saved.plan, &doomed, planned, &decisions)?;
+        self.check_max_destroy(seen.plan(), &doomed, planned, &decisions)?;
 
         // Drain the members to terminate, now that the run is allowed, before their files go
         // (see `cmd::drain`); those kept (`abandon`) leave the change.
@@ -413,7 +466,51 @@ impl Run<'_> {
             terminations.retain(|name| !scale.writes.iter().any(|w| w.name == *name));
             scale.removals = pruned_files.iter().cloned().chain(terminations).collect();
         }
-        Ok(Decided { saved, doomed, pruned_files, decisions, scale, added, importing })
+        Ok(Decided { seen, doomed, pruned_files, decisions, scale, added, importing })
+    }
+
+    /// Looks at the cloud (see the module doc): a look when a look-up lists machines of the
+    /// directory, else (or `--full-refresh`) a refreshing plan of everything, saved.
+    fn look(&self, ws: &mut Workspace<'_>, report: &mut Report) -> Result<Seen> {
+        let slice = Slice { of: self.args.refresh_slice };
+        let listed = if self.args.full_refresh {
+            None
+        } else {
+            let state = ws.state_document()?;
+            let presence = ws.presence(&state, slice)?;
+            presence.lists().then_some((state, presence))
+        };
+        let Some((state, presence)) = listed else {
+            let saved = ws.plan()?;
+            report.terraform_runs += 1;
+            report.reads.full_refresh = true;
+            return Ok(Seen::Refreshed(saved));
+        };
+        report.reads.slice = Some(slice.to_string());
+        let whole = if ws.planned_before(&state) { None } else { Some(ws.plan_unrefreshed()?) };
+        report.reads.whole_plan = whole.is_some();
+        let look = ws.look(&presence)?;
+        report.terraform_runs += u32::from(whole.is_some()) + 1 + u32::from(look.confirmed);
+        report.reads.unlisted = look.unlisted.clone();
+        let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
+        Ok(Seen::Looked { plan, whole, state, cursor: look.cursor })
+    }
+
+    /// After a look, before the configuration applies without refreshing: the objects it
+    /// confirmed gone are forgotten (no cloud call), and those that drifted are read into the
+    /// state again (`-refresh-only` of them alone), so that the apply sees what the look saw.
+    fn settle_look(&self, ws: &mut Workspace<'_>, plan: &Plan, report: &mut Report) -> Result<()> {
+        let gone = crate::workspace::gone(plan);
+        let drifted = crate::workspace::drifted(plan);
+        if !gone.is_empty() {
+            report.terraform_runs += 1;
+            ws.forget(&gone)?;
+        }
+        if !drifted.is_empty() {
+            report.terraform_runs += 1;
+            ws.apply(Apply::RefreshOnly(&drifted))?;
+        }
+        Ok(())
     }
 
     /// Checks the members of the groups that heal (`cmd::heal`), writes the health record,
@@ -745,9 +842,27 @@ impl Run<'_> {
     }
 }
 
+/// What a run saw of the cloud and the configuration before deciding.
+enum Seen {
+    /// Every resource refreshed: the saved refreshing plan.
+    Refreshed(SavedPlan),
+    /// A look (`workspace::look`): what it found, merged with the whole plan (saved, not
+    /// refreshed) when one ran; the state document it looked at, and where its slice stopped.
+    Looked { plan: Plan, whole: Option<SavedPlan>, state: String, cursor: Option<String> },
+}
+
+impl Seen {
+    fn plan(&self) -> &Plan {
+        match self {
+            Seen::Refreshed(saved) => &saved.plan,
+            Seen::Looked { plan, .. } => plan,
+        }
+    }
+}
+
 /// What a converging run decided before its first write.
 struct Decided<'i> {
-    saved: crate::workspace::SavedPlan,
+    seen: Seen,
     doomed: Vec<(&'i Instance, String)>,
     pruned_files: Vec<String>,
     decisions: Vec<(Vec<crate::converge::Member>, crate::converge::Decision)>,
@@ -871,8 +986,8 @@ fn line(r: &Report) -> String {
     let retries = if r.retries == 0 { String::new() } else { format!(" retries={}", r.retries) };
     let now = utc_now();
     let mut out = format!(
-        "{now} {head}: {what}{adopted} terraform_runs={}{retries} in {:.2}s",
-        r.terraform_runs, r.duration_seconds
+        "{now} {head}: {what}{adopted} terraform_runs={}{retries} refreshed={} lists={} in {:.2}s",
+        r.terraform_runs, r.reads.refreshed, r.reads.lists, r.duration_seconds
     );
     for g in &r.groups {
         out.push_str(&format!("\n{now} {head}: {}", g.line()));
@@ -927,6 +1042,19 @@ fn table(r: &Report) -> Table {
         what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
         t.add_row([format!("group {}", g.id), what.join("\n")]);
     }
+    let reads = &r.reads;
+    let mut read = format!("{} resource(s) refreshed", reads.refreshed);
+    match &reads.slice {
+        Some(slice) => read.push_str(&format!(" (slice {slice}), {} look-up listing(s)", reads.lists)),
+        None => read.push_str(" (all)"),
+    }
+    if !reads.unlisted.is_empty() {
+        read.push_str(&format!(", {} not listed: confirmed", reads.unlisted.len()));
+    }
+    if reads.whole_plan {
+        read.push_str(", whole configuration planned");
+    }
+    t.add_row(["cloud reads".to_string(), read]);
     t.add_row(["duration".to_string(), format!("{:.2}s ({} terraform run(s))", r.duration_seconds, r.terraform_runs)]);
     t
 }

@@ -1,0 +1,300 @@
+//! What a reconcile reads from the cloud, at a cost that does not grow with the group (the
+//! decisions are `crate::presence`'s; this is running them). One targeted plan in a mirror
+//! holding only the files it needs, with the listing data sources: it lists every look-up
+//! type's machines (one read per type and group), refreshes the rotating slice and every
+//! resource no listing shows, and saves nothing. A machine a listing does not show is then
+//! refreshed alone, to confirm, before anything may decide it is gone.
+//!
+//! The whole configuration is planned as well (without refreshing: no cloud read but your data
+//! sources) unless the configuration and the state are exactly those of a whole plan that
+//! found nothing to do ([`Workspace::planned_before`]): a file written, a state saved, your
+//! `main.tf` edited, and the next run plans everything again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::{mirror, ChangeSet, FileWrite, Workspace};
+use crate::fsio::{self, Perms};
+use crate::journal::FileOp;
+use crate::names;
+use crate::presence::{self, Presence, RefreshRecord, Slice};
+use crate::terraform::{Plan, PlanOptions};
+use crate::tfoutput::{Action, Changes, ResourceChange};
+
+/// The listing data sources, written in a mirror only.
+const LISTING_FILE: &str = "infrakit-tf-listing.tf.json";
+
+/// This host's mark of the last whole plan that found nothing to do: the digest of the
+/// configuration and the state it planned. Local: another host's files (its `main.tf`) may
+/// differ.
+const PLANNED: &str = ".infrakit-tf-planned";
+
+/// What the look found.
+pub(crate) struct Look {
+    /// Drift (the slice, what is refreshed every run, the confirmation), and what the targeted
+    /// plan would change.
+    pub(crate) plan: Plan,
+    /// Listed resources the listings did not show: refreshed to confirm.
+    pub(crate) unlisted: Vec<String>,
+    /// Whether a plan ran to confirm them (those the slice refreshed are confirmed already).
+    pub(crate) confirmed: bool,
+    /// Where the slice stopped.
+    pub(crate) cursor: Option<String>,
+}
+
+impl Workspace<'_> {
+    /// Terraform's state document, read without a terraform run where it can be (the local
+    /// state file, the store's state row), else `terraform state pull`. Empty: no state yet.
+    pub(crate) fn state_document(&mut self) -> Result<String> {
+        if let Some(store) = self.role.store() {
+            return Ok(store.state_document()?.unwrap_or_default());
+        }
+        if let Some(path) = crate::state_guard::local_state_path(self.dir.path()) {
+            return match std::fs::read_to_string(&path) {
+                Ok(text) => Ok(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+                Err(e) => Err(anyhow::Error::new(e).context(format!("failed to read `{}`", path.display()))),
+            };
+        }
+        self.terraform()?.state_pull()
+    }
+
+    /// What this run lists and refreshes (`presence::plan`), from the live files, the state
+    /// document and the refresh record (a record that cannot be read starts the slice again).
+    pub(crate) fn presence(&self, state: &str, slice: Slice) -> Result<Presence> {
+        let recorded = if state.trim().is_empty() {
+            Vec::new()
+        } else {
+            crate::tfoutput::raw_state_resources(state).map_err(crate::exit::invalid)?
+        };
+        let record = self.dir.refresh_record().unwrap_or_else(|why| {
+            self.ctx.printer.warn(&format!("{why}: the refresh slice starts again"));
+            RefreshRecord::default()
+        });
+        let files = self.live_docs().unwrap_or_default();
+        Ok(presence::plan(&files, &recorded, &self.ctx.profiles()?, record.cursor.as_deref(), slice))
+    }
+
+    /// Lists, refreshes the slice and what no listing shows, and confirms what the listings
+    /// did not show (see the module doc). Writes nothing.
+    pub(crate) fn look(&self, presence: &Presence) -> Result<Look> {
+        let files = self.live_docs();
+        let (doc, listings) = presence::listing_document(&presence.listings);
+        let refreshed = presence.refreshed();
+        let targets: Vec<String> = refreshed.iter().cloned().chain(listings).collect();
+        let listing = FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private };
+        let (looked, reads) = self.targeted_plan(files.as_deref(), &targets, Some(listing))?;
+        let unlisted = presence.unlisted(&reads);
+        for (data_source, n) in presence.blind(&unlisted) {
+            self.ctx.printer.warn(&format!(
+                "the look-up `{data_source}` listed none of the {n} machines it should show: each was refreshed to confirm it exists (does the data source take `*` in a tag's value? were the tags changed?)"
+            ));
+        }
+        let confirm: Vec<String> = unlisted.iter().filter(|a| refreshed.binary_search(a).is_err()).cloned().collect();
+        let confirmed = if confirm.is_empty() {
+            None
+        } else {
+            self.ctx
+                .printer
+                .status(&format!("{} machine(s) the look-ups did not list: refreshing them to confirm", confirm.len()));
+            Some(self.targeted_plan(files.as_deref(), &confirm, None)?.0)
+        };
+        let look =
+            Look { unlisted, confirmed: confirmed.is_some(), cursor: presence.cursor.clone(), plan: Plan::default() };
+        Ok(Look { plan: merge(None, looked, confirmed), ..look })
+    }
+
+    /// A refreshing plan of `targets` in a mirror holding the files they need (all of them
+    /// when `files` could not all be read), with `listing` written there: what it found, and the
+    /// data sources it read (when it lists).
+    fn targeted_plan(
+        &self,
+        files: Option<&[(String, Value)]>,
+        targets: &[String],
+        listing: Option<FileWrite>,
+    ) -> Result<(Plan, BTreeMap<String, Value>)> {
+        let only = files.and_then(|f| presence::needed_files(f, targets));
+        let lists = listing.is_some();
+        let changes = ChangeSet::writing(listing.into_iter().collect());
+        let mirror = mirror::build_with(&self.dir, &changes, only.as_ref())?;
+        let saved = mirror.path().join(".infrakit-tf-look.plan");
+        let options = PlanOptions { refresh: Some(true), lock: false, out: lists.then_some(saved.as_path()), targets };
+        let plan = self.plan_in_mirror(mirror.path(), &changes, &[], options)?;
+        let reads =
+            if lists { self.terraform()?.in_dir(mirror.path()).show_plan_reads(&saved)? } else { BTreeMap::new() };
+        Ok((plan, reads))
+    }
+
+    /// The live managed files and their documents; `None` when one cannot be read (a targeted
+    /// plan then takes every file, and terraform says what is wrong).
+    fn live_docs(&self) -> Option<Vec<(String, Value)>> {
+        self.dir
+            .managed()
+            .filter(|f| f.suffix == names::Suffix::Live)
+            .map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
+            .collect()
+    }
+
+    /// Whether the configuration and the state (`state`: its document) are exactly those of
+    /// the last whole plan that found nothing to do on this host: then a whole plan without
+    /// refreshing would find nothing either (what your data sources read aside: the slice
+    /// sees that within its period).
+    pub(crate) fn planned_before(&self, state: &str) -> bool {
+        std::fs::read_to_string(self.dir.path().join(PLANNED)).is_ok_and(|d| d.trim() == self.digest(state))
+    }
+
+    /// Marks the configuration and `state` as planned, with nothing to do (see
+    /// [`Workspace::planned_before`]).
+    pub(crate) fn note_planned(&self, state: &str) -> Result<()> {
+        let digest = format!("{}\n", self.digest(state));
+        fsio::write_atomic(&self.dir.path().join(PLANNED), digest.as_bytes(), Perms::Public).map(drop)
+    }
+
+    /// The digest of what a whole plan depends on here: every configuration file terraform
+    /// reads (`*.tf`, `*.tf.json`, variable files, the lock file, local modules' files, the
+    /// installed modules' record), `TF_VAR_*`, the terraform binary and version, and `state`.
+    fn digest(&self, state: &str) -> String {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        config_files(self.dir.path(), 0, &mut h);
+        let modules = self.dir.path().join(".terraform/modules/modules.json");
+        std::fs::read(modules).unwrap_or_default().hash(&mut h);
+        let mut vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("TF_VAR_")).collect();
+        vars.sort();
+        vars.hash(&mut h);
+        self.terraform().map(|tf| tf.describe()).unwrap_or_default().hash(&mut h);
+        state.hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+
+    /// Forgets `gone` (objects a refresh confirmed deleted outside terraform) from the state,
+    /// with no cloud call: the apply that follows need not read them again.
+    pub(crate) fn forget(&mut self, gone: &[String]) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let addresses: Vec<&str> = gone.iter().map(String::as_str).collect();
+        let forgotten = self.terraform()?.state_rm(&addresses);
+        self.recorded(forgotten)
+    }
+
+    /// Writes the refresh record as the other records are written: all or nothing, in the
+    /// store first when there is one, so that any host goes on from where it stopped.
+    pub(crate) fn write_refresh_record(&mut self, record: &RefreshRecord) -> Result<()> {
+        let bytes = record.to_bytes();
+        if self.dir.bytes(names::REFRESH_RECORD).is_ok_and(|old| old == bytes) {
+            return Ok(());
+        }
+        self.change(&[FileOp { name: names::REFRESH_RECORD.to_string(), after: Some((bytes, Perms::Public)) }])
+    }
+}
+
+/// Hashes the names and bytes of the configuration files under `dir` (its non-hidden
+/// subdirectories too: local modules), in name order.
+fn config_files(dir: &Path, depth: u32, h: &mut impl Hasher) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<(String, std::fs::FileType)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.file_type().ok()?)))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, kind) in entries {
+        let path = dir.join(&name);
+        if kind.is_dir() && !name.starts_with('.') && depth < 8 {
+            name.hash(h);
+            config_files(&path, depth + 1, h);
+        } else if [".tf", ".tf.json", ".tfvars", ".tfvars.json", ".terraform.lock.hcl"]
+            .iter()
+            .any(|s| name.ends_with(s))
+        {
+            name.hash(h);
+            std::fs::read(&path).unwrap_or_default().hash(h);
+        }
+    }
+}
+
+/// One plan of what `whole` (the whole configuration, not refreshed), `looked` (the targeted,
+/// refreshing plan) and `confirmed` (the confirmation) found: the drift of the refreshing ones,
+/// and each resource's change as the refreshing plans saw it, else as the whole plan did (an
+/// object found gone that no file declares any more is forgotten, not destroyed). The
+/// listings read are no change.
+pub(crate) fn merge(whole: Option<&Plan>, looked: Plan, confirmed: Option<Plan>) -> Plan {
+    let mut drift: BTreeMap<String, ResourceChange> = BTreeMap::new();
+    let mut changes: BTreeMap<String, ResourceChange> = BTreeMap::new();
+    for c in whole.iter().flat_map(|p| &p.changes) {
+        changes.insert(c.address.clone(), c.clone());
+    }
+    let mut refreshed: BTreeSet<String> = BTreeSet::new();
+    for plan in std::iter::once(looked).chain(confirmed) {
+        drift.extend(plan.drift.into_iter().map(|d| (d.address.clone(), d)));
+        let listing = |c: &ResourceChange| c.address.contains(&format!(".{}", presence::LISTING_PREFIX));
+        for c in plan.changes.into_iter().filter(|c| !listing(c)) {
+            refreshed.insert(c.address.clone());
+            changes.insert(c.address.clone(), c);
+        }
+    }
+    changes.retain(|address, _| {
+        refreshed.contains(address) || !drift.get(address).is_some_and(|d| d.action == Action::Delete)
+    });
+    let changes: Vec<ResourceChange> = changes.into_values().filter(|c| c.action != Action::NoOp).collect();
+    let count = |a: &[Action]| changes.iter().filter(|c| a.contains(&c.action)).count() as u64;
+    let totals = Changes {
+        add: count(&[Action::Create, Action::Replace]),
+        change: count(&[Action::Update]),
+        remove: count(&[Action::Delete, Action::Replace]),
+        ..Changes::default()
+    };
+    let has_changes = !changes.is_empty() || whole.is_some_and(|w| w.has_changes);
+    Plan { totals, drift: drift.into_values().collect(), changes, has_changes }
+}
+
+/// The addresses a refresh found deleted outside terraform.
+pub(crate) fn gone(plan: &Plan) -> Vec<String> {
+    plan.drift.iter().filter(|d| d.action == Action::Delete).map(|d| d.address.clone()).collect()
+}
+
+/// The addresses a refresh found changed outside terraform (not deleted).
+pub(crate) fn drifted(plan: &Plan) -> Vec<String> {
+    let gone: BTreeSet<String> = gone(plan).into_iter().collect();
+    plan.drift.iter().filter(|d| !gone.contains(&d.address)).map(|d| d.address.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(address: &str, action: Action) -> ResourceChange {
+        ResourceChange { address: address.into(), action }
+    }
+
+    fn plan(drift: Vec<ResourceChange>, changes: Vec<ResourceChange>) -> Plan {
+        Plan { has_changes: !changes.is_empty(), drift, changes, ..Plan::default() }
+    }
+
+    #[test]
+    fn the_refreshing_plans_win_and_a_gone_object_no_file_declares_is_forgotten_not_destroyed() {
+        let whole = plan(
+            vec![],
+            vec![change("a.orphan", Action::Delete), change("a.one", Action::Update), change("a.two", Action::Create)],
+        );
+        let looked = plan(
+            vec![change("a.orphan", Action::Delete), change("a.one", Action::Delete)],
+            vec![change("a.one", Action::Create), change("data.x.infrakit_tf_list_0", Action::Read)],
+        );
+        let confirmed = plan(vec![change("a.three", Action::Update)], vec![change("a.three", Action::Update)]);
+        let m = merge(Some(&whole), looked, Some(confirmed));
+        assert_eq!(
+            m.changes,
+            [change("a.one", Action::Create), change("a.three", Action::Update), change("a.two", Action::Create)]
+        );
+        assert_eq!((m.totals.add, m.totals.change, m.totals.remove), (2, 1, 0));
+        assert_eq!(gone(&m), ["a.one", "a.orphan"]);
+        assert_eq!(drifted(&m), ["a.three"]);
+        assert!(m.has_changes);
+        let quiet = merge(None, plan(vec![], vec![change("data.x.infrakit_tf_list_0", Action::Read)]), None);
+        assert!(!quiet.has_changes && quiet.changes.is_empty());
+    }
+}
