@@ -166,6 +166,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l gr
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l max-unavailable -d 'Replace at most N outdated members at a time [default: the spec\'s `Updating.MaxUnavailable`, else 1]' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l health-cmd -d 'A shell command that says whether a replacement is healthy (exit 0); run with `INFRAKIT_TF_ID`, `INFRAKIT_TF_LOGICAL_ID`, `INFRAKIT_TF_GROUP` and `INFRAKIT_TF_ATTR_<KEY>` (its state attributes) in its environment. The next batch waits for it' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l health-timeout -d 'How long --health-cmd may run before it counts as failed' -r
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l refresh-slice -d 'The share of the listed machines each run refreshes, to see changes made in the cloud: 1/N refreshes all of them within N runs' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l drain-cmd -d 'A shell command that drains a member before it is destroyed (exit 0: drained); run with the environment --health-cmd has [default: the group spec\'s `Lifecycle.Drain`]' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l drain-timeout -d 'How long the drain command may run before it counts as failed (it is killed) [default: the spec\'s `Lifecycle.DrainTimeout`, else 5m]' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l on-drain-failure -d 'What a failed drain does: `abandon` keeps the member (exit 17 once all else is done), `continue` destroys it anyway [default: the spec\'s `Lifecycle.OnDrainFailure`, else abandon]' -r -f -a "abandon\t'Keep the member: it is not destroyed, and the run exits 17'
@@ -190,6 +191,7 @@ complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l te
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l env -d 'Pass an environment variable to terraform (repeatable), e.g. `--env TF_VAR_region=eu`' -r
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l no-wait -d 'Exit at once (code 5) when another infrakit-tf run holds the directory'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l check -d 'Refresh and plan without saving anything; exit 10 when something is pending'
+complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l full-refresh -d 'Refresh every resource this run, as a plain `terraform plan` does (no listing, no slice)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l yes -d 'Answer yes to confirmations (required without a terminal)'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -l accept-config -d 'With a store: make this host\'s configuration the one every host must run with'
 complete -c infrakit-tf -n "__fish_infrakit_tf_using_subcommand reconcile" -s q -l quiet -d 'Print only data and errors'

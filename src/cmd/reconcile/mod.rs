@@ -333,20 +333,26 @@ impl Run<'_> {
             }
             _ => None,
         };
-        let applied =
-            match what.map(|what| self.settle_look(ws, plan, report).and_then(|()| ws.apply(what))).transpose() {
-                Ok(applied) => applied,
-                // The files stay as asked (a failed create is retried by the next apply): the
-                // report says what was decided, then the run fails.
-                Err(e) if !self.groups.is_empty() => {
-                    report.terraform_runs += 1;
-                    for g in &mut report.groups {
-                        g.pending = true;
-                    }
-                    return Ok(Some(e));
+        let looked = matches!(seen, Seen::Looked { .. });
+        let settled_and_applied = |ws: &mut Workspace<'_>, report: &mut Report, what| {
+            if looked {
+                self.settle_look(ws, plan, report)?;
+            }
+            ws.apply(what)
+        };
+        let applied = match what.map(|what| settled_and_applied(ws, report, what)).transpose() {
+            Ok(applied) => applied,
+            // The files stay as asked (a failed create is retried by the next apply): the
+            // report says what was decided, then the run fails.
+            Err(e) if !self.groups.is_empty() => {
+                report.terraform_runs += 1;
+                for g in &mut report.groups {
+                    g.pending = true;
                 }
-                Err(e) => return Err(e),
-            };
+                return Ok(Some(e));
+            }
+            Err(e) => return Err(e),
+        };
         if importing {
             // Carried out by this apply, or (a plan with nothing to do) by an apply whose end the
             // importing run did not see.
