@@ -155,6 +155,21 @@ const SCENARIOS: &[Scenario] = &[
         // Replaced or not, two members (`reconcile --check` then says they are all current).
         whole: |_, after| after.len() == 2,
     },
+    Scenario {
+        name: "reconcile with look-ups: a vanished member (listed, confirmed, forgotten, replaced)",
+        setup: |c| {
+            group(c, 2, "v1");
+            c.with_lookups();
+            c.run(&["reconcile"]).ok();
+            c.run(&["reconcile"]).ok(); // the whole plan that found nothing to do is noted
+            let machine = c.describe()[0]["attributes"]["id"].as_str().unwrap().to_string();
+            c.vanish(&machine);
+            args(&["reconcile"])
+        },
+        unmanaged: &[],
+        // The vanished member is pruned and replaced, by the killed run or by the recovery.
+        whole: |before, after| after.len() == 2 && after != before,
+    },
 ];
 
 /// Writes the group spec `web.json` (size `size`, the members' `user_data` `version`) and
@@ -166,9 +181,14 @@ fn group(c: &Cloud, size: u64, version: &str) {
 
 #[test]
 fn groups_survive_a_kill_at_every_point() {
-    for scenario in &SCENARIOS[8..] {
+    for scenario in &SCENARIOS[8..10] {
         crash_everywhere(scenario);
     }
+}
+
+#[test]
+fn a_reconcile_that_lists_survives_a_kill_at_every_point() {
+    crash_everywhere(&SCENARIOS[10]);
 }
 
 #[test]
