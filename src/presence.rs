@@ -100,6 +100,9 @@ pub struct Recorded {
     pub root: bool,
     /// The `id` of each of its instances.
     pub ids: Vec<String>,
+    /// Whether it holds a deposed object (a create-before-destroy cut short): forgetting the
+    /// address would forget that object too.
+    pub deposed: bool,
 }
 
 /// One data source that lists the objects of one type (and group).
@@ -140,6 +143,20 @@ pub struct Presence {
     pub slice: Vec<String>,
     /// Where the slice stops: the next run starts after it.
     pub cursor: Option<String>,
+    /// The recorded resources holding a deposed object (see [`Recorded::deposed`]).
+    pub deposed: Vec<String>,
+}
+
+/// Whether any resource `files` declare is of a type whose look-up lists by tags: otherwise
+/// nothing can be listed, and the state need not be read to know it.
+pub fn may_list(files: &[(String, Value)], profiles: &Profiles) -> bool {
+    files.iter().any(|(_, doc)| {
+        doc.get("resource")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .any(|(rtype, _)| profiles.lookup(rtype).is_some_and(|l| l.tag_path().is_some()))
+    })
 }
 
 /// What to list and refresh: `files` are the live managed files (name, document), `state` the
@@ -175,7 +192,8 @@ pub fn plan(
     listed.sort_by(|a, b| a.address.cmp(&b.address));
     always.sort();
     let (slice, cursor) = rotate(&listed, cursor, slice);
-    Presence { listings, listed, always, slice, cursor }
+    let deposed = state.iter().filter(|r| r.deposed).map(|r| r.address.clone()).collect();
+    Presence { listings, listed, always, slice, cursor, deposed }
 }
 
 /// The slice after `cursor`, and where it stops.
@@ -295,10 +313,11 @@ impl Presence {
 
 /// The live files a plan targeting `targets` needs, with every file they refer to (a
 /// reference `${type.name...}`, a `depends_on` entry), and so on: the others are left out of
-/// the plan's configuration, so that terraform validates and plans only what it must. `None`
-/// when a file declares more than resources and data sources (a provider, a variable, ...):
-/// then every file is needed.
-pub fn needed_files(files: &[(String, Value)], targets: &[String]) -> Option<BTreeSet<String>> {
+/// the plan's configuration, so that terraform validates and plans only what it must. `also`:
+/// what your own configuration files mention ([`mentioned`]): the files declaring those are
+/// needed too, since yours are always in. `None` when a file declares more than resources and
+/// data sources (a provider, a variable, ...): then every file is needed.
+pub fn needed_files(files: &[(String, Value)], targets: &[String], also: &[String]) -> Option<BTreeSet<String>> {
     let mut by_address: BTreeMap<String, usize> = BTreeMap::new();
     for (i, (_, doc)) in files.iter().enumerate() {
         let top = doc.as_object()?;
@@ -313,7 +332,7 @@ pub fn needed_files(files: &[(String, Value)], targets: &[String]) -> Option<BTr
             }
         }
     }
-    let mut needed: BTreeSet<usize> = targets.iter().filter_map(|t| by_address.get(t).copied()).collect();
+    let mut needed: BTreeSet<usize> = targets.iter().chain(also).filter_map(|t| by_address.get(t).copied()).collect();
     let mut todo: Vec<usize> = needed.iter().copied().collect();
     while let Some(i) = todo.pop() {
         let mut refs = Vec::new();
@@ -329,20 +348,26 @@ pub fn needed_files(files: &[(String, Value)], targets: &[String]) -> Option<BTr
     Some(needed.into_iter().map(|i| files[i].0.clone()).collect())
 }
 
+/// Every `type.name` and `data.type.name` a text (one of your configuration files, in HCL or
+/// JSON) may refer to: a superset, which costs a file more in a plan at most.
+pub fn mentioned(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for chain in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')) {
+        let parts: Vec<&str> = chain.split('.').collect();
+        if parts.len() >= 2 {
+            out.push(format!("{}.{}", parts[0], parts[1]));
+        }
+        if parts.len() >= 3 && parts[0] == "data" {
+            out.push(format!("data.{}.{}", parts[1], parts[2]));
+        }
+    }
+    out
+}
+
 /// Every `type.name` and `data.type.name` a document's strings may refer to.
 fn references(value: &Value, out: &mut Vec<String>) {
     match value {
-        Value::String(s) => {
-            for chain in s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')) {
-                let parts: Vec<&str> = chain.split('.').collect();
-                if parts.len() >= 2 {
-                    out.push(format!("{}.{}", parts[0], parts[1]));
-                }
-                if parts.len() >= 3 && parts[0] == "data" {
-                    out.push(format!("data.{}.{}", parts[1], parts[2]));
-                }
-            }
-        }
+        Value::String(s) => out.extend(mentioned(s)),
         Value::Array(items) => items.iter().for_each(|v| references(v, out)),
         Value::Object(map) => map.values().for_each(|v| references(v, out)),
         _ => {}
@@ -379,6 +404,7 @@ mod tests {
             rtype: address.split('.').next().unwrap().into(),
             root: true,
             ids: vec![id.into()],
+            deposed: false,
         }
     }
 
@@ -466,14 +492,18 @@ mod tests {
             ),
             ("x_global.tf.json".to_string(), json!({"resource": {"fakecloud_volume": {"x": {}}}})),
         ];
-        let needed = needed_files(&files, &["fakecloud_instance.instance-1".into(), "aws_vpc.main".into()]).unwrap();
+        let needed = needed_files(&files, &["fakecloud_instance.instance-1".into(), "aws_vpc.main".into()], &[]).unwrap();
         assert_eq!(
             needed.into_iter().collect::<Vec<_>>(),
             ["instance-1.tf.json", "shared_global.tf.json", "x_global.tf.json"]
         );
+        // Your main.tf mentions a managed resource: its file is needed, whatever is targeted.
+        let yours = mentioned("output \"nfs\" {\n  value = fakecloud_instance.instance-2.id\n}\n");
+        let needed = needed_files(&files, &[], &yours).unwrap();
+        assert_eq!(needed.into_iter().collect::<Vec<_>>(), ["instance-2.tf.json"]);
         let mut odd = files.clone();
         odd.push(("y_global.tf.json".into(), json!({"output": {"o": {"value": 1}}})));
-        assert_eq!(needed_files(&odd, &[]), None);
+        assert_eq!(needed_files(&odd, &[], &[]), None);
     }
 
     #[test]

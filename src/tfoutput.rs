@@ -344,11 +344,18 @@ pub fn raw_state_resources(json: &str) -> Result<Vec<crate::presence::Recorded>,
                 .flatten()
                 .filter_map(|i| i.pointer("/attributes/id")?.as_str().map(str::to_string))
                 .collect();
+            let deposed = r
+                .get("instances")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|i| i.get("deposed").is_some());
             Some(crate::presence::Recorded {
                 address: module.map_or(format!("{rtype}.{name}"), |m| format!("{m}.{rtype}.{name}")),
                 rtype: rtype.to_string(),
                 root: module.is_none(),
                 ids,
+                deposed,
             })
         })
         .collect())

@@ -581,7 +581,7 @@ impl Terraform {
         );
         progress.finish();
         if expected > 0 {
-            self.printer.detail("terraform applied the changed resources only (-target); `reconcile` applies the rest");
+            self.printer.detail("terraform's run was limited to the resources named (-target), as intended");
         }
         let ran = ran.map_err(Failed::plain)?;
         let garbage = ran.collected.garbage;

@@ -49,7 +49,7 @@ pub(crate) struct Look {
 impl Workspace<'_> {
     /// Terraform's state document, read without a terraform run where it can be (the local
     /// state file, the store's state row), else `terraform state pull`. Empty: no state yet.
-    pub(crate) fn state_document(&mut self) -> Result<String> {
+    fn state_document(&mut self) -> Result<String> {
         if let Some(store) = self.role.store() {
             return Ok(store.state_document()?.unwrap_or_default());
         }
@@ -64,19 +64,26 @@ impl Workspace<'_> {
     }
 
     /// What this run lists and refreshes (`presence::plan`), from the live files, the state
-    /// document and the refresh record (a record that cannot be read starts the slice again).
-    pub(crate) fn presence(&self, state: &str, slice: Slice) -> Result<Presence> {
+    /// document (returned too) and the refresh record (a record that cannot be read starts the
+    /// slice again). `None` when nothing can be listed (`presence::may_list`; a file that cannot
+    /// be read): the state is not read then.
+    pub(crate) fn presence(&mut self, slice: Slice) -> Result<Option<(String, Presence)>> {
+        let profiles = self.ctx.profiles()?;
+        let Some(files) = self.live_docs().filter(|files| presence::may_list(files, &profiles)) else {
+            return Ok(None);
+        };
+        let state = self.state_document()?;
         let recorded = if state.trim().is_empty() {
             Vec::new()
         } else {
-            crate::tfoutput::raw_state_resources(state).map_err(crate::exit::invalid)?
+            crate::tfoutput::raw_state_resources(&state).map_err(crate::exit::invalid)?
         };
         let record = self.dir.refresh_record().unwrap_or_else(|why| {
             self.ctx.printer.warn(&format!("{why}: the refresh slice starts again"));
             RefreshRecord::default()
         });
-        let files = self.live_docs().unwrap_or_default();
-        Ok(presence::plan(&files, &recorded, &self.ctx.profiles()?, record.cursor.as_deref(), slice))
+        let presence = presence::plan(&files, &recorded, &profiles, record.cursor.as_deref(), slice);
+        Ok(presence.lists().then_some((state, presence)))
     }
 
     /// Lists, refreshes the slice and what no listing shows, and confirms what the listings
@@ -117,7 +124,8 @@ impl Workspace<'_> {
         targets: &[String],
         listing: Option<FileWrite>,
     ) -> Result<(Plan, BTreeMap<String, Value>)> {
-        let only = files.and_then(|f| presence::needed_files(f, targets));
+        let yours = self.mentioned_by_yours();
+        let only = files.and_then(|f| presence::needed_files(f, targets, &yours));
         let lists = listing.is_some();
         let changes = ChangeSet::writing(listing.into_iter().collect());
         let mirror = mirror::build_with(&self.dir, &changes, only.as_ref())?;
@@ -127,6 +135,18 @@ impl Workspace<'_> {
         let reads =
             if lists { self.terraform()?.in_dir(mirror.path()).show_plan_reads(&saved)? } else { BTreeMap::new() };
         Ok((plan, reads))
+    }
+
+    /// What your own configuration files (`*.tf`, `*.tf.json` that infrakit-tf does not manage)
+    /// may refer to (`presence::mentioned`): they are always in a targeted plan's configuration,
+    /// so the managed files they refer to must be too.
+    fn mentioned_by_yours(&self) -> Vec<String> {
+        self.dir
+            .names()
+            .filter(|n| (n.ends_with(".tf") || n.ends_with(".tf.json")) && !names::is_ours(n))
+            .filter_map(|n| std::fs::read_to_string(self.dir.path().join(n)).ok())
+            .flat_map(|text| presence::mentioned(&text))
+            .collect()
     }
 
     /// The live managed files and their documents; `None` when one cannot be read (a targeted
@@ -139,25 +159,25 @@ impl Workspace<'_> {
             .collect()
     }
 
-    /// Whether the configuration and the state (`state`: its document) are exactly those of
-    /// the last whole plan that found nothing to do on this host: then a whole plan without
-    /// refreshing would find nothing either (what your data sources read aside: the slice
-    /// sees that within its period).
-    pub(crate) fn planned_before(&self, state: &str) -> bool {
-        std::fs::read_to_string(self.dir.path().join(PLANNED)).is_ok_and(|d| d.trim() == self.digest(state))
+    /// Whether `digest` (see [`Workspace::digest`]) is that of the last whole plan on this
+    /// host that found nothing to do: then a whole plan without refreshing would find nothing
+    /// either (what your data sources read aside: the slice sees that within its period).
+    pub(crate) fn planned_before(&self, digest: &str) -> bool {
+        std::fs::read_to_string(self.dir.path().join(PLANNED)).is_ok_and(|d| d.trim() == digest)
     }
 
-    /// Marks the configuration and `state` as planned, with nothing to do (see
+    /// Marks `digest`, taken before a whole plan that found nothing to do, as planned (see
     /// [`Workspace::planned_before`]).
-    pub(crate) fn note_planned(&self, state: &str) -> Result<()> {
-        let digest = format!("{}\n", self.digest(state));
-        fsio::write_atomic(&self.dir.path().join(PLANNED), digest.as_bytes(), Perms::Public).map(drop)
+    pub(crate) fn note_planned(&self, digest: &str) -> Result<()> {
+        fsio::write_atomic(&self.dir.path().join(PLANNED), format!("{digest}\n").as_bytes(), Perms::Public).map(drop)
     }
 
     /// The digest of what a whole plan depends on here: every configuration file terraform
     /// reads (`*.tf`, `*.tf.json`, variable files, the lock file, local modules' files, the
-    /// installed modules' record), `TF_VAR_*`, the terraform binary and version, and `state`.
-    fn digest(&self, state: &str) -> String {
+    /// installed modules' record), `TF_VAR_*` and every `--env`, the terraform binary and
+    /// version, and `state` (its document). Taken before the plan: a file changed while it
+    /// runs makes the next run plan again.
+    pub(crate) fn digest(&self, state: &str) -> String {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         config_files(self.dir.path(), 0, &mut h);
         let modules = self.dir.path().join(".terraform/modules/modules.json");
@@ -165,6 +185,7 @@ impl Workspace<'_> {
         let mut vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("TF_VAR_")).collect();
         vars.sort();
         vars.hash(&mut h);
+        self.ctx.tf_env.hash(&mut h);
         self.terraform().map(|tf| tf.describe()).unwrap_or_default().hash(&mut h);
         state.hash(&mut h);
         format!("{:016x}", h.finish())

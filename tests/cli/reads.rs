@@ -238,3 +238,82 @@ fn two_hosts_on_a_store_continue_each_others_slices() {
     assert!(slices.iter().all(|s| s.len() == 2), "{slices:?}");
     assert_eq!(all.len(), 6, "each host went on where the other stopped: {slices:?}");
 }
+
+/// Appends `text` to the directory's `main.tf`, as a user edits their own configuration.
+fn append_to_main(c: &Cloud, text: &str) {
+    let main = std::fs::read_to_string(c.s.dir.join("main.tf")).unwrap();
+    c.s.write("main.tf", &format!("{main}\n{text}\n"));
+}
+
+#[test]
+fn your_configuration_may_refer_to_a_managed_resource() {
+    let c = Cloud::new();
+    c.with_lookups();
+    let spec = group(&c, 4, false);
+    let spec_text: Value = serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    let mut with_nfs = spec_text.clone();
+    with_nfs["Properties"]["Instance"]["Properties"]["resource"]["fakecloud_volume"] =
+        json!({"nfs": {"@scope": "shared", "size": 50}});
+    let spec = c.s.write_outside("web-nfs.json", &with_nfs.to_string());
+    reconcile(&c, &["--group", &spec]);
+    // The look's plan leaves out the files it does not need: never one your main.tf refers to.
+    append_to_main(&c, "output \"nfs\" {\n  value = fakecloud_volume.shared-nfs.id\n}");
+    for _ in 0..2 {
+        reconcile(&c, &["--group", &spec]);
+    }
+}
+
+#[test]
+fn a_drift_is_put_back_without_a_look_up_and_with_a_full_refresh() {
+    for full in [false, true] {
+        let c = Cloud::new();
+        if full {
+            c.with_lookups();
+        }
+        let spec = group(&c, 2, false);
+        reconcile(&c, &["--group", &spec]);
+        let machine = members(&c).into_values().next().unwrap();
+        c.edit(&machine, |o| o["name"] = json!("renamed by hand"));
+        let args: &[&str] = if full { &["--group", &spec, "--full-refresh"] } else { &["--group", &spec] };
+        let out = reconcile(&c, args);
+        assert_eq!(out["reads"]["full_refresh"], true);
+        assert_eq!(out["drift"].as_array().unwrap().len(), 1, "{out}");
+        assert_eq!(c.objects()[&machine]["name"], "web", "the change was undone (full: {full})");
+    }
+}
+
+#[test]
+fn a_change_to_your_configuration_during_a_run_is_planned_by_the_next() {
+    let c = Cloud::new();
+    c.with_lookups();
+    let spec = group(&c, 3, false);
+    reconcile(&c, &["--group", &spec]);
+    reconcile(&c, &["--group", &spec]);
+    assert_eq!(reconcile(&c, &["--group", &spec])["reads"]["whole_plan"], false);
+    // A harmless edit: the next run plans the whole configuration, then looks (slowly).
+    append_to_main(&c, "# a comment");
+    std::fs::write(c.cloud.join("read-ms"), "3000").unwrap();
+    let mut run = c.start(&["reconcile", "--group", &spec], &[]);
+    assert!(run.wait_for("plan:").is_some(), "the whole plan");
+    // The operator adds a resource while the run is looking.
+    append_to_main(&c, "resource \"fakecloud_volume\" \"extra\" {\n  size = 1\n}");
+    run.finish().ok();
+    std::fs::remove_file(c.cloud.join("read-ms")).unwrap();
+    let out = reconcile(&c, &["--group", &spec]);
+    assert_eq!((out["reads"]["whole_plan"].as_bool(), out["added"].as_u64()), (Some(true), Some(1)), "{out}");
+}
+
+#[test]
+fn a_variable_given_with_env_counts_as_a_change() {
+    let c = Cloud::new();
+    c.with_lookups();
+    append_to_main(
+        &c,
+        "variable \"extra\" {\n  default = 0\n}\nresource \"fakecloud_volume\" \"extra\" {\n  count = var.extra\n  size = 1\n}",
+    );
+    let spec = group(&c, 2, false);
+    reconcile(&c, &["--group", &spec]);
+    reconcile(&c, &["--group", &spec]);
+    let out = reconcile(&c, &["--env", "TF_VAR_extra=1", "--group", &spec]);
+    assert_eq!((out["reads"]["whole_plan"].as_bool(), out["added"].as_u64()), (Some(true), Some(1)), "{out}");
+}

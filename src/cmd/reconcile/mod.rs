@@ -333,10 +333,9 @@ impl Run<'_> {
             }
             _ => None,
         };
-        let looked = matches!(seen, Seen::Looked { .. });
         let settled_and_applied = |ws: &mut Workspace<'_>, report: &mut Report, what| {
-            if looked {
-                self.settle_look(ws, plan, report)?;
+            if let Seen::Looked { deposed, .. } = &seen {
+                self.settle_look(ws, plan, deposed, report)?;
             }
             ws.apply(what)
         };
@@ -365,12 +364,12 @@ impl Run<'_> {
             report.changed += c.change;
             report.destroyed += c.remove;
         }
-        if let Seen::Looked { state, cursor, whole, .. } = &seen {
+        if let Seen::Looked { digest, cursor, whole, .. } = &seen {
             // The slice was read and what the look found is settled: the next run, on any
             // host, goes on after it.
             ws.write_refresh_record(&RefreshRecord { cursor: cursor.clone() })?;
             if what.is_none() && whole.is_some() {
-                ws.note_planned(state)?;
+                ws.note_planned(digest)?;
             }
         }
         if scaling {
@@ -479,13 +478,7 @@ impl Run<'_> {
     /// directory, else (or `--full-refresh`) a refreshing plan of everything, saved.
     fn look(&self, ws: &mut Workspace<'_>, report: &mut Report) -> Result<Seen> {
         let slice = Slice { of: self.args.refresh_slice };
-        let listed = if self.args.full_refresh {
-            None
-        } else {
-            let state = ws.state_document()?;
-            let presence = ws.presence(&state, slice)?;
-            presence.lists().then_some((state, presence))
-        };
+        let listed = if self.args.full_refresh { None } else { ws.presence(slice)? };
         let Some((state, presence)) = listed else {
             let saved = ws.plan()?;
             report.terraform_runs += 1;
@@ -493,21 +486,26 @@ impl Run<'_> {
             return Ok(Seen::Refreshed(saved));
         };
         report.reads.slice = Some(slice.to_string());
-        let whole = if ws.planned_before(&state) { None } else { Some(ws.plan_unrefreshed()?) };
+        let digest = ws.digest(&state);
+        let whole = if ws.planned_before(&digest) { None } else { Some(ws.plan_unrefreshed()?) };
         report.reads.whole_plan = whole.is_some();
         let look = ws.look(&presence)?;
         report.terraform_runs += u32::from(whole.is_some()) + 1 + u32::from(look.confirmed);
         report.reads.unlisted = look.unlisted.clone();
         let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
-        Ok(Seen::Looked { plan, whole, state, cursor: look.cursor })
+        Ok(Seen::Looked { plan, whole, digest, cursor: look.cursor, deposed: presence.deposed })
     }
 
     /// After a look, before the configuration applies without refreshing: the objects it
     /// confirmed gone are forgotten (no cloud call), and those that drifted are read into the
     /// state again (`-refresh-only` of them alone), so that the apply sees what the look saw.
-    fn settle_look(&self, ws: &mut Workspace<'_>, plan: &Plan, report: &mut Report) -> Result<()> {
-        let gone = crate::workspace::gone(plan);
-        let drifted = crate::workspace::drifted(plan);
+    /// One gone that holds a deposed object is read again too: forgetting its address would
+    /// forget that object, and leak it.
+    fn settle_look(&self, ws: &mut Workspace<'_>, plan: &Plan, deposed: &[String], report: &mut Report) -> Result<()> {
+        let (kept, gone): (Vec<String>, Vec<String>) =
+            crate::workspace::gone(plan).into_iter().partition(|a| deposed.contains(a));
+        let mut drifted = crate::workspace::drifted(plan);
+        drifted.extend(kept);
         if !gone.is_empty() {
             report.terraform_runs += 1;
             ws.forget(&gone)?;
@@ -854,7 +852,9 @@ enum Seen {
     Refreshed(SavedPlan),
     /// A look (`workspace::look`): what it found, merged with the whole plan (saved, not
     /// refreshed) when one ran; the state document it looked at, and where its slice stopped.
-    Looked { plan: Plan, whole: Option<SavedPlan>, state: String, cursor: Option<String> },
+    /// `digest`: what the whole plan planned (`Workspace::digest`); `deposed`: the resources
+    /// holding a deposed object, which are not forgotten (that would forget the object).
+    Looked { plan: Plan, whole: Option<SavedPlan>, digest: String, cursor: Option<String>, deposed: Vec<String> },
 }
 
 impl Seen {
