@@ -317,3 +317,12 @@ fn a_variable_given_with_env_counts_as_a_change() {
     let out = reconcile(&c, &["--env", "TF_VAR_extra=1", "--group", &spec]);
     assert_eq!((out["reads"]["whole_plan"].as_bool(), out["added"].as_u64()), (Some(true), Some(1)), "{out}");
 }
+
+#[test]
+fn a_refresh_slice_is_one_in_n() {
+    let c = Cloud::new();
+    for bad in ["2/12", "1/0", "12"] {
+        let run = c.run(&["reconcile", "--refresh-slice", bad]).code(2);
+        assert!(run.stderr.contains("expected 1/N"), "{bad}: {}", run.stderr);
+    }
+}
