@@ -66,9 +66,17 @@ impl Workspace<'_> {
     /// What this run lists and refreshes (`presence::plan`), from the live files, the state
     /// document (returned too) and the refresh record (a record that cannot be read starts the
     /// slice again). `None` when nothing can be listed (`presence::may_list`; a file that cannot
-    /// be read): the state is not read then.
+    /// be read), or when your configuration names a path out of the directory (`../modules`):
+    /// the look plans in a mirror elsewhere, where that path leads nowhere. The state is not
+    /// read then.
     pub(crate) fn presence(&mut self, slice: Slice) -> Result<Option<(String, Presence)>> {
         let profiles = self.ctx.profiles()?;
+        if self.yours().iter().any(|(_, text)| text.contains("\"../") || text.contains("/../")) {
+            self.ctx
+                .printer
+                .detail("your configuration names a path out of the directory: this run refreshes everything");
+            return Ok(None);
+        }
         let Some(files) = self.live_docs().filter(|files| presence::may_list(files, &profiles)) else {
             return Ok(None);
         };
@@ -124,8 +132,14 @@ impl Workspace<'_> {
         targets: &[String],
         listing: Option<FileWrite>,
     ) -> Result<(Plan, BTreeMap<String, Value>)> {
-        let yours = self.mentioned_by_yours();
-        let only = files.and_then(|f| presence::needed_files(f, targets, &yours));
+        // Your override files (`*_override.tf`) name managed resources by block: all files then.
+        let yours = self.yours();
+        let overrides = yours.iter().any(|(name, _)| {
+            let base = name.strip_suffix(".json").unwrap_or(name).strip_suffix(".tf").unwrap_or(name);
+            base == "override" || base.ends_with("_override")
+        });
+        let mentioned: Vec<String> = yours.iter().flat_map(|(_, text)| presence::mentioned(text)).collect();
+        let only = files.filter(|_| !overrides).and_then(|f| presence::needed_files(f, targets, &mentioned));
         let lists = listing.is_some();
         let changes = ChangeSet::writing(listing.into_iter().collect());
         let mirror = mirror::build_with(&self.dir, &changes, only.as_ref())?;
@@ -137,15 +151,14 @@ impl Workspace<'_> {
         Ok((plan, reads))
     }
 
-    /// What your own configuration files (`*.tf`, `*.tf.json` that infrakit-tf does not manage)
-    /// may refer to (`presence::mentioned`): they are always in a targeted plan's configuration,
-    /// so the managed files they refer to must be too.
-    fn mentioned_by_yours(&self) -> Vec<String> {
+    /// Your own configuration files (`*.tf`, `*.tf.json` that infrakit-tf does not manage),
+    /// name and text: they are always in a targeted plan's configuration, so the managed files
+    /// they refer to (`presence::mentioned`) must be too.
+    fn yours(&self) -> Vec<(String, String)> {
         self.dir
             .names()
             .filter(|n| (n.ends_with(".tf") || n.ends_with(".tf.json")) && !names::is_ours(n))
-            .filter_map(|n| std::fs::read_to_string(self.dir.path().join(n)).ok())
-            .flat_map(|text| presence::mentioned(&text))
+            .filter_map(|n| Some((n.to_string(), std::fs::read_to_string(self.dir.path().join(n)).ok()?)))
             .collect()
     }
 
@@ -224,7 +237,9 @@ fn config_files(dir: &Path, depth: u32, h: &mut impl Hasher) {
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, kind) in entries {
         let path = dir.join(&name);
-        if kind.is_dir() && !name.starts_with('.') && depth < 8 {
+        // A link to a directory (a module kept elsewhere) is followed.
+        let is_dir = kind.is_dir() || kind.is_symlink() && path.is_dir();
+        if is_dir && !name.starts_with('.') && depth < 8 {
             name.hash(h);
             config_files(&path, depth + 1, h);
         } else if [".tf", ".tf.json", ".tfvars", ".tfvars.json", ".terraform.lock.hcl"]

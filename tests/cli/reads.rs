@@ -326,3 +326,106 @@ fn a_refresh_slice_is_one_in_n() {
         assert!(run.stderr.contains("expected 1/N"), "{bad}: {}", run.stderr);
     }
 }
+
+/// A module kept beside the directory (`../modules/extra`), or linked into it (`./modules`),
+/// holding one volume; `main.tf` uses it from `source`.
+fn with_module(c: &Cloud, source: &str) -> std::path::PathBuf {
+    let module = c.s.root.path().join("modules/extra");
+    std::fs::create_dir_all(&module).unwrap();
+    std::fs::write(
+        module.join("main.tf"),
+        "terraform {\n  required_providers {\n    fakecloud = { source = \"infrakit/fakecloud\" }\n  }\n}\nresource \"fakecloud_volume\" \"one\" {\n  size = 1\n}\n",
+    )
+    .unwrap();
+    if source.starts_with("./") {
+        std::os::unix::fs::symlink(c.s.root.path().join("modules"), c.s.dir.join("modules")).unwrap();
+    }
+    append_to_main(c, &format!("module \"extra\" {{\n  source = \"{source}\"\n}}"));
+    module
+}
+
+fn volumes(c: &Cloud) -> usize {
+    c.objects().values().filter(|o| o["type"] == "fakecloud_volume").count()
+}
+
+#[test]
+fn a_module_out_of_the_directory_makes_a_run_refresh_everything() {
+    let c = Cloud::new();
+    c.with_lookups();
+    with_module(&c, "../modules/extra");
+    let spec = group(&c, 2, false);
+    reconcile(&c, &["--group", &spec]);
+    let out = reconcile(&c, &["--group", &spec]);
+    assert_eq!(out["reads"]["full_refresh"], true, "the look's mirror could not reach ../modules: {}", out["reads"]);
+    let machine = members(&c).into_values().next().unwrap();
+    c.vanish(&machine);
+    let out = reconcile(&c, &["--group", &spec]);
+    assert_eq!((out["pruned"].as_array().unwrap().len(), members(&c).len()), (1, 2), "{out}");
+}
+
+#[test]
+fn a_resource_added_to_a_linked_module_is_planned() {
+    let c = Cloud::new();
+    c.with_lookups();
+    let module = with_module(&c, "./modules/extra");
+    let spec = group(&c, 2, false);
+    reconcile(&c, &["--group", &spec]);
+    reconcile(&c, &["--group", &spec]);
+    assert_eq!(reconcile(&c, &["--group", &spec])["reads"]["whole_plan"], false);
+    std::fs::write(module.join("two.tf"), "resource \"fakecloud_volume\" \"two\" {\n  size = 2\n}\n").unwrap();
+    let out = reconcile(&c, &["--group", &spec]);
+    assert_eq!((out["reads"]["whole_plan"].as_bool(), volumes(&c)), (Some(true), 2), "{out}");
+}
+
+#[test]
+fn a_look_up_that_cannot_list_makes_a_run_refresh_everything() {
+    let c = Cloud::new();
+    let spec = group(&c, 2, false);
+    reconcile(&c, &["--group", &spec]);
+    let mut config: Value = c.s.read("infrakit-tf.json");
+    config["lookups"]["fakecloud_instance"] =
+        json!({"data_source": "fakecloud_instancez", "arguments": {"tags": "{{tags}}"}, "ids": "ids", "tags": "tags"});
+    c.s.write("infrakit-tf.json", &config.to_string());
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    assert!(run.stderr.contains("the look-ups could not list"), "{}", run.stderr);
+    assert_eq!(run.json()["reads"]["full_refresh"], true);
+}
+
+#[test]
+fn your_override_file_of_a_managed_resource_is_honoured() {
+    let c = Cloud::new();
+    c.with_lookups();
+    let spec = group(&c, 2, true);
+    reconcile(&c, &["--group", &spec]);
+    let volume = c.state().into_keys().find(|a| a.starts_with("fakecloud_volume.")).unwrap();
+    let name = volume.strip_prefix("fakecloud_volume.").unwrap();
+    c.s.write("slot_override.tf", &format!("resource \"fakecloud_volume\" \"{name}\" {{\n  size = 5\n}}\n"));
+    reconcile(&c, &["--group", &spec]);
+    reconcile(&c, &["--group", &spec]);
+}
+
+#[test]
+fn a_change_your_data_source_brings_is_counted_against_max_destroy() {
+    let c = Cloud::new();
+    c.with_lookups();
+    let image = |id: &str| {
+        let object = json!({"type": "fakecloud_volume", "id": id, "size": 1, "tags": {"role": "image"}});
+        std::fs::write(c.cloud.join(format!("{id}.json")), object.to_string()).unwrap();
+    };
+    image("vol-img1");
+    append_to_main(&c, "data \"fakecloud_volumes\" \"img\" {\n  tags = { role = \"image\" }\n}");
+    let spec = json!({"ID": "web", "Properties": {
+        "Allocation": {"Size": 24},
+        "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {"fakecloud_instance": {"vm": {
+            "name": "web", "user_data": "${join(\",\", data.fakecloud_volumes.img.ids)}"}}}}}}});
+    let spec = c.s.write_outside("img.json", &spec.to_string());
+    reconcile(&c, &["--group", &spec]);
+    reconcile(&c, &["--group", &spec]);
+    assert_eq!(reconcile(&c, &["--group", &spec])["reads"]["whole_plan"], false);
+    let before = members(&c);
+    // A new image is published: every machine would be replaced.
+    image("vol-img2");
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).code(11);
+    assert!(run.stderr.contains("refusing to destroy 24"), "{}", run.stderr);
+    assert_eq!(members(&c), before, "nothing was replaced");
+}

@@ -416,7 +416,7 @@ impl Run<'_> {
         // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
         let importing = ws.settle_imports()?;
         ws.init_if_needed(&ws.providers(instances))?;
-        let seen = self.look(ws, report)?;
+        let mut seen = self.look(ws, report)?;
         fill_plan(report, seen.plan());
 
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
@@ -450,6 +450,14 @@ impl Run<'_> {
         terminations.retain(|name| !writes.iter().any(|w| w.name == *name));
         let mut scale = ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() };
         let last_added = added.iter().flatten().max();
+        // Nothing applies unless the whole configuration was planned and counted: an apply
+        // plans all of it again, and what your data sources read may change more than the
+        // look saw (a new image replaces every machine that uses it).
+        let anything = !doomed.is_empty()
+            || !scale.writes.is_empty()
+            || !scale.removals.is_empty()
+            || decisions.iter().any(|(_, d)| !d.replace.is_empty());
+        seen.plan_whole(ws, anything, report)?;
         let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
         if planned.is_some() {
             report.terraform_runs += 1;
@@ -479,18 +487,32 @@ impl Run<'_> {
     fn look(&self, ws: &mut Workspace<'_>, report: &mut Report) -> Result<Seen> {
         let slice = Slice { of: self.args.refresh_slice };
         let listed = if self.args.full_refresh { None } else { ws.presence(slice)? };
-        let Some((state, presence)) = listed else {
+        let refresh_all = |ws: &mut Workspace<'_>, report: &mut Report| {
             let saved = ws.plan()?;
             report.terraform_runs += 1;
-            report.reads.full_refresh = true;
-            return Ok(Seen::Refreshed(saved));
+            report.reads = Reads { full_refresh: true, ..Reads::default() };
+            Ok(Seen::Refreshed(saved))
         };
+        let Some((state, presence)) = listed else { return refresh_all(ws, report) };
         report.reads.slice = Some(slice.to_string());
         let digest = ws.digest(&state);
         let whole = if ws.planned_before(&digest) { None } else { Some(ws.plan_unrefreshed()?) };
         report.reads.whole_plan = whole.is_some();
-        let look = ws.look(&presence)?;
-        report.terraform_runs += u32::from(whole.is_some()) + 1 + u32::from(look.confirmed);
+        report.terraform_runs += u32::from(whole.is_some());
+        let look = match ws.look(&presence) {
+            Ok(look) => look,
+            // A look-up that cannot list (a mistake in `lookups`, a data source that fails on
+            // an empty group) must not stop cron: this run refreshes everything, as before.
+            Err(e) if crate::exit::code_for(&e) == Code::TerraformFailed => {
+                self.ctx.printer.warn(&format!(
+                    "the look-ups could not list this directory's machines, so this run refreshes everything (check `lookups` in infrakit-tf.json): {e:#}"
+                ));
+                report.terraform_runs += 1;
+                return refresh_all(ws, report);
+            }
+            Err(e) => return Err(e),
+        };
+        report.terraform_runs += 1 + u32::from(look.confirmed);
         report.reads.unlisted = look.unlisted.clone();
         let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
         Ok(Seen::Looked { plan, whole, digest, cursor: look.cursor, deposed: presence.deposed })
@@ -502,8 +524,9 @@ impl Run<'_> {
     /// One gone that holds a deposed object is read again too: forgetting its address would
     /// forget that object, and leak it.
     fn settle_look(&self, ws: &mut Workspace<'_>, plan: &Plan, deposed: &[String], report: &mut Report) -> Result<()> {
-        let (kept, gone): (Vec<String>, Vec<String>) =
-            crate::workspace::gone(plan).into_iter().partition(|a| deposed.contains(a));
+        let (kept, gone): (Vec<String>, Vec<String>) = crate::workspace::gone(plan)
+            .into_iter()
+            .partition(|a| deposed.iter().any(|d| a.split('[').next() == Some(d.as_str())));
         let mut drifted = crate::workspace::drifted(plan);
         drifted.extend(kept);
         if !gone.is_empty() {
@@ -863,6 +886,23 @@ impl Seen {
             Seen::Refreshed(saved) => &saved.plan,
             Seen::Looked { plan, .. } => plan,
         }
+    }
+
+    /// After a look that skipped the whole plan: plans the whole configuration (without
+    /// refreshing) when the run will apply anything (`anything`, or what the look found), and
+    /// merges it in, so that `--max-destroy` counts all that the apply will do.
+    fn plan_whole(&mut self, ws: &mut Workspace<'_>, anything: bool, report: &mut Report) -> Result<()> {
+        let Seen::Looked { plan, whole: whole @ None, .. } = self else { return Ok(()) };
+        if !anything && !plan.has_changes && plan.drift.is_empty() {
+            return Ok(());
+        }
+        let planned = ws.plan_unrefreshed()?;
+        report.terraform_runs += 1;
+        report.reads.whole_plan = true;
+        *plan = crate::workspace::merge(Some(&planned.plan), std::mem::take(plan), None);
+        *whole = Some(planned);
+        fill_plan(report, plan);
+        Ok(())
     }
 }
 
