@@ -118,9 +118,13 @@ impl Workspace<'_> {
                 .status(&format!("{} machine(s) the look-ups did not list: refreshing them to confirm", confirm.len()));
             Some(self.targeted_plan(files.as_deref(), &confirm, None)?.0)
         };
-        let look =
-            Look { unlisted, confirmed: confirmed.is_some(), cursor: presence.cursor.clone(), plan: Plan::default() };
-        Ok(Look { plan: merge(None, looked, confirmed), ..look })
+        let was_confirmed = confirmed.is_some();
+        Ok(Look {
+            plan: merge(None, looked, confirmed),
+            unlisted,
+            confirmed: was_confirmed,
+            cursor: presence.cursor.clone(),
+        })
     }
 
     /// A refreshing plan of `targets` in a mirror holding the files they need (all of them
