@@ -108,6 +108,22 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "INFRAKIT_TF_RETRIES", value_name = "N")]
     pub retries: Option<u32>,
 
+    /// How old the evidence must be before the cloud's "not there" is believed: a look-up or a
+    /// read begun less than this after a create, or after an apply that failed or was cut
+    /// short, may adopt what it finds, but never concludes that a machine does not exist
+    ///
+    /// Overrides every look-up type's `settle` (infrakit-tf.json `lookups`; default 2m) for this
+    /// run. `0s` trusts the first answer: for a cloud known to be consistent, and for tests. A
+    /// Go duration: `90s`, `1m30s`, `2m`. See README "A cloud that lags".
+    #[arg(long, global = true, env = "INFRAKIT_TF_SETTLE", value_parser = parse_duration, value_name = "DURATION")]
+    pub settle: Option<Duration>,
+
+    /// A retry in the same run, after an apply that failed while creating, waits for the settle
+    /// time when it is at most this long; otherwise (the default, `0s`) the machines that apply
+    /// may have made are left to the next run, and the rest is applied
+    #[arg(long, global = true, env = "INFRAKIT_TF_SETTLE_WAIT", value_parser = parse_duration, default_value = "0s", value_name = "DURATION")]
+    pub settle_wait: Duration,
+
     /// After every command that writes, and every reconcile, write the run's metrics to PATH in
     /// Prometheus's text format, atomically (for node_exporter's textfile collector; over
     /// `metrics_file` in infrakit-tf.json)

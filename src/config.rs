@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::exit::Failure;
-use crate::profile::{DeclaredVm, Lookup};
+use crate::profile::{DeclaredVm, LookupEntry};
 
 /// The configuration file, in the managed directory. Terraform ignores it (not `*.tf.json`).
 pub const CONFIG_FILE: &str = "infrakit-tf.json";
@@ -31,7 +31,7 @@ pub struct Config {
     /// Look-ups of the objects an interrupted apply may have made, by resource type, over the
     /// built-in ones.
     #[serde(default)]
-    pub lookups: BTreeMap<String, Lookup>,
+    pub lookups: BTreeMap<String, LookupEntry>,
     /// How failed terraform runs are run again (README "Running unattended").
     pub retries: Option<RetrySection>,
     /// Where the metrics of each run go, relative to the directory (`--metrics-file`).

@@ -47,6 +47,10 @@ pub(crate) struct Ctx {
     retry: OnceCell<Retry>,
     /// `--metrics-file`.
     metrics_file: Option<PathBuf>,
+    /// `--settle`: every look-up type's settle time, for this run.
+    settle: Option<Duration>,
+    /// `--settle-wait`: the longest a retry waits for the settle time.
+    pub(crate) settle_wait: Duration,
     /// infrakit-tf.json, parsed on first use (see [`Ctx::config`]).
     config: OnceCell<Config>,
 }
@@ -69,6 +73,8 @@ impl Ctx {
             retries: args.retries,
             retry: OnceCell::new(),
             metrics_file: args.metrics_file,
+            settle: args.settle,
+            settle_wait: args.settle_wait,
             config: OnceCell::new(),
         }
     }
@@ -145,7 +151,7 @@ impl Ctx {
     /// The VM profiles and look-ups in force: built in, the configuration file's, `--vm-type`.
     pub(crate) fn profiles(&self) -> Result<Profiles> {
         let config = self.config()?;
-        Ok(Profiles::load(&config.vm_types, &config.lookups, &self.vm_types))
+        Ok(Profiles::load(&config.vm_types, &config.lookups, &self.vm_types, self.settle))
     }
 
     /// The profiles of a directory that must exist, without listing it (before the lock:

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+use crate::cloud_record::CloudRecord;
 use crate::exit::invalid;
 use crate::expand::Slots;
 use crate::fsio;
@@ -155,6 +156,7 @@ impl Directory {
                 || n == LAST_ID
                 || n == names::HEALTH_RECORD
                 || n == names::REFRESH_RECORD
+                || n == names::CLOUD_RECORD
         };
         self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| {
             let looked_up =
@@ -298,6 +300,16 @@ impl Directory {
             Ok(bytes) => RefreshRecord::parse(&bytes),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RefreshRecord::default()),
             Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::REFRESH_RECORD).display())),
+        }
+    }
+
+    /// The cloud record (`cloud_record`): empty when there is none; why not when it cannot be
+    /// read or is not valid.
+    pub(crate) fn cloud_record(&self) -> Result<CloudRecord, String> {
+        match self.bytes(names::CLOUD_RECORD) {
+            Ok(bytes) => CloudRecord::parse(&bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(CloudRecord::default()),
+            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::CLOUD_RECORD).display())),
         }
     }
 

@@ -85,6 +85,10 @@ exit_codes! {
     /// unhealthy than `Healing.MaxUnhealthy` allows, and none was repaired; everything else the
     /// run had to do was done.
     RepairHalted = 18 => "`reconcile`: repairs halted: more members unhealthy than `MaxUnhealthy` (the circuit breaker); none was repaired",
+    /// The look-up of the machines an apply that failed or was cut short may have made
+    /// (`lookups` in infrakit-tf.json, or a built-in one) failed for a reason that is not "no
+    /// match": which machines exist is not known, so nothing was applied.
+    LookupFailed = 19 => "the look-up of what a failed or cut apply may have made failed (see `lookups` in infrakit-tf.json); nothing applied",
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }

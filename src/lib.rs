@@ -46,6 +46,7 @@ macro_rules! core_modules {
 }
 core_modules!(
     adopt,
+    cloud_record,
     config,
     confighash,
     converge,

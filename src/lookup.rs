@@ -8,8 +8,16 @@
 //! import blocks into the addresses the files define. More than one match, or a match whose
 //! group tag names another group, is never guessed at.
 //!
+//! A cloud is eventually consistent: a look-up taken seconds after the apply it judges may
+//! not list what that apply made. So the evidence carries when it was noted ([`Evidence`]),
+//! and a look-up concludes that a machine does not exist only when it began at least the
+//! type's settle time after that ([`unsettled`]); until then what it covers is not created
+//! again ([`holding_back`]): the next look decides.
+//!
 //! Pure: what to look up ([`candidates`]), the data sources that do it ([`lookup_document`]),
-//! what they found ([`found`]), and the verdicts ([`judge`]). The workspace runs terraform.
+//! what they found ([`found`]), and the verdicts ([`judge`]); whether absence may be concluded
+//! ([`unsettled`]) and what an apply must leave alone meanwhile ([`holding_back`]). The
+//! workspace runs terraform.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +29,33 @@ use crate::names;
 use crate::profile::Profiles;
 use crate::spec::lookup;
 use crate::tfconfig::RESOURCE_TAG;
+
+/// The evidence that machines may exist in no state (an apply that failed while creating, or
+/// was cut short; a host that lost its lease): why, and when it was noted, in milliseconds
+/// since the epoch by the clock the hosts share (the store's; without one, this host's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evidence {
+    pub why: String,
+    pub noted_ms: u64,
+}
+
+impl Evidence {
+    /// The evidence as it is kept (the marker's bytes, the store's column): why, then a line
+    /// `@<ms>`, when it was noted.
+    pub fn text(why: &str, noted_ms: u64) -> String {
+        format!("{why}\n@{noted_ms}")
+    }
+
+    /// The evidence kept as `text` ([`Evidence::text`]); `undated`: when it was noted if the
+    /// text does not say (a marker written before the time was kept).
+    pub fn parse(text: &str, undated: u64) -> Evidence {
+        let text = text.trim();
+        match text.rsplit_once('\n').and_then(|(why, at)| Some((why, at.strip_prefix('@')?.parse().ok()?))) {
+            Some((why, noted_ms)) => Evidence { why: why.trim().to_string(), noted_ms },
+            None => Evidence { why: text.to_string(), noted_ms: undated },
+        }
+    }
+}
 
 /// A resource to look up: declared by a live file, not in the state.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,11 +171,31 @@ fn lookup_name(i: usize) -> String {
     format!("infrakit_tf_lookup_{i}")
 }
 
-/// The document of data sources that look `candidates` up, and their addresses (in order).
-pub fn lookup_document(candidates: &[Candidate]) -> (Value, Vec<String>) {
+/// The address of the data source that looks candidate `i` up.
+pub fn lookup_address(candidates: &[Candidate], i: usize) -> String {
+    format!("data.{}.{}", candidates[i].data_source, lookup_name(i))
+}
+
+/// Which candidate (its index) the data source at `address` looks up.
+pub fn looked_up_by(address: &str) -> Option<usize> {
+    address.rsplit_once(".infrakit_tf_lookup_").and_then(|(_, i)| i.parse().ok())
+}
+
+/// Whether `error` (a failed data source's summary and detail) says that it matched nothing,
+/// by one of `patterns` (case-insensitive regular expressions, `profile::EMPTY_ERRORS` and the
+/// type's `empty_errors`, checked when the configuration was read).
+pub fn says_empty(error: &str, patterns: &[String]) -> bool {
+    patterns.iter().any(|p| {
+        regex::RegexBuilder::new(p).case_insensitive(true).build().is_ok_and(|re| re.is_match(error))
+    })
+}
+
+/// The document of data sources that look `candidates` up (but those `skip` names, by index),
+/// and their addresses (in order).
+pub fn lookup_document(candidates: &[Candidate], skip: &BTreeSet<usize>) -> (Value, Vec<String>) {
     let mut data: Map<String, Value> = Map::new();
     let mut addresses = Vec::new();
-    for (i, c) in candidates.iter().enumerate() {
+    for (i, c) in candidates.iter().enumerate().filter(|(i, _)| !skip.contains(i)) {
         let by_name = data.entry(c.data_source.clone()).or_insert_with(|| Value::Object(Map::new()));
         by_name.as_object_mut().expect("an object").insert(lookup_name(i), c.arguments.clone());
         addresses.push(format!("data.{}.{}", c.data_source, lookup_name(i)));
@@ -252,6 +307,66 @@ pub fn judge(
     }
 }
 
+/// The candidates a look-up found nothing for, and that it may not yet conclude absent: it
+/// `started` (ms) less than their type's `settle` time after the evidence was `noted` (ms). Each
+/// with when it may (ms). A candidate whose look-up `failed` is one of them, whatever its age.
+pub fn unsettled<'c>(
+    candidates: &'c [Candidate],
+    verdicts: &[Verdict],
+    noted: u64,
+    started: u64,
+    settle: impl Fn(&str) -> std::time::Duration,
+) -> Vec<(&'c Candidate, u64)> {
+    candidates
+        .iter()
+        .zip(verdicts)
+        .filter(|(_, v)| **v == Verdict::Absent)
+        .filter_map(|(c, _)| {
+            let rtype = c.address.split_once('.').map_or(c.address.as_str(), |(t, _)| t);
+            let until = noted.saturating_add(u64::try_from(settle(rtype).as_millis()).unwrap_or(u64::MAX));
+            (started < until).then_some((c, until))
+        })
+        .collect()
+}
+
+/// What an apply must leave alone while `held` (addresses whose machines may exist, unlisted
+/// yet) is unsettled: those resources, and every resource of the live `files` that refers to
+/// one of them (a reference `${type.name...}` or a `depends_on` entry), and so on, since
+/// terraform creates what a target depends on.
+pub fn holding_back(files: &[(String, Value)], held: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut refs: Vec<(String, Vec<String>)> = Vec::new();
+    for (_, doc) in files {
+        for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
+            for (rname, props) in by_name.as_object().into_iter().flatten() {
+                let mut mentions = Vec::new();
+                crate::presence::references(props, &mut mentions);
+                refs.push((format!("{rtype}.{rname}"), mentions));
+            }
+        }
+    }
+    let mut out = held.clone();
+    loop {
+        let more: Vec<String> = refs
+            .iter()
+            .filter(|(address, mentions)| !out.contains(address) && mentions.iter().any(|m| out.contains(m)))
+            .map(|(address, _)| address.clone())
+            .collect();
+        if more.is_empty() {
+            return out;
+        }
+        out.extend(more);
+    }
+}
+
+/// Every resource address the live `files` declare.
+pub fn declared(files: &[(String, Value)]) -> Vec<String> {
+    files
+        .iter()
+        .flat_map(|(_, doc)| doc.get("resource").and_then(Value::as_object).into_iter().flatten())
+        .flat_map(|(rtype, by_name)| by_name.as_object().into_iter().flatten().map(move |(n, _)| format!("{rtype}.{n}")))
+        .collect()
+}
+
 /// The import blocks that adopt `adopted`, over those of `existing` (an import-blocks file
 /// already there), one per address.
 pub fn import_blocks(existing: Option<&Value>, adopted: &[Adopted]) -> Value {
@@ -298,8 +413,12 @@ mod tests {
         assert_eq!(c[0].arguments["instance_tags"], json!({"infrakit.instance.name": "instance-7"}));
         assert_eq!(c[0].group.as_deref(), Some("web"));
         assert_eq!(c[1].arguments, json!({"filter": [{"key": "name", "values": ["instance-8"]}]}));
-        let (doc, addresses) = lookup_document(&c);
+        let (doc, addresses) = lookup_document(&c, &BTreeSet::new());
         assert_eq!(addresses, ["data.aws_instances.infrakit_tf_lookup_0", "data.digitalocean_droplets.infrakit_tf_lookup_1"]);
+        assert_eq!(lookup_address(&c, 1), addresses[1]);
+        assert_eq!(looked_up_by(&addresses[1]), Some(1));
+        let (_, without) = lookup_document(&c, &BTreeSet::from([0]));
+        assert_eq!(without, ["data.digitalocean_droplets.infrakit_tf_lookup_1"], "the others keep their names");
         assert_eq!(doc["data"]["aws_instances"]["infrakit_tf_lookup_0"]["instance_state_names"][0], "pending");
     }
 
@@ -364,6 +483,67 @@ mod tests {
         assert_eq!(refused.lines, ["aws_instance.instance-7: the object i-1 that carries its tags belongs to group `db`, not `web`"]);
         let several = [Verdict::Several(vec!["i-1".into(), "i-2".into()])];
         assert_eq!(judge(&c, &several, &live).unwrap_err().lines, ["aws_instance.instance-7: 2 objects carry its tags: i-1, i-2"]);
+    }
+
+    // A data source that fails when it matches nothing says so in words of its own.
+    #[test]
+    fn what_a_data_source_says_of_nothing_is_understood_as_empty() {
+        let patterns: Vec<String> = crate::profile::EMPTY_ERRORS.iter().map(|p| p.to_string()).collect();
+        assert!(says_empty("Your query returned no results. Please change your search criteria and try again.", &patterns));
+        assert!(says_empty("fakecloud: no matching instances found\ntry a different search", &patterns));
+        assert!(says_empty("no matching EC2 Instance found", &patterns));
+        assert!(!says_empty("RequestLimitExceeded: Request limit exceeded.", &patterns));
+        assert!(!says_empty("An argument named \"tagz\" is not expected here.", &patterns));
+        assert!(says_empty("nothing here, sorry", &["nothing here".to_string()]));
+    }
+
+    // The evidence keeps when it was noted; a marker from before that is dated by the caller.
+    #[test]
+    fn evidence_says_when_it_was_noted() {
+        let text = Evidence::text("terraform apply failed while creating a.b", 1_700_000_000_123);
+        assert_eq!(
+            Evidence::parse(&text, 5),
+            Evidence { why: "terraform apply failed while creating a.b".into(), noted_ms: 1_700_000_000_123 }
+        );
+        assert_eq!(Evidence::parse("host-a lost its lease\n", 5), Evidence { why: "host-a lost its lease".into(), noted_ms: 5 });
+    }
+
+    // A look-up that began less than the settle time after the evidence concludes nothing of
+    // what it did not find; one old enough does. Each type has its own settle time.
+    #[test]
+    fn absence_is_concluded_only_by_a_look_up_old_enough() {
+        let c = candidates(&files(), &BTreeSet::new(), &profiles());
+        let verdicts = [Verdict::Absent, Verdict::One("vol-1".into()), Verdict::Absent];
+        let settle = |t: &str| std::time::Duration::from_secs(if t == "aws_instance" { 120 } else { 10 });
+        let young = unsettled(&c, &verdicts, 1_000_000, 1_005_000, settle);
+        let names: Vec<(&str, u64)> = young.iter().map(|(c, until)| (c.address.as_str(), *until)).collect();
+        assert_eq!(names, [("aws_instance.instance-7", 1_120_000), ("digitalocean_droplet.instance-8", 1_010_000)]);
+        let later = unsettled(&c, &verdicts, 1_000_000, 1_010_000, settle);
+        assert_eq!(later.iter().map(|(c, _)| c.address.as_str()).collect::<Vec<_>>(), ["aws_instance.instance-7"]);
+        assert!(unsettled(&c, &verdicts, 1_000_000, 1_120_000, settle).is_empty());
+        assert!(unsettled(&c, &verdicts, 1_000_000, 1_000_000, |_| std::time::Duration::ZERO).is_empty(), "0s trusts at once");
+    }
+
+    // What refers to a held resource is held too, and what refers to that: an apply targeting
+    // it would create what it depends on.
+    #[test]
+    fn what_refers_to_a_held_resource_is_held_back_with_it() {
+        let files = vec![
+            ("web_dedicated_1.tf.json".to_string(), json!({"resource": {"aws_ebs_volume": {"web-1-data": {"size": 5}}}})),
+            (
+                "instance-1.tf.json".to_string(),
+                json!({"resource": {"aws_instance": {"instance-1": {"tags": {}}},
+                                    "aws_volume_attachment": {"instance-1-data": {"volume_id": "${aws_ebs_volume.web-1-data.id}", "instance_id": "${aws_instance.instance-1.id}"}},
+                                    "aws_route53_record": {"instance-1-dns": {"depends_on": ["aws_volume_attachment.instance-1-data"]}}}}),
+            ),
+            ("instance-2.tf.json".to_string(), json!({"resource": {"aws_instance": {"instance-2": {"tags": {}}}}})),
+        ];
+        let held = BTreeSet::from(["aws_ebs_volume.web-1-data".to_string()]);
+        assert_eq!(
+            holding_back(&files, &held).into_iter().collect::<Vec<_>>(),
+            ["aws_ebs_volume.web-1-data", "aws_route53_record.instance-1-dns", "aws_volume_attachment.instance-1-data"]
+        );
+        assert_eq!(declared(&files).len(), 5);
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub const LAST_ID: &str = ".infrakit-tf-last-id";
 pub const HEALTH_RECORD: &str = ".infrakit-tf-health.json";
 /// The refresh record: where reconcile's rotating refresh slice stopped (see `presence`).
 pub const REFRESH_RECORD: &str = ".infrakit-tf-refresh.json";
+/// The cloud record: when machines were created, reads the listing contradicted, strays (see
+/// `cloud_record`).
+pub const CLOUD_RECORD: &str = ".infrakit-tf-cloud.json";
 
 /// Whether a name is one of the files infrakit-tf keeps in a directory (and a store keeps for
 /// every host): the managed files (live and queued), the ID record, the health and refresh
@@ -35,6 +38,7 @@ pub fn is_ours(name: &str) -> bool {
     name == LAST_ID
         || name == HEALTH_RECORD
         || name == REFRESH_RECORD
+        || name == CLOUD_RECORD
         || name == IMPORT_FILE
         || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
 }
@@ -240,6 +244,7 @@ mod tests {
             ".infrakit-tf-last-id",
             ".infrakit-tf-health.json",
             ".infrakit-tf-refresh.json",
+            ".infrakit-tf-cloud.json",
             "infrakit-tf-import.tf.json",
         ] {
             assert!(is_ours(kept), "{kept}");

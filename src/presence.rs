@@ -108,6 +108,8 @@ pub struct Recorded {
 /// One data source that lists the objects of one type (and group).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {
+    /// The resource type it lists.
+    pub rtype: String,
     pub data_source: String,
     pub arguments: Value,
     /// Where it lists the IDs (`profile::Lookup::ids`).
@@ -115,6 +117,11 @@ pub struct Listing {
 }
 
 impl Listing {
+    /// Which listing (its index) the data source at `address` is.
+    pub fn index_of(address: &str) -> Option<usize> {
+        address.rsplit_once(&format!(".{LISTING_PREFIX}")).and_then(|(_, i)| i.parse().ok())
+    }
+
     /// The data source's address in the listing document.
     pub fn address(&self, i: usize) -> String {
         format!("data.{}.{LISTING_PREFIX}{i}", self.data_source)
@@ -241,7 +248,7 @@ fn listing_of(rtype: &str, kind: &names::Kind, props: &Map<String, Value>, profi
         }
     };
     let arguments = render(&rule.arguments, &Value::Object(tags))?;
-    Some(Listing { data_source: rule.data_source.clone(), arguments, ids: rule.ids.clone() })
+    Some(Listing { rtype: rtype.to_string(), data_source: rule.data_source.clone(), arguments, ids: rule.ids.clone() })
 }
 
 /// A look-up's arguments with `"{{tags}}"` (the whole string) as `tags`; `None` when another
@@ -258,11 +265,12 @@ fn render(args: &Value, tags: &Value) -> Option<Value> {
     })
 }
 
-/// The document of the listing data sources, and their addresses (in order).
-pub fn listing_document(listings: &[Listing]) -> (Value, Vec<String>) {
+/// The document of the listing data sources (but those `skip` names, by index), and their
+/// addresses (in order).
+pub fn listing_document(listings: &[Listing], skip: &BTreeSet<usize>) -> (Value, Vec<String>) {
     let mut data: Map<String, Value> = Map::new();
     let mut addresses = Vec::new();
-    for (i, l) in listings.iter().enumerate() {
+    for (i, l) in listings.iter().enumerate().filter(|(i, _)| !skip.contains(i)) {
         let by_name = data.entry(l.data_source.clone()).or_insert_with(|| Value::Object(Map::new()));
         by_name.as_object_mut().expect("an object").insert(format!("{LISTING_PREFIX}{i}"), l.arguments.clone());
         addresses.push(l.address(i));
@@ -294,6 +302,12 @@ impl Presence {
             .map(|(i, l)| reads.get(&l.address(i)).map(|v| ids_at(v, &l.ids).into_iter().collect()).unwrap_or_default())
             .collect();
         self.listed.iter().filter(|l| !shown[l.listing].contains(&l.id)).map(|l| l.address.clone()).collect()
+    }
+
+    /// The listed resources whose listing showed them (those `unlisted` does not name).
+    pub fn shown(&self, unlisted: &[String]) -> BTreeSet<String> {
+        let unlisted: BTreeSet<&str> = unlisted.iter().map(String::as_str).collect();
+        self.listed.iter().filter(|l| !unlisted.contains(l.address.as_str())).map(|l| l.address.clone()).collect()
     }
 
     /// The listings that showed none of at least two of the resources they list: each of
@@ -365,7 +379,7 @@ pub fn mentioned(text: &str) -> Vec<String> {
 }
 
 /// Every `type.name` and `data.type.name` a document's strings may refer to.
-fn references(value: &Value, out: &mut Vec<String>) {
+pub fn references(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(s) => out.extend(mentioned(s)),
         Value::Array(items) => items.iter().for_each(|v| references(v, out)),
@@ -387,7 +401,7 @@ mod tests {
             )
             .unwrap(),
         )]);
-        Profiles::load(&BTreeMap::new(), &lookups, &[])
+        Profiles::load(&BTreeMap::new(), &lookups, &[], None)
     }
 
     fn vm(id: &str, group: Option<&str>) -> (String, Value) {
@@ -421,7 +435,7 @@ mod tests {
         );
         assert_eq!(p.listed.iter().map(|l| l.listing).collect::<Vec<_>>(), [0, 0, 1]);
         assert_eq!(p.always, ["aws_vpc.main"], "a type without a look-up is refreshed every run");
-        let (doc, addresses) = listing_document(&p.listings);
+        let (doc, addresses) = listing_document(&p.listings, &BTreeSet::new());
         assert_eq!(addresses, ["data.fakecloud_instances.infrakit_tf_list_0", "data.fakecloud_instances.infrakit_tf_list_1"]);
         assert_eq!(doc["data"]["fakecloud_instances"]["infrakit_tf_list_1"]["tags"]["infrakit.instance.name"], "*");
     }

@@ -18,6 +18,17 @@ pub(crate) fn alive(pid: u32, start: u64) -> bool {
     pid != 0 && start_time(pid) == Some(start)
 }
 
+/// This host's clock, in milliseconds since the epoch (0 before it). With a store, times that
+/// hosts compare come from the store's clock instead (`Store::now_ms`).
+pub(crate) fn now_ms() -> u64 {
+    epoch_ms(std::time::SystemTime::now())
+}
+
+/// `t` in milliseconds since the epoch (0 before it).
+pub(crate) fn epoch_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// This process, as `PID.START`: a name no other process ever has.
 pub(crate) fn me() -> String {
     let pid = std::process::id();

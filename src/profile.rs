@@ -85,6 +85,73 @@ pub struct Lookup {
     pub tags: Option<String>,
 }
 
+/// How long after a create, or after an apply that failed or was cut short, the cloud's
+/// "not there" is believed, when neither `--settle` nor the type's `settle` says (README "A
+/// cloud that lags"): EC2 documents its eventual consistency as lasting "a few minutes" at
+/// worst, and its advice is to confirm by backing off up to that.
+pub const DEFAULT_SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What a data source says when it matches nothing, where it fails rather than return an
+/// empty list: understood as "nothing there" by every look-up (case-insensitive regular
+/// expressions). EC2's data sources (`Your query returned no results`), and the singular
+/// look-ups of most providers (`no matching EC2 Instance found`, `no matching instances found`).
+pub const EMPTY_ERRORS: &[&str] = &[r"your query returned no results", r"no matching [^\n]{0,60}found"];
+
+/// One entry of infrakit-tf.json's `lookups`: a look-up (`data_source`, `arguments`, `ids`,
+/// `tags`), and how far its answers are trusted: `settle` (a Go duration) and `empty_errors`
+/// (what its data source says when it matches nothing). An entry for a type with a built-in
+/// look-up, or without any, may give `settle` and `empty_errors` alone.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "RawLookup")]
+pub struct LookupEntry {
+    pub lookup: Option<Lookup>,
+    pub settle: Option<std::time::Duration>,
+    pub empty_errors: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLookup {
+    data_source: Option<String>,
+    arguments: Option<serde_json::Value>,
+    ids: Option<String>,
+    #[serde(default)]
+    tags: Option<String>,
+    settle: Option<String>,
+    #[serde(default)]
+    empty_errors: Vec<String>,
+}
+
+impl TryFrom<RawLookup> for LookupEntry {
+    type Error = String;
+
+    fn try_from(raw: RawLookup) -> Result<Self, String> {
+        let settle = raw
+            .settle
+            .as_deref()
+            .map(|s| crate::text::parse_duration(s).map_err(|e| format!("`settle`: {e}")))
+            .transpose()?;
+        for p in &raw.empty_errors {
+            regex::RegexBuilder::new(p)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| format!("`empty_errors`: `{p}` is not a regular expression: {e}"))?;
+        }
+        let lookup = match (raw.data_source, raw.arguments, raw.ids) {
+            (Some(data_source), Some(arguments), Some(ids)) => {
+                Some(Lookup { data_source, arguments, ids, tags: raw.tags })
+            }
+            (None, None, None) if raw.tags.is_none() => None,
+            _ => {
+                return Err("a look-up needs `data_source`, `arguments` and `ids` together (or none of them, with \
+                            `settle` or `empty_errors` alone)"
+                    .into())
+            }
+        };
+        Ok(LookupEntry { lookup, settle, empty_errors: raw.empty_errors })
+    }
+}
+
 impl Lookup {
     /// [`Lookup::tags`] as the steps of its path.
     pub fn tag_path(&self) -> Option<Vec<String>> {
@@ -137,6 +204,12 @@ impl Lookup {
 pub struct Profiles {
     by_type: BTreeMap<String, VmProfile>,
     lookups: BTreeMap<String, Lookup>,
+    /// Each type's settle time, where `lookups` gives one.
+    settles: BTreeMap<String, std::time::Duration>,
+    /// `--settle`: every type's settle time for this run.
+    settle_override: Option<std::time::Duration>,
+    /// Each type's own `empty_errors`.
+    empty_errors: BTreeMap<String, Vec<String>>,
 }
 
 impl Profiles {
@@ -160,21 +233,61 @@ impl Profiles {
         .into_iter()
         .map(|(t, p)| (t.to_string(), p))
         .collect();
-        Profiles { by_type, lookups: Lookup::builtin() }
+        Profiles {
+            by_type,
+            lookups: Lookup::builtin(),
+            settles: BTreeMap::new(),
+            settle_override: None,
+            empty_errors: BTreeMap::new(),
+        }
     }
 
     /// Built-ins, then the VM types and look-ups declared in the configuration file (its
-    /// `vm_types` and `lookups`, see `config`), then `--vm-type` names (`flags`).
-    pub fn load(vm_types: &BTreeMap<String, DeclaredVm>, lookups: &BTreeMap<String, Lookup>, flags: &[String]) -> Self {
+    /// `vm_types` and `lookups`, see `config`), then `--vm-type` names (`flags`) and `--settle`
+    /// (`settle`: every type's settle time).
+    pub fn load(
+        vm_types: &BTreeMap<String, DeclaredVm>,
+        lookups: &BTreeMap<String, LookupEntry>,
+        flags: &[String],
+        settle: Option<std::time::Duration>,
+    ) -> Self {
         let mut profiles = Profiles::builtin();
         for (name, declared) in vm_types {
             profiles.by_type.insert(name.clone(), declared.to_profile());
         }
-        profiles.lookups.extend(lookups.clone());
+        for (rtype, entry) in lookups {
+            if let Some(lookup) = &entry.lookup {
+                profiles.lookups.insert(rtype.clone(), lookup.clone());
+            }
+            if let Some(settle) = entry.settle {
+                profiles.settles.insert(rtype.clone(), settle);
+            }
+            if !entry.empty_errors.is_empty() {
+                profiles.empty_errors.insert(rtype.clone(), entry.empty_errors.clone());
+            }
+        }
         for name in flags {
             profiles.by_type.entry(name.clone()).or_insert_with(VmProfile::aws_like);
         }
+        profiles.settle_override = settle;
         profiles
+    }
+
+    /// How long after a create, or an apply that failed or was cut short, the cloud's "not
+    /// there" is believed for objects of `resource_type`: `--settle`, else its `lookups`
+    /// entry's `settle`, else [`DEFAULT_SETTLE`].
+    pub fn settle(&self, resource_type: &str) -> std::time::Duration {
+        self.settle_override.or_else(|| self.settles.get(resource_type).copied()).unwrap_or(DEFAULT_SETTLE)
+    }
+
+    /// What the data source of `resource_type`'s look-up says when it matches nothing:
+    /// [`EMPTY_ERRORS`] and the type's own `empty_errors`.
+    pub fn empty_errors(&self, resource_type: &str) -> Vec<String> {
+        EMPTY_ERRORS
+            .iter()
+            .map(|p| p.to_string())
+            .chain(self.empty_errors.get(resource_type).into_iter().flatten().cloned())
+            .collect()
     }
 
     pub fn get(&self, resource_type: &str) -> Option<&VmProfile> {
@@ -257,12 +370,43 @@ mod tests {
             std::path::Path::new(crate::config::CONFIG_FILE),
         )
         .unwrap();
-        let p = Profiles::load(&config.vm_types, &config.lookups, &["fakecloud_instance".into()]);
+        let p = Profiles::load(&config.vm_types, &config.lookups, &["fakecloud_instance".into()], None);
         let lv = p.get("libvirt_domain").unwrap();
         assert_eq!(
             (lv.tags.clone(), lv.tag_format, lv.init_base64),
             (vec!["metadata".into(), "tags".into()], TagFormat::List, true)
         );
         assert_eq!(p.get("fakecloud_instance").unwrap(), &VmProfile::aws_like());
+    }
+
+    // A look-up entry gives its settle time and what its data source says of nothing, as a Go
+    // duration; for a built-in type, they may come alone; `--settle` overrides every type's.
+    #[test]
+    fn settle_times_and_empty_errors_come_from_the_lookups_entries() {
+        let file = std::path::Path::new(crate::config::CONFIG_FILE);
+        let config = crate::config::Config::parse(
+            r#"{"lookups": {"aws_instance": {"settle": "1m30s"},
+                            "x_vm": {"data_source": "x_vms", "arguments": {"t": "{{tags}}"}, "ids": "ids", "tags": "tags",
+                                     "settle": "10s", "empty_errors": ["nothing here"]}}}"#,
+            file,
+        )
+        .unwrap();
+        let p = Profiles::load(&config.vm_types, &config.lookups, &[], None);
+        assert_eq!(p.settle("aws_instance"), std::time::Duration::from_secs(90));
+        assert_eq!(p.lookup("aws_instance").unwrap().data_source, "aws_instances", "the built-in look-up stays");
+        assert_eq!(p.settle("x_vm"), std::time::Duration::from_secs(10));
+        assert_eq!(p.settle("aws_ebs_volume"), DEFAULT_SETTLE);
+        assert_eq!(p.empty_errors("x_vm").last().map(String::as_str), Some("nothing here"));
+        assert_eq!(p.empty_errors("aws_instance").len(), EMPTY_ERRORS.len());
+        let p = Profiles::load(&config.vm_types, &config.lookups, &[], Some(std::time::Duration::ZERO));
+        assert_eq!(p.settle("aws_instance"), std::time::Duration::ZERO);
+        for bad in [
+            r#"{"lookups": {"aws_instance": {"settle": "soon"}}}"#,
+            r#"{"lookups": {"x_vm": {"data_source": "x_vms"}}}"#,
+            r#"{"lookups": {"x_vm": {"settle": "1m", "empty_errors": ["("]}}}"#,
+            r#"{"lookups": {"x_vm": {"settel": "1m"}}}"#,
+        ] {
+            assert!(crate::config::Config::parse(bad, file).is_err(), "{bad}");
+        }
     }
 }

@@ -45,20 +45,64 @@ pub fn short_pointer(pointer: &str) -> String {
     pointer.split('/').map(short).collect::<Vec<_>>().join("/")
 }
 
-/// `500ms`, `30s`, `5m`, `1h`, or a bare number of seconds.
+/// A duration in Go's `time.ParseDuration` grammar, as InfraKit's specs are read: one or more
+/// decimal numbers, each with a unit (`ns`, `us` or `µs`, `ms`, `s`, `m`, `h`), such as `300ms`,
+/// `1m30s`, `2m30.5s` or `1.5h`; `0` alone; and, as this tool always took, a bare number of
+/// seconds (`30`). Negative durations are refused: none of ours can be.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("`{}` is not a duration: use e.g. `30s`, `5m`, `500ms`", short(s)))?;
-    let ms = match unit {
-        "ms" => 1,
-        "" | "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(format!("unknown unit `{}` in `{}`: use ms, s, m or h", short(unit), short(s))),
-    };
-    Ok(Duration::from_millis(n.saturating_mul(ms)))
+    let bad = |why: &str| format!("`{}` is not a duration ({why}): use e.g. `30s`, `1m30s`, `500ms`, `1.5h`", short(s));
+    if s.starts_with('-') {
+        return Err(bad("it is negative"));
+    }
+    let text = s.strip_prefix('+').unwrap_or(s);
+    if text.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        let n: u64 = text.parse().map_err(|_| bad("too large"))?;
+        return Ok(Duration::from_secs(n));
+    }
+    let mut nanos: u128 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let (number, after) = rest.split_at(digits);
+        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+            return Err(bad("a number is missing"));
+        }
+        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let per: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "" => return Err(bad("a unit is missing")),
+            other => {
+                return Err(format!(
+                    "unknown unit `{}` in `{}`: use ns, us, ms, s, m or h (e.g. `1m30s`)",
+                    short(other),
+                    short(s)
+                ))
+            }
+        };
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| bad("too large"))? };
+        let mut part = whole.checked_mul(per).ok_or_else(|| bad("too large"))?;
+        // The fraction, digit by digit, as Go does: exact to the nanosecond.
+        let mut scale = per;
+        for digit in fraction.bytes().map(|b| u128::from(b - b'0')) {
+            scale /= 10;
+            part += digit * scale;
+        }
+        nanos = nanos.checked_add(part).ok_or_else(|| bad("too large"))?;
+        rest = next;
+    }
+    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad("too large"))?;
+    Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
 #[cfg(test)]
@@ -66,10 +110,30 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5d").is_err());
+    }
+
+    // Go's time.ParseDuration grammar, which InfraKit's specs are read with.
+    #[test]
+    fn go_durations() {
+        let ok = |s: &str| parse_duration(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert_eq!(ok("1m30s"), Duration::from_secs(90));
+        assert_eq!(ok("2m30.5s"), Duration::from_millis(150_500));
+        assert_eq!(ok("1.5h"), Duration::from_secs(5400));
+        assert_eq!(ok("1h2m3s4ms5us6ns"), Duration::new(3723, 4_005_006));
+        assert_eq!(ok("300µs"), Duration::from_micros(300));
+        assert_eq!(ok(".5s"), Duration::from_millis(500));
+        assert_eq!(ok("+90s"), Duration::from_secs(90));
+        assert_eq!(ok("1.000000001s"), Duration::new(1, 1));
+        for bad in ["", "s", "1.2.3s", "-1s", "1m30", "1d", "1 m", "."] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} was taken");
+        }
+        assert!(parse_duration("1x").unwrap_err().contains("unknown unit `x`"));
     }
 
     use super::*;

@@ -31,6 +31,8 @@ pub enum Event {
         address: String,
         action: Action,
         elapsed: u64,
+        /// The object's ID (`id_value`), when terraform gives it: what a create made.
+        id: Option<String>,
     },
     ApplyErrored {
         address: String,
@@ -192,6 +194,8 @@ struct Hook {
     action: String,
     #[serde(default)]
     elapsed_seconds: u64,
+    #[serde(default)]
+    id_value: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -213,7 +217,8 @@ pub fn parse_line(line: &str) -> Option<Event> {
             hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyProgress { address, action, elapsed })?
         }
         "apply_complete" => {
-            hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyComplete { address, action, elapsed })?
+            let id = raw.hook.as_ref().and_then(|h| h.id_value.clone());
+            hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyComplete { address, action, elapsed, id })?
         }
         "apply_errored" => {
             hook(raw.hook).map(|(address, action, elapsed)| Event::ApplyErrored { address, action, elapsed })?

@@ -5,7 +5,7 @@
 //! `health` (a HEALTH column), only for members the health record knows (`cmd::heal`): a
 //! directory without healing describes as it did before healing existed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -35,7 +35,8 @@ pub(crate) struct Row {
     properties: Option<Value>,
     /// `queued` (terraform has not seen its file), `pending` (live, not in state yet),
     /// `unconfirmed` (live, not in state, and an apply that was creating failed or was cut
-    /// short: its machine may exist; the next run looks it up by its tags),
+    /// short: its machine may exist; the next run looks it up by its tags; or in state, and a
+    /// read called its machine gone that the run did not believe yet: see the cloud record),
     /// `created` (in state), `tainted` (its create failed; the next apply replaces it),
     /// `configured` (live, state unknown: no terraform), `invalid` (not valid JSON).
     status: &'static str,
@@ -61,6 +62,8 @@ pub(crate) struct Row {
 struct Seen<'a> {
     state: Option<&'a State>,
     awaiting: bool,
+    /// The VMs a read called gone that a run did not believe yet (the cloud record's `gone`).
+    doubted: BTreeSet<String>,
 }
 
 fn row(inst: Instance, properties: bool, seen: &Seen<'_>, hashes: &BTreeMap<String, String>) -> Row {
@@ -72,6 +75,11 @@ fn row(inst: Instance, properties: bool, seen: &Seen<'_>, hashes: &BTreeMap<Stri
         (Ok(_), Suffix::Live, None, _) => "configured",
         (Ok(_), Suffix::Live, Some(_), None) if seen.awaiting => "unconfirmed",
         (Ok(_), Suffix::Live, Some(_), None) => "pending",
+        (Ok(_), Suffix::Live, Some(_), Some(_))
+            if inst.vm.as_ref().is_some_and(|(t, n)| seen.doubted.contains(&format!("{t}.{n}"))) =>
+        {
+            "unconfirmed"
+        }
         (Ok(_), Suffix::Live, Some(_), Some(r)) if r.tainted => "tainted",
         (Ok(_), Suffix::Live, Some(_), Some(_)) => "created",
     };
@@ -117,10 +125,12 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     });
     let instances = dir.instances(&profiles);
     let awaiting = ws.awaiting_lookup().is_some();
+    let doubted = doubted(&ws, &ctx.printer);
     let state = state_of(&ws, &instances).unwrap_or_else(|e| {
         ctx.printer.warn(&format!("statuses come from the files only: {e:#}"));
         None
     });
+    let seen = Seen { state: state.as_ref(), awaiting, doubted };
     let rows: Vec<Row> = instances
         .into_iter()
         .inspect(|i| {
@@ -134,10 +144,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             let threshold = i.tags.get(GROUP_TAG).and_then(|g| thresholds.get(g.as_str())).copied();
             let known = record.health(&i.id.to_string(), threshold.unwrap_or(FAILURES_BEFORE_REPAIR));
             let health = known.or(threshold.map(|_| Health::NotChecked));
-            Row {
-                health: health.map(Health::text),
-                ..row(i, args.properties, &Seen { state: state.as_ref(), awaiting }, &hashes)
-            }
+            Row { health: health.map(Health::text), ..row(i, args.properties, &seen, &hashes) }
         })
         .collect();
     if ctx.printer.json_output() {
@@ -158,13 +165,25 @@ pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
     let profiles = ctx.profiles()?;
     let instances = ws.dir().instances(&profiles);
     let state = state_of(&ws, &instances)?;
-    let seen = Seen { state: state.as_ref(), awaiting: ws.awaiting_lookup().is_some() };
+    let doubted = ws.dir().cloud_record().map(|r| r.gone.into_keys().collect()).unwrap_or_default();
+    let seen = Seen { state: state.as_ref(), awaiting: ws.awaiting_lookup().is_some(), doubted };
     let mut counts = BTreeMap::new();
     for inst in instances {
         let row = row(inst, false, &seen, &BTreeMap::new());
         *counts.entry((row.group.unwrap_or_default(), row.status.to_string())).or_default() += 1;
     }
     Ok(counts)
+}
+
+/// The VMs a read called gone that a run did not believe yet (the cloud record's `gone`).
+fn doubted(ws: &Workspace, printer: &crate::output::Printer) -> BTreeSet<String> {
+    match ws.dir().cloud_record() {
+        Ok(record) => record.gone.into_keys().collect(),
+        Err(why) => {
+            printer.warn(&format!("which machines are unconfirmed is not known: {why}"));
+            BTreeSet::new()
+        }
+    }
 }
 
 /// Terraform's state, where an instance can be in it. Only a live file can be in state, and

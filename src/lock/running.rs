@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use super::held_dir;
 use super::wait::Polite;
 use crate::fsio;
+use crate::lookup::Evidence;
 
 /// The marker of an apply that was cut short (killed with its terraform, or its terraform
-/// killed): why, as text. The lock that finds the record of a terraform `apply` whose process
+/// killed): why, as text, and when it was noted by this host's clock (`lookup::Evidence`). The lock that finds the record of a terraform `apply` whose process
 /// is gone without having been seen to end turns it into this marker at once, before anything
 /// else runs terraform (and rewrites the record); it stays until what that apply was making
 /// has been looked up (`workspace::adoption`; with a store, the store keeps it for every
@@ -55,8 +56,9 @@ pub(super) fn wait_for_left_running(dir: &Path, polite: &mut Polite<'_>) -> Resu
             ))?,
             Some(r) => {
                 if r.command.contains(" apply ") {
-                    let why = format!("{} did not end", r.command);
-                    fsio::write_atomic(&dir.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public)?;
+                    // Noted now: when it was cut is not known, and a later time only makes
+                    // the look-up wait longer before it concludes anything.
+                    write_marker(dir, &format!("{} did not end", r.command))?;
                 }
                 fsio::remove(&record)?;
                 return Ok(());
@@ -79,12 +81,22 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
 /// directory, and the next look-up (`workspace::adoption`) checks for those machines.
 pub(crate) fn note_unsettled(why: &str) -> Result<()> {
     let Some(dir) = held_dir() else { return Ok(()) };
-    fsio::write_atomic(&dir.join(UNSETTLED), why.as_bytes(), fsio::Perms::Public).map(drop)
+    write_marker(&dir, why)
 }
 
-/// Why the marker in `dir` says an apply was cut short, if it is there ([`UNSETTLED`]).
-pub(crate) fn unsettled(dir: &Path) -> Option<String> {
-    Some(std::fs::read_to_string(dir.join(UNSETTLED)).ok()?.trim().to_string())
+/// Writes the marker ([`UNSETTLED`]): `why`, noted now.
+fn write_marker(dir: &Path, why: &str) -> Result<()> {
+    let text = Evidence::text(why, crate::process::now_ms());
+    fsio::write_atomic(&dir.join(UNSETTLED), text.as_bytes(), fsio::Perms::Public).map(drop)
+}
+
+/// What the marker in `dir` says ([`UNSETTLED`]), if it is there: why an apply was cut short,
+/// and when that was noted (a marker that does not say: when it was written).
+pub(crate) fn unsettled(dir: &Path) -> Option<Evidence> {
+    let path = dir.join(UNSETTLED);
+    let text = std::fs::read_to_string(&path).ok()?;
+    let written = std::fs::metadata(&path).and_then(|m| m.modified()).map_or(0, crate::process::epoch_ms);
+    Some(Evidence::parse(&text, written))
 }
 
 /// Terraform has ended (and been reaped), on its own: forget its record. (One killed by a

@@ -46,7 +46,7 @@ impl Progress {
             Event::ApplyProgress { address, action, elapsed } => {
                 self.step(&format!("still {} {address}… {elapsed}s", ing(action)), false)
             }
-            Event::ApplyComplete { address, action, elapsed } => {
+            Event::ApplyComplete { address, action, elapsed, .. } => {
                 self.step(&format!("{} {address} ({elapsed}s)", done(action)), true)
             }
             Event::ApplyErrored { address, action, elapsed } => {
@@ -138,6 +138,12 @@ pub(crate) fn render_diagnostic(d: &Diagnostic) -> String {
 pub(crate) fn utc_now() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     utc(secs)
+}
+
+/// `ms` (milliseconds since the epoch) as an RFC 3339 UTC time, to the second (rounded up: a
+/// time something may happen after is not shown earlier than it is).
+pub(crate) fn utc_at(ms: u64) -> String {
+    utc(ms.div_ceil(1000))
 }
 
 fn utc(secs: u64) -> String {

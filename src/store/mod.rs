@@ -51,6 +51,7 @@ use crate::exit::{Code, Failure};
 use crate::journal::FileOp;
 use crate::lease::Noticed;
 use crate::lock::wait::{Polite, Wait};
+use crate::lookup::Evidence;
 use crate::output::Printer;
 
 /// How often a held lease is tried again.
@@ -281,25 +282,40 @@ impl Store {
         Ok(dir)
     }
 
-    /// Why an apply of this directory may have been cut short (its machines not recorded), as
-    /// the store knew when its files were read (under this lease, for a writer); `None`: none
-    /// was.
-    pub(crate) fn unsettled(&self) -> Option<&str> {
-        self.unsettled.as_deref()
+    /// Why an apply of this directory may have been cut short (its machines not recorded), and
+    /// when that was noted by the store's clock, as the store knew when its files were read
+    /// (under this lease, for a writer); `None`: none was.
+    pub(crate) fn unsettled(&self) -> Option<Evidence> {
+        // A record from before the time was kept: long ago.
+        self.unsettled.as_deref().map(|text| Evidence::parse(text, 0))
     }
 
-    /// Records that an apply may have been cut short (`Some`: why), or that its machines have
-    /// been looked up (`None`), for every host, under the lease.
+    /// Records that an apply may have been cut short (`Some`: why), noted now by the store's
+    /// clock (the one every host reads), or that its machines have been looked up (`None`),
+    /// for every host, under the lease.
     pub(crate) fn set_unsettled(&mut self, why: Option<&str>) -> Result<()> {
         let why = why.map(str::to_string);
-        self.fenced(
-            "rec AS (INSERT INTO infrakit_tf.directories AS d (name, unsettled) SELECT $1, $4 FROM lease \
-                 ON CONFLICT (name) DO UPDATE SET unsettled = excluded.unsettled RETURNING 1) \
-             SELECT EXISTS (SELECT 1 FROM lease)",
+        let row = self.fenced(
+            "rec AS (INSERT INTO infrakit_tf.directories AS d (name, unsettled) \
+                     SELECT $1, $4 || E'\\n@' || floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM lease \
+                 ON CONFLICT (name) DO UPDATE SET unsettled = excluded.unsettled RETURNING d.unsettled) \
+             SELECT EXISTS (SELECT 1 FROM lease), (SELECT unsettled FROM rec)",
             &[(&why, Type::TEXT)],
         )?;
-        self.unsettled = why;
+        self.unsettled = row.get(1);
         Ok(())
+    }
+
+    /// The store's clock, in milliseconds since the epoch: the one clock that every host
+    /// reads, for what must be compared across hosts (when evidence was noted, when a machine
+    /// was created).
+    pub(crate) fn now_ms(&mut self) -> Result<u64> {
+        let ms: i64 = self
+            .query(async |c| {
+                c.query_typed_one("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[]).await
+            })?
+            .get(0);
+        Ok(u64::try_from(ms).unwrap_or(0))
     }
 
     /// Whether schema `schema` holds a terraform state (its pg backend's `default` one).

@@ -44,6 +44,9 @@ pub(super) struct Collected {
     /// has recorded them, their machines may exist in no state: a failed apply that began
     /// any leaves the evidence that has them looked up (`lock::running::note_unsettled`).
     pub(super) creating: Vec<String>,
+    /// What an apply created, with the new object's ID (`apply_complete` of a create or a
+    /// replace): when each machine was made is recorded (`cloud_record`).
+    pub(super) created: Vec<(String, String)>,
 }
 
 impl Collected {
@@ -115,16 +118,26 @@ impl Collected {
                     crate::metrics::Read::DataSource
                 })
             }
-            Event::ApplyComplete { action, .. } => match action {
-                Action::Create => self.done.add += 1,
-                Action::Update => self.done.change += 1,
-                Action::Delete => self.done.remove += 1,
-                Action::Replace => {
-                    self.done.add += 1;
-                    self.done.remove += 1;
-                }
-                _ => {}
-            },
+            Event::ApplyComplete {
+                address, action: action @ (Action::Create | Action::Replace), id: Some(id), ..
+            } => {
+                self.created.push((address.clone(), id.clone()));
+                self.count_done(action);
+            }
+            Event::ApplyComplete { action, .. } => self.count_done(action),
+            _ => {}
+        }
+    }
+
+    fn count_done(&mut self, action: &Action) {
+        match action {
+            Action::Create => self.done.add += 1,
+            Action::Update => self.done.change += 1,
+            Action::Delete => self.done.remove += 1,
+            Action::Replace => {
+                self.done.add += 1;
+                self.done.remove += 1;
+            }
             _ => {}
         }
     }

@@ -61,6 +61,30 @@ pub(crate) struct Terraform {
     dies_with_us: bool,
     /// Which failed runs of init, plan and apply are run again (`retry`).
     retry: Retry,
+    /// What runs told that a caller asks afterwards, shared by every copy of this runner
+    /// ([`Terraform::in_dir`] included).
+    observed: std::rc::Rc<std::cell::RefCell<Observed>>,
+}
+
+/// What terraform's runs told beyond their result (see [`Terraform::take_created`] and
+/// [`Terraform::last_errors`]).
+#[derive(Default)]
+struct Observed {
+    /// What applies created, with the new objects' IDs, not yet taken.
+    created: Vec<(String, String)>,
+    /// The error diagnostics of the last run that failed.
+    errors: Vec<tfoutput::Diagnostic>,
+}
+
+/// What a retry applies after a failed try that began to create, once what that try made has
+/// been looked up and adopted ([`Terraform::apply_adopting`]).
+pub(crate) enum Next {
+    /// The same as the failed try.
+    Same,
+    /// Only these addresses (`-target`, without refreshing): others wait for a later run.
+    Only(Vec<String>),
+    /// Nothing: the failed try's error stands.
+    Nothing,
 }
 
 /// How to plan.
@@ -212,6 +236,7 @@ impl Terraform {
             state_lock_timeout: None,
             dies_with_us: false,
             retry: Retry::none(),
+            observed: Default::default(),
         };
         let cached = probe_cache::lookup(&tf.program);
         let version = match &cached {
@@ -256,7 +281,30 @@ impl Terraform {
             state_lock_timeout: self.state_lock_timeout,
             dies_with_us: self.dies_with_us,
             retry: self.retry.clone(),
+            observed: self.observed.clone(),
         }
+    }
+
+    /// Whether `error` (what a failed run said) is transient, as the retry policy sees it: the
+    /// cloud throttled or was briefly away, so a later run will do better.
+    pub(crate) fn is_transient(&self, error: &str) -> bool {
+        self.retry.transient(error, false).is_some()
+    }
+
+    /// How many times a failed run is run again (`retry`).
+    pub(crate) fn retries(&self) -> u32 {
+        self.retry.max
+    }
+
+    /// What the applies since the last call created: each address with its new object's ID.
+    pub(crate) fn take_created(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.observed.borrow_mut().created)
+    }
+
+    /// The error diagnostics of the last run that failed (by address: which data source or
+    /// resource failed, and what it said).
+    pub(crate) fn last_errors(&self) -> Vec<tfoutput::Diagnostic> {
+        self.observed.borrow().errors.clone()
     }
 
     /// The same, running init, plan and apply again after a transient error as `retry` says.
@@ -352,11 +400,11 @@ impl Terraform {
     /// again (when its error is transient): `adopt` is called first, to look up and adopt
     /// what that try made (`workspace::adoption`), so that the next try imports it rather
     /// than create it a second time.
-    pub(crate) fn apply_adopting(&self, what: Apply<'_>, adopt: &mut dyn FnMut() -> Result<()>) -> Result<Changes> {
+    pub(crate) fn apply_adopting(&self, what: Apply<'_>, adopt: &mut dyn FnMut() -> Result<Next>) -> Result<Changes> {
         self.apply_run(what, Some(adopt))
     }
 
-    fn apply_run(&self, what: Apply<'_>, mut adopt: Option<&mut dyn FnMut() -> Result<()>>) -> Result<Changes> {
+    fn apply_run(&self, what: Apply<'_>, mut adopt: Option<&mut dyn FnMut() -> Result<Next>>) -> Result<Changes> {
         let mut args: Vec<String> = ["apply", "-auto-approve", "-input=false", "-json"].map(String::from).into();
         args.extend(self.parallelism.map(|n| format!("-parallelism={n}")));
         args.extend(self.lock_wait());
@@ -380,10 +428,18 @@ impl Terraform {
         };
         let inv =
             Invocation { args, targeted, adopts: adopt.is_some(), ..Invocation::new(&[]) }.writes_state().retryable();
-        // Before a try after one that began to create: what it made, looked up and adopted.
+        // Before a try after one that began to create: what it made, looked up and adopted;
+        // then what the retry may apply.
         let mut adopting = |creating: bool| match (&mut adopt, creating) {
             (Some(adopt), true) => adopt(),
-            _ => Ok(()),
+            _ => Ok(Next::Same),
+        };
+        // The retry of what it may apply, targeted (`Next::Only`), without refreshing.
+        let only = |inv: &Invocation, targets: &[String]| {
+            let mut args = base.clone();
+            args.push("-refresh=false".into());
+            args.extend(targets.iter().map(|t| format!("-target={t}")));
+            Invocation { args, targeted: true, ..inv.clone() }
         };
         let finished = match what {
             // A saved plan is stale once the failed try saved a state: the retry plans again,
@@ -393,7 +449,12 @@ impl Terraform {
             Apply::Saved { plan, refresh, targets, destroys } => {
                 let mut n = 0;
                 self.retrying(&inv, |inv| self.stream_once(inv), |inv, done, creating| {
-                    adopting(creating)?;
+                    let limited = match adopting(creating)? {
+                        Next::Nothing => return Ok(None),
+                        Next::Same => None,
+                        Next::Only(only) => Some(only),
+                    };
+                    let targets = limited.as_deref().unwrap_or(targets);
                     n += 1;
                     let fresh = plan.with_file_name(format!("retry-{n}.plan"));
                     let options = PlanOptions { refresh, lock: true, out: Some(&fresh), targets };
@@ -411,15 +472,18 @@ impl Terraform {
                     }
                     let mut args = base.clone();
                     args.push(path_arg(&fresh)?);
-                    Ok(Invocation { args, ..inv.clone() })
+                    Ok(Some(Invocation { args, targeted: !targets.is_empty(), ..inv.clone() }))
                 })?
             }
             _ => self.retrying(
                 &inv,
                 |inv| self.stream_once(inv),
                 |inv, _, creating| {
-                    adopting(creating)?;
-                    Ok(inv.clone())
+                    Ok(match adopting(creating)? {
+                        Next::Same => Some(inv.clone()),
+                        Next::Only(targets) => Some(only(inv, &targets)),
+                        Next::Nothing => None,
+                    })
                 },
             )?,
         };
@@ -491,12 +555,12 @@ impl Terraform {
             conclude(self, inv, ran).map_err(|error| Failed::plain(error).transient(transient))?;
             Ok(String::from_utf8_lossy(&stdout).into_owned())
         };
-        self.retrying(inv, once, |inv, _, _| Ok(inv.clone()))
+        self.retrying(inv, once, |inv, _, _| Ok(Some(inv.clone())))
     }
 
     /// Runs a `-json` command, its events shown as progress as they arrive.
     fn stream(&self, inv: &Invocation) -> Result<Finished> {
-        self.retrying(inv, |inv| self.stream_once(inv), |inv, _, _| Ok(inv.clone()))
+        self.retrying(inv, |inv| self.stream_once(inv), |inv, _, _| Ok(Some(inv.clone())))
     }
 
     /// Runs `inv` by `once`, and again while it fails with a transient error, up to the
@@ -506,12 +570,13 @@ impl Terraform {
     /// tries completed, and whether the last one began to create. Nothing else is run again:
     /// an interrupt, a timeout, a held state lock, a lost lease, a terraform killed by a
     /// signal or unable to save its state (see [`Terraform::transient`]), an apply that began
-    /// to create unless what it made is adopted first ([`Invocation::adopts`]).
+    /// to create unless what it made is adopted first ([`Invocation::adopts`]). `next` giving
+    /// no invocation ends it with the failed try's error.
     fn retrying<T>(
         &self,
         inv: &Invocation,
         mut once: impl FnMut(&Invocation) -> Result<T, Failed>,
-        mut next: impl FnMut(&Invocation, &Changes, bool) -> Result<Invocation>,
+        mut next: impl FnMut(&Invocation, &Changes, bool) -> Result<Option<Invocation>>,
     ) -> Result<T> {
         let mut this = inv.clone();
         let mut done = Changes::default();
@@ -543,7 +608,10 @@ impl Terraform {
             crate::metrics::note_retry();
             supervise::back_off(wait, &shown, &recorded)?;
             drop(recorded);
-            this = next(&this, &done, failed.creating)?;
+            match next(&this, &done, failed.creating)? {
+                Some(inv) => this = inv,
+                None => return Err(failed.error),
+            }
         }
         unreachable!("the loop returns")
     }
@@ -584,6 +652,13 @@ impl Terraform {
             self.printer.detail("terraform's run was limited to the resources named (-target), as intended");
         }
         let ran = ran.map_err(Failed::plain)?;
+        {
+            let mut observed = self.observed.borrow_mut();
+            observed.created.extend(ran.collected.created.iter().cloned());
+            if !ran.status.success() {
+                observed.errors = ran.collected.diagnostics.iter().filter(|d| d.is_error()).cloned().collect();
+            }
+        }
         let garbage = ran.collected.garbage;
         let transient = self.transient(inv, &ran);
         let done = ran.collected.done;

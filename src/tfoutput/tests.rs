@@ -30,7 +30,12 @@ fn terraform_stream() {
     assert_eq!(e[3], Event::ApplyStart { address: "terraform_data.slow".into(), action: Action::Create });
     assert_eq!(e[4], Event::ApplyErrored { address: "terraform_data.bad".into(), action: Action::Create, elapsed: 0 });
     assert_eq!(e[5], Event::ApplyProgress { address: "terraform_data.slow".into(), action: Action::Create, elapsed: 10 });
-    assert_eq!(e[6], Event::ApplyComplete { address: "terraform_data.slow".into(), action: Action::Create, elapsed: 11 });
+    assert_eq!(e[6], Event::ApplyComplete {
+            address: "terraform_data.slow".into(),
+            action: Action::Create,
+            elapsed: 11,
+            id: Some("b74f2c5a-0718-2e29-c403-58070ed0bdb5".into())
+        });
     let Event::Diagnostic(d) = &e[7] else { panic!("{:?}", e[7]) };
     assert!(d.is_error());
     assert_eq!(d.summary, "local-exec provisioner error");

@@ -17,6 +17,7 @@ use crate::fsio::{self, Perms};
 use crate::lock::running::UNSETTLED;
 use crate::lookup::{self, Adopted, Verdict};
 use crate::names;
+use crate::output::utc_at;
 use crate::terraform::PlanOptions;
 
 /// The data sources of a look-up, written in a mirror only.
@@ -24,30 +25,31 @@ const LOOKUP_FILE: &str = "infrakit-tf-lookup.tf.json";
 
 impl Workspace<'_> {
     /// Learns whether an apply was cut short before (the lock's marker, `lock::running::UNSETTLED`;
-    /// with a store, the store's record, into which a local marker is moved for every host):
+    /// with a store, the store's record, into which a local marker is moved for every host,
+    /// noted by the store's clock):
     /// [`Workspace::find_unrecorded`] looks up what it made.
     /// Also after every run that may have changed the state: an apply that failed while it was
     /// creating left the marker (`lock::running::note_unsettled`), which goes to the store at once.
     pub(super) fn note_cut(&mut self) -> Result<()> {
         let marker = self.dir.path().join(UNSETTLED);
         let local = crate::lock::running::unsettled(self.dir.path());
-        if local.is_some() && !self.dir.has(UNSETTLED) {
+        if let Some(evidence) = local.as_ref().filter(|_| !self.dir.has(UNSETTLED)) {
             self.dir.note(UNSETTLED, true);
             if self.unsettled.is_none() {
                 self.ctx.printer.warn(&format!(
                     "{}: the machines it was creating may exist in no state; they are looked up by their tags before anything applies again",
-                    local.as_deref().unwrap_or_default()
+                    evidence.why
                 ));
             }
         }
         match self.role.store() {
             Some(store) => {
-                if let Some(why) = &local {
-                    store.set_unsettled(Some(why))?;
+                if let Some(evidence) = &local {
+                    store.set_unsettled(Some(&evidence.why))?;
                     fsio::remove(&marker)?;
                     self.dir.note(UNSETTLED, false);
                 }
-                self.unsettled = store.unsettled().map(str::to_string);
+                self.unsettled = store.unsettled();
             }
             None => self.unsettled = local,
         }
@@ -62,9 +64,18 @@ impl Workspace<'_> {
     /// resource, or a match of another group, is refused (exit 13), as is adopting into a file
     /// that `removing` names (a destroy would leave the machine behind). Nothing to do, and no
     /// terraform run, when no apply was cut short.
+    ///
+    /// A look-up that began less than a type's settle time after the evidence was noted
+    /// concludes nothing of what it did not find (`lookup::unsettled`): the evidence stays,
+    /// and those resources are held back from every apply of this run
+    /// ([`Workspace::holding_back`]), so that a machine the cloud does not list yet is not
+    /// made a second time. The next run looks again.
     pub(crate) fn find_unrecorded(&mut self, check: bool, removing: &[String]) -> Result<Vec<Adopted>> {
-        let Some(why) = self.unsettled.clone() else { return Ok(Vec::new()) };
-        self.ctx.printer.status(&format!("an apply was cut short ({why}): looking up the machines it may have made"));
+        let Some(evidence) = self.unsettled.clone() else { return Ok(Vec::new()) };
+        self.ctx
+            .printer
+            .status(&format!("an apply was cut short ({}): looking up the machines it may have made", evidence.why));
+        let started = self.now_ms()?;
         let state = self.state()?;
         let recorded: BTreeSet<(String, String)> =
             state.values().filter_map(|r| Some((r.rtype.clone(), r.attribute("id")?))).collect();
@@ -75,16 +86,12 @@ impl Workspace<'_> {
             .filter(|f| f.suffix == names::Suffix::Live)
             .filter_map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
             .collect();
-        let candidates = lookup::candidates(&files, &state, &self.ctx.profiles()?);
+        let profiles = self.ctx.profiles()?;
+        let candidates = lookup::candidates(&files, &state, &profiles);
         let mut adopted = Vec::new();
+        let mut young: Vec<(String, String, u64)> = Vec::new();
         if !candidates.is_empty() {
-            let (doc, targets) = lookup::lookup_document(&candidates);
-            let changes = ChangeSet::writing(vec![FileWrite { name: LOOKUP_FILE.into(), doc, perms: Perms::Private }]);
-            let mirror = super::mirror::build(&self.dir, &changes)?;
-            let plan = mirror.path().join(".infrakit-tf-lookup.plan");
-            let options = PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &targets };
-            self.plan_in_mirror(mirror.path(), &changes, &[], options)?;
-            let reads = self.terraform()?.in_dir(mirror.path()).show_plan_reads(&plan)?;
+            let reads = self.look_up(&candidates, &profiles, &evidence.why)?;
             let verdicts = lookup::found(&candidates, &reads, &recorded);
             // The single matches, imported in a mirror: their live tags (a group's), and a
             // check that each can be imported, before anything is written.
@@ -104,22 +111,30 @@ impl Workspace<'_> {
                 self.discover_imports(&ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?
             };
             adopted = lookup::judge(&candidates, &verdicts, &live).map_err(|r| refusal(&r.lines))?;
-            let into_removed: Vec<String> = adopted
+            young = lookup::unsettled(&candidates, &verdicts, evidence.noted_ms, started, |t| profiles.settle(t))
+                .into_iter()
+                .map(|(c, until)| (c.address.clone(), c.file.clone(), until))
+                .collect();
+            let in_removed =
+                |file: &str| removing.iter().any(|r| names::split_file_name(r).is_some_and(|(b, _)| b == file));
+            let mut into_removed: Vec<String> = adopted
                 .iter()
-                .filter(|a| {
-                    candidates.iter().any(|c| {
-                        c.address == a.address
-                            && removing.iter().any(|r| names::split_file_name(r).is_some_and(|(b, _)| b == c.file))
-                    })
-                })
+                .filter(|a| candidates.iter().any(|c| c.address == a.address && in_removed(&c.file)))
                 .map(|a| format!("{} ({})", a.address, a.id))
                 .collect();
+            into_removed.extend(
+                young
+                    .iter()
+                    .filter(|(_, file, _)| in_removed(file))
+                    .map(|(address, _, until)| format!("{address} (not listed yet; settled at {})", utc_at(*until))),
+            );
             if !into_removed.is_empty() {
                 return Err(reconcile_first(format!(
                     "refusing to remove what an apply cut short made without recording: {}",
                     into_removed.join(", ")
                 )));
             }
+            self.hold_back(&young);
             if check {
                 return Ok(adopted);
             }
@@ -134,26 +149,96 @@ impl Workspace<'_> {
                 }
             }
         }
-        if !check {
+        if young.is_empty() && !check {
             self.settle_cut()?;
         }
         Ok(adopted)
+    }
+
+    /// Reads the look-ups of `candidates` in a mirror: the data sources' values, by address.
+    /// A data source that fails saying it matched nothing (`profile::EMPTY_ERRORS`, the type's
+    /// `empty_errors`) matched nothing, and the others are read again without it; any other
+    /// failure is the look-up's (exit 19), naming it.
+    fn look_up(
+        &self,
+        candidates: &[lookup::Candidate],
+        profiles: &crate::profile::Profiles,
+        why: &str,
+    ) -> Result<BTreeMap<String, Value>> {
+        let mut empty: BTreeSet<usize> = BTreeSet::new();
+        loop {
+            if empty.len() == candidates.len() {
+                return Ok(BTreeMap::new());
+            }
+            let (doc, targets) = lookup::lookup_document(candidates, &empty);
+            let changes = ChangeSet::writing(vec![FileWrite { name: LOOKUP_FILE.into(), doc, perms: Perms::Private }]);
+            let mirror = super::mirror::build(&self.dir, &changes)?;
+            let plan = mirror.path().join(".infrakit-tf-lookup.plan");
+            let options = PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &targets };
+            match self.plan_in_mirror(mirror.path(), &changes, &[], options) {
+                Ok(_) => return self.terraform()?.in_dir(mirror.path()).show_plan_reads(&plan),
+                Err(e) if crate::exit::code_for(&e) == Code::TerraformFailed => {
+                    let errors = self.terraform()?.last_errors();
+                    let mut found_empty = Vec::new();
+                    for d in &errors {
+                        let which =
+                            d.address.as_deref().and_then(lookup::looked_up_by).filter(|i| *i < candidates.len());
+                        let rtype = which.and_then(|i| candidates[i].address.split_once('.')).map(|(t, _)| t);
+                        let text = format!("{}\n{}", d.summary, d.detail);
+                        match (which, rtype) {
+                            (Some(i), Some(rtype)) if lookup::says_empty(&text, &profiles.empty_errors(rtype)) => {
+                                found_empty.push(i);
+                            }
+                            _ => return Err(lookup_failed(candidates, which, why, e)),
+                        }
+                    }
+                    if found_empty.is_empty() {
+                        return Err(lookup_failed(candidates, None, why, e));
+                    }
+                    empty.extend(found_empty);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Holds `young` (address, file, when it settles) back from this run's applies: their
+    /// machines may exist, unlisted yet. Says so, and when the next look may conclude.
+    fn hold_back(&mut self, young: &[(String, String, u64)]) {
+        self.held_back = young.iter().map(|(address, _, _)| address.clone()).collect();
+        self.held_until = young.iter().map(|(_, _, until)| *until).max();
+        if let Some(until) = self.held_until {
+            let shown: Vec<&str> = young.iter().map(|(a, _, _)| a.as_str()).collect();
+            self.ctx.printer.warn(&format!(
+                "{} machine(s) that apply may have made are not listed yet ({}): they are not made again; the cloud's answer is believed from {} (the settle time), and the next run looks again",
+                shown.len(),
+                shown.join(", "),
+                utc_at(until)
+            ));
+        }
     }
 
     /// Why the machines of an apply that was cut short (or failed while creating) are still to
     /// be looked up, if they are: then a live file whose resources are not in the state may
     /// have its machine in the cloud.
     pub(crate) fn awaiting_lookup(&self) -> Option<&str> {
-        self.unsettled.as_deref()
+        self.unsettled.as_ref().map(|e| e.why.as_str())
+    }
+
+    /// The resources held back from this run's applies (see [`Workspace::find_unrecorded`]),
+    /// and when the cloud's answer about them is believed (ms).
+    pub(crate) fn held_back(&self) -> (&BTreeSet<String>, Option<u64>) {
+        (&self.held_back, self.held_until)
     }
 
     /// Refuses `what` while an apply that was cut short has not been looked up (exit 13): it
     /// would write import blocks of its own over the adoption's, or make again what the cut
     /// apply made. `reconcile` looks up and adopts first.
     pub(crate) fn refuse_while_unsettled(&self, what: &str) -> Result<()> {
-        let Some(why) = &self.unsettled else { return Ok(()) };
+        let Some(evidence) = &self.unsettled else { return Ok(()) };
         Err(reconcile_first(format!(
-            "refusing to {what}: an apply was cut short ({why}) and what it made has not been looked up yet"
+            "refusing to {what}: an apply was cut short ({}) and what it made has not been looked up yet",
+            evidence.why
         )))
     }
 
@@ -170,8 +255,32 @@ impl Workspace<'_> {
             }
         }
         self.unsettled = None;
+        self.held_back.clear();
+        self.held_until = None;
         Ok(())
     }
+}
+
+/// The look-up that failed (exit 19): which one (candidate `which`, when terraform said), why
+/// it ran (`why`, the evidence), and what to do.
+fn lookup_failed(candidates: &[lookup::Candidate], which: Option<usize>, why: &str, e: anyhow::Error) -> anyhow::Error {
+    let what = match which {
+        Some(i) => format!(
+            "`{}` (the look-up `{}` of {}, lookups.{})",
+            lookup::lookup_address(candidates, i),
+            candidates[i].data_source,
+            candidates[i].address,
+            rtype(&candidates[i].address)
+        ),
+        None => {
+            let by: BTreeSet<String> =
+                candidates.iter().map(|c| format!("`{}` (lookups.{})", c.data_source, rtype(&c.address))).collect();
+            format!("of the machines it may have made, by {},", by.into_iter().collect::<Vec<_>>().join(", "))
+        }
+    };
+    Failure::new(Code::LookupFailed, format!("an apply was cut short ({why}), and the look-up {what} failed: {e:#}"))
+        .hint("which machines that apply made is not known, so nothing was applied; fix the look-up (`lookups` in infrakit-tf.json: its `data_source`, `arguments`, `ids`), or, if its data source fails when nothing matches, add what it says to its `empty_errors`; then re-run")
+        .into()
 }
 
 /// A refusal (exit 13) until `reconcile` has looked up and adopted what a cut apply made.
@@ -179,6 +288,11 @@ fn reconcile_first(message: String) -> anyhow::Error {
     Failure::new(Code::StateLost, message)
         .hint("run `infrakit-tf reconcile` first (it adopts what that apply made), then this command again; nothing was changed")
         .into()
+}
+
+/// The resource type of `address` (`type.name`).
+fn rtype(address: &str) -> &str {
+    address.split_once('.').map_or(address, |(t, _)| t)
 }
 
 /// The refusal of a look-up that found what must not be guessed at (exit 13).

@@ -52,9 +52,10 @@ impl Workspace<'_> {
             }
         };
         // The evidence first: a run killed after the push still looks up what the apply made.
-        let why = self.unsettled.clone().unwrap_or_else(|| "terraform could not save its state".into());
+        let why =
+            self.unsettled.as_ref().map_or_else(|| "terraform could not save its state".into(), |e| e.why.clone());
         store.set_unsettled(Some(&why))?;
-        self.unsettled = Some(why);
+        self.unsettled = store.unsettled();
         if let Some(push) = &push {
             self.terraform()?.state_push(&file, *push == Push::Force)?;
         }

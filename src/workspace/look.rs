@@ -40,10 +40,26 @@ pub(crate) struct Look {
     pub(crate) plan: Plan,
     /// Listed resources the listings did not show: refreshed to confirm.
     pub(crate) unlisted: Vec<String>,
-    /// Whether a plan ran to confirm them (those the slice refreshed are confirmed already).
-    pub(crate) confirmed: bool,
-    /// Where the slice stopped.
+    /// Listed resources their listing showed.
+    pub(crate) shown: BTreeSet<String>,
+    /// Every address a refresh of this look read.
+    pub(crate) read: BTreeSet<String>,
+    /// What could not be read (a read throttled past its retries, a read that failed), and
+    /// why: kept as it is, unconfirmed; the next run reads it again.
+    pub(crate) unread: Vec<(String, String)>,
+    /// Terraform runs (plans) it took.
+    pub(crate) runs: u32,
+    /// Where the slice stopped; `None`: the slice was not read (a read failed), and the next
+    /// run reads it again.
     pub(crate) cursor: Option<String>,
+}
+
+/// A listing that could not be read: which (`what`), whether the cloud's error was transient
+/// (a throttled API: a full refresh would be throttled too), and terraform's error.
+pub(crate) struct ListingFailed {
+    pub(crate) what: String,
+    pub(crate) transient: bool,
+    pub(crate) error: anyhow::Error,
 }
 
 impl Workspace<'_> {
@@ -95,36 +111,114 @@ impl Workspace<'_> {
     }
 
     /// Lists, refreshes the slice and what no listing shows, and confirms what the listings
-    /// did not show (see the module doc). Writes nothing.
-    pub(crate) fn look(&self, presence: &Presence) -> Result<Look> {
+    /// did not show (see the module doc). Writes nothing. A read that fails (throttled past
+    /// its retries) never widens into more reads: what it was to read is `unread`, kept as it
+    /// is; a listing that fails saying it matched nothing (`profile::EMPTY_ERRORS`, the type's
+    /// `empty_errors`) listed nothing; one that fails otherwise is [`ListingFailed`].
+    pub(crate) fn look(&self, presence: &Presence) -> Result<Result<Look, ListingFailed>> {
         let files = self.live_docs();
-        let (doc, listings) = presence::listing_document(&presence.listings);
+        let profiles = self.ctx.profiles()?;
         let refreshed = presence.refreshed();
-        let targets: Vec<String> = refreshed.iter().cloned().chain(listings).collect();
-        let listing = FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private };
-        let (looked, reads) = self.targeted_plan(files.as_deref(), &targets, Some(listing))?;
+        let mut empty: BTreeSet<usize> = BTreeSet::new();
+        let mut unread: Vec<(String, String)> = Vec::new();
+        let mut runs = 0;
+        let reads = loop {
+            let listings: Vec<String> = (0..presence.listings.len())
+                .filter(|i| !empty.contains(i))
+                .map(|i| presence.listings[i].address(i))
+                .collect();
+            let reading = if unread.is_empty() { refreshed.as_slice() } else { &[] };
+            let targets: Vec<String> = reading.iter().cloned().chain(listings).collect();
+            if targets.is_empty() {
+                break (Plan::default(), BTreeMap::new());
+            }
+            let (doc, _) = presence::listing_document(&presence.listings, &empty);
+            let listing = FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private };
+            runs += 1;
+            let e = match self.targeted_plan(files.as_deref(), &targets, Some(listing)) {
+                Ok((plan, reads)) => break (plan, reads),
+                Err(e) if crate::exit::code_for(&e) == crate::exit::Code::TerraformFailed => e,
+                Err(e) => return Err(e),
+            };
+            let tf = self.terraform()?;
+            let errors = tf.last_errors();
+            let mut failed_reads = false;
+            let mut progress = false;
+            for d in &errors {
+                let text = format!("{}\n{}", d.summary, d.detail);
+                let which =
+                    d.address.as_deref().filter(|a| a.starts_with("data.")).and_then(presence::Listing::index_of);
+                match which.and_then(|i| Some((i, presence.listings.get(i)?))) {
+                    Some((i, l)) if crate::lookup::says_empty(&text, &profiles.empty_errors(&l.rtype)) => {
+                        progress |= empty.insert(i);
+                    }
+                    Some((_, l)) => {
+                        let what = format!("the listing `{}` of the {} machines", l.data_source, l.rtype);
+                        return Ok(Err(ListingFailed { what, transient: tf.is_transient(&text), error: e }));
+                    }
+                    None if d.address.is_some() && unread.is_empty() => failed_reads = true,
+                    None => {}
+                }
+            }
+            if failed_reads {
+                let why = format!("{e:#}");
+                unread = reading.iter().map(|a| (a.clone(), why.clone())).collect();
+                self.ctx.printer.warn(&format!(
+                    "the look's reads failed ({why}): the {} machine(s) it was to read are kept as they are, unconfirmed; the next run reads them again (nothing more is read now)",
+                    reading.len()
+                ));
+                progress = true;
+            }
+            if !progress {
+                let what = "the look-ups' listings".to_string();
+                let text = errors.iter().map(|d| format!("{}\n{}", d.summary, d.detail)).collect::<Vec<_>>().join("\n");
+                return Ok(Err(ListingFailed { what, transient: tf.is_transient(&text), error: e }));
+            }
+        };
+        let (looked, reads) = reads;
         let unlisted = presence.unlisted(&reads);
         for (data_source, n) in presence.blind(&unlisted) {
             self.ctx.printer.warn(&format!(
                 "the look-up `{data_source}` listed none of the {n} machines it should show: each was refreshed to confirm it exists (does the data source take `*` in a tag's value? were the tags changed?)"
             ));
         }
-        let confirm: Vec<String> = unlisted.iter().filter(|a| refreshed.binary_search(a).is_err()).cloned().collect();
-        let confirmed = if confirm.is_empty() {
-            None
-        } else {
+        let mut read: BTreeSet<String> =
+            if unread.is_empty() { refreshed.iter().cloned().collect() } else { BTreeSet::new() };
+        let confirm: Vec<String> = unlisted.iter().filter(|a| !read.contains(*a)).cloned().collect();
+        let mut confirmed = None;
+        if !confirm.is_empty() {
             self.ctx
                 .printer
                 .status(&format!("{} machine(s) the look-ups did not list: refreshing them to confirm", confirm.len()));
-            Some(self.targeted_plan(files.as_deref(), &confirm, None)?.0)
-        };
-        let was_confirmed = confirmed.is_some();
-        Ok(Look {
+            runs += 1;
+            match self.targeted_plan(files.as_deref(), &confirm, None) {
+                Ok((plan, _)) => {
+                    read.extend(confirm);
+                    confirmed = Some(plan);
+                }
+                // A throttled (or failed) confirmation keeps the machines: the next run reads
+                // them again. It never widens into a refresh of everything.
+                Err(e) if crate::exit::code_for(&e) == crate::exit::Code::TerraformFailed => {
+                    let why = format!("{e:#}");
+                    self.ctx.printer.warn(&format!(
+                        "the read that confirms {} failed ({why}): kept as they are, unconfirmed; the next run reads them again",
+                        confirm.join(", ")
+                    ));
+                    unread.extend(confirm.into_iter().map(|a| (a, why.clone())));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let slice_read = !unread.iter().any(|(a, _)| presence.slice.contains(a));
+        Ok(Ok(Look {
             plan: merge(None, looked, confirmed),
+            shown: presence.shown(&unlisted),
             unlisted,
-            confirmed: was_confirmed,
-            cursor: presence.cursor.clone(),
-        })
+            read,
+            unread,
+            runs,
+            cursor: if slice_read { presence.cursor.clone() } else { None },
+        }))
     }
 
     /// A refreshing plan of `targets` in a mirror holding the files they need (all of them

@@ -50,6 +50,7 @@ pub(crate) use self::changes::{
     ChangeSet, CommitMode, Committed, FileAction, FileChange, FileWrite, Outcome, TfSummary,
 };
 pub(crate) use self::look::{drifted, gone, merge};
+use crate::cloud_record::CloudRecord;
 use crate::context::Ctx;
 use crate::directory::{Directory, Instance};
 use crate::fsio::Perms;
@@ -73,9 +74,14 @@ pub(crate) struct Workspace<'a> {
     written_providers: BTreeSet<String>,
     /// The situation it was opened for (`open.rs`), and what it holds for it.
     role: Role<'a>,
-    /// Why an apply of this directory was cut short, until what it made is looked up (see
-    /// `workspace::adoption`); `None`: none was.
-    unsettled: Option<String>,
+    /// Why an apply of this directory was cut short, and when that was noted, until what it
+    /// made is looked up (see `workspace::adoption`); `None`: none was.
+    unsettled: Option<crate::lookup::Evidence>,
+    /// What a look-up did not find yet may not conclude absent (see
+    /// `Workspace::find_unrecorded`): held back from this run's applies.
+    held_back: BTreeSet<String>,
+    /// When the cloud's answer about `held_back` is believed (ms, the shared clock).
+    held_until: Option<u64>,
     /// The command changes nothing though it holds the lock (`reconcile --check`): a state
     /// terraform could not save is not pushed (`heal`), only refused.
     check_only: bool,
@@ -641,25 +647,141 @@ impl<'a> Workspace<'a> {
 
     /// Applies `what`. A try that failed after it began to create, with a transient error, is
     /// run again only after what it made has been looked up and adopted (the import blocks
-    /// the next try carries out; dropped once it has); then it is recorded.
+    /// the next try carries out; dropped once it has); then it is recorded. What a look-up
+    /// could not settle yet is held back (see [`Workspace::holding_back`]): the retry waits for
+    /// the settle time when that is no longer than `--settle-wait`, and otherwise applies the
+    /// rest, or, when nothing is left, fails as the try did.
     fn apply_adopting(&mut self, what: Apply<'_>) -> Result<Changes> {
         let tf = self.terraform()?.clone();
+        let held = self.holding_back(&what)?;
+        let what = match &held {
+            Some(targets) if targets.is_empty() => return Ok(Changes::default()),
+            Some(targets) => Apply::Targets(targets),
+            None => what,
+        };
         let mut adopted: Vec<String> = Vec::new();
         let applied = tf.apply_adopting(what, &mut || {
             self.note_cut()?;
             // The failed try was creating: its marker may not have been written (a full disk
             // keeps terraform's running record instead); this retry looks up all the same.
             if self.unsettled.is_none() {
-                self.unsettled = Some("terraform apply failed while creating".to_string());
+                let noted_ms = self.now_ms()?;
+                let why = "terraform apply failed while creating".to_string();
+                self.unsettled = Some(crate::lookup::Evidence { why, noted_ms });
             }
             adopted.extend(self.find_unrecorded(false, &[])?.into_iter().map(|a| a.address));
-            Ok(())
+            if let Some(wait) = self.settle_wait()? {
+                self.ctx.printer.status(&format!(
+                    "waiting {} for the cloud's answer to settle (--settle-wait), then looking again",
+                    crate::text::duration(wait)
+                ));
+                std::thread::sleep(wait);
+                adopted.extend(self.find_unrecorded(false, &[])?.into_iter().map(|a| a.address));
+            }
+            Ok(match self.holding_back(&what)? {
+                None => crate::terraform::Next::Same,
+                Some(targets) if targets.is_empty() => crate::terraform::Next::Nothing,
+                Some(targets) => crate::terraform::Next::Only(targets),
+            })
         });
-        let applied = self.recorded(applied)?;
+        let applied = self.recorded(applied);
+        // What it created, even if it failed after: when each machine was made.
+        let noted = self.note_created();
+        let applied = applied?;
+        noted?;
         if !adopted.is_empty() {
             self.imports_done(&adopted)?;
         }
         Ok(applied)
+    }
+
+    /// Records when the machines the last applies created were made (`cloud_record`): a read
+    /// that calls one gone before its settle time has passed is not believed.
+    fn note_created(&mut self) -> Result<()> {
+        let created = self.terraform()?.take_created();
+        if created.is_empty() {
+            return Ok(());
+        }
+        let at = self.now_ms()?;
+        let profiles = self.ctx.profiles()?;
+        let mut record = self.cloud_record();
+        record.note_created(&created, at, |t| profiles.settle(t));
+        self.write_cloud_record(&record)
+    }
+
+    /// The cloud record (`cloud_record`); one that cannot be read is a warning, and an empty
+    /// record (every "not found" is then believed, as before there was one).
+    pub(crate) fn cloud_record(&self) -> CloudRecord {
+        self.dir.cloud_record().unwrap_or_else(|why| {
+            self.ctx.printer.warn(&format!("{why}: it starts again"));
+            CloudRecord::default()
+        })
+    }
+
+    /// Writes the cloud record as the other records are written: all or nothing, in the store
+    /// first when there is one. Nothing when its bytes are those the directory holds, or when
+    /// it is empty and the directory has none.
+    pub(crate) fn write_cloud_record(&mut self, record: &CloudRecord) -> Result<()> {
+        let bytes = record.to_bytes();
+        let unchanged = match self.dir.bytes(names::CLOUD_RECORD) {
+            Ok(old) => old == bytes,
+            Err(_) => *record == CloudRecord::default(),
+        };
+        if unchanged {
+            return Ok(());
+        }
+        self.change(&[FileOp { name: names::CLOUD_RECORD.to_string(), after: Some((bytes, Perms::Public)) }])
+    }
+
+    /// How long to wait, before a retry, for what is held back to settle: `None` when nothing
+    /// is, or when the wait would be longer than `--settle-wait`.
+    fn settle_wait(&mut self) -> Result<Option<std::time::Duration>> {
+        let Some(until) = self.held_until else { return Ok(None) };
+        let now = self.now_ms()?;
+        let wait = std::time::Duration::from_millis(until.saturating_sub(now));
+        Ok((!wait.is_zero() && wait <= self.ctx.settle_wait).then_some(wait))
+    }
+
+    /// What an apply of `what` may touch while resources are held back (their machines may
+    /// exist, unlisted yet: see [`Workspace::find_unrecorded`]): its targets, or every
+    /// resource the live files declare or the state holds, without the held ones and what
+    /// refers to them (`lookup::holding_back`). `None` when nothing is held back: `what` as it
+    /// is. Empty: nothing is left to apply (said).
+    fn holding_back(&self, what: &Apply<'_>) -> Result<Option<Vec<String>>> {
+        if self.held_back.is_empty() || matches!(what, Apply::RefreshOnly(_)) {
+            return Ok(None);
+        }
+        let files: Vec<(String, Value)> = self
+            .dir
+            .managed()
+            .filter(|f| f.suffix == names::Suffix::Live)
+            .filter_map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
+            .collect();
+        let held = crate::lookup::holding_back(&files, &self.held_back);
+        let wanted: BTreeSet<String> = match what {
+            Apply::Targets(t) | Apply::Saved { targets: t, .. } if !t.is_empty() => t.iter().cloned().collect(),
+            // Everything: what the files declare, and what the state holds that they do not
+            // (to destroy).
+            _ => crate::lookup::declared(&files).into_iter().chain(self.state()?.into_keys()).collect(),
+        };
+        let targets: Vec<String> = wanted.into_iter().filter(|a| !held.contains(a)).collect();
+        let shown: Vec<&str> = held.iter().map(String::as_str).collect();
+        self.ctx.printer.detail(&format!(
+            "applying {} resource(s) only: {} wait(s) for the cloud to list what an earlier apply may have made ({})",
+            targets.len(),
+            held.len(),
+            shown.join(", ")
+        ));
+        Ok(Some(targets))
+    }
+
+    /// The clock that times the evidence and the machines' creations: the store's when there
+    /// is one (every host reads the same), else this host's. In milliseconds since the epoch.
+    pub(crate) fn now_ms(&mut self) -> Result<u64> {
+        match self.role.store() {
+            Some(store) => store.now_ms(),
+            None => Ok(crate::process::now_ms()),
+        }
     }
 
     /// Plans the directory as it would be after `changes` and promotion, in a mirror: nothing

@@ -55,6 +55,8 @@ impl<'a> Workspace<'a> {
             written_providers: BTreeSet::new(),
             role,
             unsettled: None,
+            held_back: BTreeSet::new(),
+            held_until: None,
             check_only: false,
         })
     }
@@ -78,7 +80,7 @@ impl<'a> Workspace<'a> {
                     init::record(&ctx.dir, &BTreeSet::new())?;
                 }
                 let (tmp, view) = view::store(&mut store, &ctx.dir, &ctx.printer)?;
-                unsettled = store.unsettled().map(str::to_string);
+                unsettled = store.unsettled();
                 (view, Some(tmp))
             }
             None => {
@@ -101,6 +103,8 @@ impl<'a> Workspace<'a> {
             written_providers: BTreeSet::new(),
             role: Role::Reader { store: config, _view_dir: view_dir },
             unsettled,
+            held_back: BTreeSet::new(),
+            held_until: None,
             check_only: false,
         })
     }

@@ -23,6 +23,7 @@ mod groups;
 mod hardening;
 mod heal;
 mod import;
+mod lag;
 mod layers;
 mod lock;
 mod lost;

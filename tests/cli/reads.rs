@@ -387,7 +387,7 @@ fn a_look_up_that_cannot_list_makes_a_run_refresh_everything() {
         json!({"data_source": "fakecloud_instancez", "arguments": {"tags": "{{tags}}"}, "ids": "ids", "tags": "tags"});
     c.s.write("infrakit-tf.json", &config.to_string());
     let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
-    assert!(run.stderr.contains("the look-ups could not list"), "{}", run.stderr);
+    assert!(run.stderr.contains("could not be read, so this run refreshes everything"), "{}", run.stderr);
     assert_eq!(run.json()["reads"]["full_refresh"], true);
 }
 

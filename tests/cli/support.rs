@@ -14,7 +14,9 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_infrakit-tf");
 /// The binary under test with a clean environment: no `INFRAKIT_TF_*` variable but the
 /// terraform under test (`.ci/test` runs the suite once per terraform) as
 /// `INFRAKIT_TF_TERRAFORM`, and `cli_config` (an existing, empty file, so that terraform prints
-/// no warning about a missing one) as terraform's CLI configuration.
+/// no warning about a missing one) as terraform's CLI configuration. The test providers answer
+/// at once and truthfully, so the cloud's answers are trusted at once (`INFRAKIT_TF_SETTLE=0s`);
+/// the tests of a cloud that lags (`lag.rs`) set a settle time of their own.
 #[allow(clippy::disallowed_methods)] // tests spawn the binary under test
 pub fn command(cli_config: &Path) -> Command {
     let mut cmd = Command::new(BIN);
@@ -27,6 +29,7 @@ pub fn command(cli_config: &Path) -> Command {
         cmd.env("INFRAKIT_TF_TERRAFORM", tf);
     }
     cmd.env("TF_CLI_CONFIG_FILE", cli_config);
+    cmd.env("INFRAKIT_TF_SETTLE", "0s");
     cmd
 }
 

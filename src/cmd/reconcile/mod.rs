@@ -35,6 +35,7 @@
 //! not saved, and exits 10 when anything is pending: drift, changes, queued files, or a repair
 //! the health record calls for (it runs no check).
 
+mod absence;
 mod groups;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +45,7 @@ use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 
+use self::absence::{Reading, Unconfirmed};
 use self::groups::{Group, GroupReport, Replaced};
 use crate::cli::{Reason, ReconcileArgs};
 use crate::cmd::drain::Draining;
@@ -104,6 +106,11 @@ struct Report {
     /// settling (what it finds is `adopted`, and pending); after a run, when its own apply
     /// failed while creating. `null`: nothing awaits.
     lookup_pending: Option<String>,
+    /// Machines kept as they are because the cloud's answer about them is not believed yet
+    /// (a read that called one gone too early, or that its listing contradicts), could not be
+    /// read, or may exist unlisted (an apply that failed or was cut short may have made them):
+    /// nothing prunes, forgets or makes them again until a later run knows.
+    unconfirmed: Vec<Unconfirmed>,
 }
 
 /// What a run read from the cloud (README "What a reconcile reads").
@@ -124,6 +131,9 @@ struct Reads {
     /// Whether the whole configuration was planned (without refreshing): the configuration or
     /// the state changed since the last whole plan that found nothing to do.
     whole_plan: bool,
+    /// The most cloud reads this run could take: `(retries + 1) × (2 + slice + unlisted)`
+    /// (`slice`: the listed machines the slice refreshes); `null` with a full refresh.
+    bound: Option<u64>,
 }
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
@@ -162,12 +172,18 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         HealthRecord::default()
     };
     let failure = if args.check {
-        check(&ws, &groups, &instances, &record, &mut report)?;
+        check(&mut ws, (&profiles, &ctx.printer), &groups, &instances, &record, &mut report)?;
         None
     } else {
         let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups, record: &record };
         let failure = run.converge(&mut ws, &instances, &mut report)?;
         report.lookup_pending = ws.awaiting_lookup().map(str::to_string);
+        // What an apply's retry held back meanwhile (its look-up could not settle it yet).
+        for held in absence::held_and_unread(&ws, &[]) {
+            if !report.unconfirmed.iter().any(|u| u.address == held.address) {
+                report.unconfirmed.push(held);
+            }
+        }
         failure
     };
     report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
@@ -217,14 +233,20 @@ fn adopt_first(ws: &mut Workspace<'_>, printer: &Printer, report: &mut Report) -
 /// `--check`: plans the would-be directory (queue promoted) in a mirror, with a refresh that
 /// is not saved, and decides the groups from it; changes nothing.
 fn check(
-    ws: &Workspace<'_>,
+    ws: &mut Workspace<'_>,
+    (profiles, printer): (&Profiles, &Printer),
     groups: &[Group],
     instances: &[Instance],
     record: &HealthRecord,
     report: &mut Report,
 ) -> Result<()> {
     report.promoted = ws.dir().queued().map(str::to_string).collect();
-    let plan = ws.plan_after(&ChangeSet::default(), true)?;
+    let at = ws.now_ms()?;
+    let mut plan = ws.plan_after(&ChangeSet::default(), true)?;
+    // What a run would not believe gone yet is not pending either: the run would keep it.
+    let reading = Reading { shown: &BTreeSet::new(), read: None, at };
+    report.unconfirmed = absence::weigh(ws, &mut plan, &reading, profiles, printer, true)?;
+    report.unconfirmed.extend(absence::held_and_unread(ws, &[]));
     report.terraform_runs = 1;
     report.reads.full_refresh = true;
     fill_plan(report, &plan);
@@ -311,30 +333,37 @@ impl Run<'_> {
 
         // A refresh that found objects gone is saved by applying its plan, even one with no
         // changes: otherwise every later run finds the same drift and `--check` never says 0.
+        // After a look, or when machines are kept unconfirmed (a refresh would drop them from
+        // the state, and the apply make them again), what the reads found is settled first
+        // (`settle_look`), and the configuration applied without refreshing: nothing is read
+        // twice.
         let plan = seen.plan();
+        let careful = matches!(seen, Seen::Looked { .. }) || !report.unconfirmed.is_empty();
+        let work = !report.pruned.is_empty() || scaling || !plan.drift.is_empty() || plan.has_changes;
         let what = match &seen {
-            Seen::Refreshed(_) if !report.pruned.is_empty() || !plan.drift.is_empty() && scaling => {
+            Seen::Refreshed(_) if !careful && (!report.pruned.is_empty() || !plan.drift.is_empty() && scaling) => {
                 Some(Apply::Configuration { refresh: true })
             }
             // The plan just refreshed every object and found nothing changed outside
             // Terraform: a second refresh would only double the cost on a large group.
-            Seen::Refreshed(_) if scaling => Some(Apply::Configuration { refresh: false }),
-            Seen::Refreshed(saved) if plan.has_changes || !plan.drift.is_empty() => Some(saved.to_apply()),
-            // After a look, what it found is settled first (`settle_look`): nothing is read twice.
+            Seen::Refreshed(_) if !careful && scaling => Some(Apply::Configuration { refresh: false }),
+            Seen::Refreshed(saved) if !careful && (plan.has_changes || !plan.drift.is_empty()) => {
+                Some(saved.to_apply())
+            }
             Seen::Looked { whole: Some(whole), .. }
                 if report.pruned.is_empty() && !scaling && plan.drift.is_empty() && plan.has_changes =>
             {
                 Some(whole.to_apply())
             }
-            Seen::Looked { .. }
-                if !report.pruned.is_empty() || scaling || !plan.drift.is_empty() || plan.has_changes =>
-            {
-                Some(Apply::Configuration { refresh: false })
-            }
+            _ if careful && work => Some(Apply::Configuration { refresh: false }),
             _ => None,
         };
         let settled_and_applied = |ws: &mut Workspace<'_>, report: &mut Report, what| {
-            if let Seen::Looked { deposed, .. } = &seen {
+            if careful {
+                let deposed = match &seen {
+                    Seen::Looked { deposed, .. } => deposed.as_slice(),
+                    Seen::Refreshed(_) => &[],
+                };
                 self.settle_look(ws, plan, deposed, report)?;
             }
             ws.apply(what)
@@ -366,8 +395,10 @@ impl Run<'_> {
         }
         if let Seen::Looked { digest, cursor, whole, .. } = &seen {
             // The slice was read and what the look found is settled: the next run, on any
-            // host, goes on after it.
-            ws.write_refresh_record(&RefreshRecord { cursor: cursor.clone() })?;
+            // host, goes on after it (a slice that could not be read is read again).
+            if cursor.is_some() {
+                ws.write_refresh_record(&RefreshRecord { cursor: cursor.clone() })?;
+            }
             if what.is_none() && whole.is_some() {
                 ws.note_planned(digest)?;
             }
@@ -416,7 +447,9 @@ impl Run<'_> {
         // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
         let importing = ws.settle_imports()?;
         ws.init_if_needed(&ws.providers(instances))?;
+        let read_at = ws.now_ms()?;
         let mut seen = self.look(ws, report)?;
+        report.unconfirmed = seen.weigh(ws, read_at, self.profiles, &self.ctx.printer, false)?;
         fill_plan(report, seen.plan());
 
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
@@ -483,7 +516,9 @@ impl Run<'_> {
     }
 
     /// Looks at the cloud (see the module doc): a look when a look-up lists machines of the
-    /// directory, else (or `--full-refresh`) a refreshing plan of everything, saved.
+    /// directory, else (or `--full-refresh`) a refreshing plan of everything, saved. A listing
+    /// the cloud throttles fails the run (a full refresh would be throttled too, and cost
+    /// more); one that fails otherwise (a mistake in `lookups`) makes it refresh everything.
     fn look(&self, ws: &mut Workspace<'_>, report: &mut Report) -> Result<Seen> {
         let slice = Slice { of: self.args.refresh_slice };
         let listed = if self.args.full_refresh { None } else { ws.presence(slice)? };
@@ -499,23 +534,42 @@ impl Run<'_> {
         let whole = if ws.planned_before(&digest) { None } else { Some(ws.plan_unrefreshed()?) };
         report.reads.whole_plan = whole.is_some();
         report.terraform_runs += u32::from(whole.is_some());
-        let look = match ws.look(&presence) {
+        let look = match ws.look(&presence)? {
             Ok(look) => look,
-            // A look-up that cannot list (a mistake in `lookups`, a data source that fails on
-            // an empty group) must not stop cron: this run refreshes everything, as before.
-            Err(e) if crate::exit::code_for(&e) == Code::TerraformFailed => {
+            Err(failed) if failed.transient => {
+                return Err(Failure::new(
+                    Code::TerraformFailed,
+                    format!("{} failed: {:#}", failed.what, failed.error),
+                )
+                .hint("the cloud refused the listing for now (throttled, or briefly away); nothing was pruned or applied, and nothing more was read (a full refresh would be refused too): the next run looks again")
+                .into());
+            }
+            // A look-up that cannot list (a mistake in `lookups`) must not stop cron: this run
+            // refreshes everything, as before.
+            Err(failed) => {
                 self.ctx.printer.warn(&format!(
-                    "the look-ups could not list this directory's machines, so this run refreshes everything (check `lookups` in infrakit-tf.json): {e:#}"
+                    "{} could not be read, so this run refreshes everything (check `lookups` in infrakit-tf.json): {:#}",
+                    failed.what, failed.error
                 ));
                 report.terraform_runs += 1;
                 return refresh_all(ws, report);
             }
-            Err(e) => return Err(e),
         };
-        report.terraform_runs += 1 + u32::from(look.confirmed);
+        report.terraform_runs += look.runs;
         report.reads.unlisted = look.unlisted.clone();
+        let tries = u64::from(ws.terraform()?.retries()) + 1;
+        report.reads.bound = Some(tries * (2 + presence.slice.len() as u64 + look.unlisted.len() as u64));
         let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
-        Ok(Seen::Looked { plan, whole, digest, cursor: look.cursor, deposed: presence.deposed })
+        Ok(Seen::Looked {
+            plan,
+            whole,
+            digest,
+            cursor: look.cursor,
+            deposed: presence.deposed,
+            shown: look.shown,
+            read: look.read,
+            unread: look.unread,
+        })
     }
 
     /// After a look, before the configuration applies without refreshing: the objects it
@@ -870,6 +924,7 @@ impl Run<'_> {
 }
 
 /// What a run saw of the cloud and the configuration before deciding.
+#[expect(clippy::large_enum_variant, reason = "one per run: boxing the larger variant saves nothing")]
 enum Seen {
     /// Every resource refreshed: the saved refreshing plan.
     Refreshed(SavedPlan),
@@ -877,7 +932,18 @@ enum Seen {
     /// refreshed) when one ran; the state document it looked at, and where its slice stopped.
     /// `digest`: what the whole plan planned (`Workspace::digest`); `deposed`: the resources
     /// holding a deposed object, which are not forgotten (that would forget the object).
-    Looked { plan: Plan, whole: Option<SavedPlan>, digest: String, cursor: Option<String>, deposed: Vec<String> },
+    /// `shown`: the listed machines their listing showed; `read`: every address a refresh
+    /// read; `unread`: what could not be read, and why.
+    Looked {
+        plan: Plan,
+        whole: Option<SavedPlan>,
+        digest: String,
+        cursor: Option<String>,
+        deposed: Vec<String>,
+        shown: BTreeSet<String>,
+        read: BTreeSet<String>,
+        unread: Vec<(String, String)>,
+    },
 }
 
 impl Seen {
@@ -886,6 +952,29 @@ impl Seen {
             Seen::Refreshed(saved) => &saved.plan,
             Seen::Looked { plan, .. } => plan,
         }
+    }
+
+    /// Weighs what the run's reads (begun at `at`) found gone (`absence::weigh`): what is not
+    /// believed leaves the plan. With what the run held back or could not read, the machines
+    /// it leaves unconfirmed.
+    fn weigh(
+        &mut self,
+        ws: &mut Workspace<'_>,
+        at: u64,
+        profiles: &Profiles,
+        printer: &Printer,
+        check: bool,
+    ) -> Result<Vec<Unconfirmed>> {
+        let none = BTreeSet::new();
+        let (plan, reading, unread) = match self {
+            Seen::Refreshed(saved) => (&mut saved.plan, Reading { shown: &none, read: None, at }, &[][..]),
+            Seen::Looked { plan, shown, read, unread, .. } => {
+                (plan, Reading { shown: &*shown, read: Some(&*read), at }, unread.as_slice())
+            }
+        };
+        let mut unconfirmed = absence::weigh(ws, plan, &reading, profiles, printer, check)?;
+        unconfirmed.extend(absence::held_and_unread(ws, unread));
+        Ok(unconfirmed)
     }
 
     /// After a look that skipped the whole plan: plans the whole configuration (without
@@ -1029,10 +1118,12 @@ fn line(r: &Report) -> String {
         )
     };
     let adopted = if r.adopted.is_empty() || r.check { String::new() } else { format!(" adopted={}", r.adopted.len()) };
+    let unconfirmed =
+        if r.unconfirmed.is_empty() { String::new() } else { format!(" unconfirmed={}", r.unconfirmed.len()) };
     let retries = if r.retries == 0 { String::new() } else { format!(" retries={}", r.retries) };
     let now = utc_now();
     let mut out = format!(
-        "{now} {head}: {what}{adopted} terraform_runs={}{retries} refreshed={} lists={} in {:.2}s",
+        "{now} {head}: {what}{adopted}{unconfirmed} terraform_runs={}{retries} refreshed={} lists={} in {:.2}s",
         r.terraform_runs, r.reads.refreshed, r.reads.lists, r.duration_seconds
     );
     for g in &r.groups {
@@ -1054,6 +1145,13 @@ fn table(r: &Report) -> Table {
     }
     if let Some(why) = &r.lookup_pending {
         t.add_row(["lookup pending".to_string(), why.clone()]);
+    }
+    if !r.unconfirmed.is_empty() {
+        let rows = r.unconfirmed.iter().map(|u| match &u.until {
+            Some(until) => format!("{} ({}; believed from {until})", u.address, u.why),
+            None => format!("{} ({})", u.address, u.why),
+        });
+        t.add_row(["unconfirmed".to_string(), list(rows.collect())]);
     }
     if r.check {
         t.add_row([

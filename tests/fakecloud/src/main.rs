@@ -22,6 +22,19 @@
 //!   data source's listing) sleeps that many ms first, as a cloud API answers after a round trip.
 //! - `<dir>/list-lag-ms` file: the data sources do not list an object written less than that
 //!   many ms ago, as a cloud's list API lags behind its creates (eventual consistency).
+//! - `<dir>/read-lag-ms` file: a resource's read (a refresh) answers "not found" for an object
+//!   written less than that many ms ago, as EC2's describe by ID can answer
+//!   `InvalidInstanceID.NotFound` right after a create (eventual consistency): terraform then
+//!   drops it from its state, as the AWS provider does.
+//! - `<dir>/list-drop` file: IDs, one per line, that the data sources never list (a listing
+//!   that misses a machine); `<dir>/list-ghosts`: IDs they always list, whatever exists (a
+//!   listing that keeps showing a deleted machine).
+//! - `<dir>/throttle-lists` and `<dir>/throttle-reads` files hold N > 0: this listing (or
+//!   resource read) fails as a throttled API's does (`RequestLimitExceeded: Request limit
+//!   exceeded.`) and N goes down by one. `<dir>/throttle-ids`: IDs, one per line, whose every
+//!   read is throttled.
+//! - `<dir>/empty-fails` file exists: a data source that matches nothing fails (`no matching
+//!   instances found`), as some real data sources do instead of returning nothing.
 //! - `<dir>/calls` file exists: every call served that reaches the cloud appends one line to it,
 //!   `<verb> <type> [<id>]` (`read`, `list`, `create`, `update`, `delete`, `import`; the ID of
 //!   the object read, updated or deleted), so a test or a
@@ -141,12 +154,13 @@ fn random_u32() -> u32 {
     hasher.finish() as u32
 }
 
-/// Whether this create is throttled (`throttle-creates`), counting it: then how many more
-/// will be. One process at a time takes a count (a lock file held while it reads and writes).
-fn throttled(dir: &Path) -> Option<u64> {
+/// Whether this call is throttled (the count in the file `knob`: `throttle-creates`,
+/// `throttle-lists`, `throttle-reads`), counting it: then how many more will be. One call of
+/// this process at a time takes a count.
+fn throttled(dir: &Path, knob: &str) -> Option<u64> {
     static IN_PROCESS: Mutex<()> = Mutex::new(());
     let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-    let path = dir.join("throttle-creates");
+    let path = dir.join(knob);
     let n: u64 = std::fs::read_to_string(&path).ok()?.trim().parse().ok()?;
     if n == 0 {
         return None;
@@ -176,6 +190,35 @@ fn lost(dir: &Path) -> Option<String> {
         }
         _ => "read tcp 127.0.0.1:40022->127.0.0.1:443: read: connection reset by peer".to_string(),
     })
+}
+
+/// The IDs listed in the file `name` of the cloud directory, one per line (none without it).
+fn ids_in(dir: &Path, name: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// What a throttled read or listing answers, as EC2 does.
+fn throttle_error(diags: &mut Diagnostics, what: &str) {
+    diags.root_error(
+        format!("fakecloud: {what} failed"),
+        "RequestLimitExceeded: Request limit exceeded. (status code: 503)".to_string(),
+    );
+}
+
+/// Whether the object `id` was written less than `lag` ago (its file's modification time).
+fn younger_than(dir: &Path, id: &str, lag: Duration) -> bool {
+    !lag.is_zero()
+        && std::fs::metadata(object_path(dir, id))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|w| w.elapsed().ok())
+            .is_none_or(|age| age < lag)
 }
 
 /// The create delay: the `delay-ms` file wins over the env var, so a test can change it
@@ -379,6 +422,19 @@ impl<K: Kind> Resource for FileResource<K> {
             diags.root_error_short(e);
             return None;
         }
+        if ids_in(&dir, "throttle-ids").contains(&id) || throttled(&dir, "throttle-reads").is_some() {
+            throttle_error(diags, &format!("reading {id}"));
+            return None;
+        }
+        match knob(&dir, "read-lag-ms", None) {
+            // Not yet visible to a describe by ID: "not found", which terraform takes as gone.
+            Ok(lag) if younger_than(&dir, &id, lag) => return None,
+            Ok(_) => {}
+            Err(e) => {
+                diags.root_error_short(e);
+                return None;
+            }
+        }
         match load::<K>(&dir, &id) {
             // The file is the truth: out-of-band edits show up as drift.
             Ok(Some(obj)) => Some((obj, private)),
@@ -443,7 +499,7 @@ impl<K: Kind> Resource for FileResource<K> {
                 return None;
             }
         }
-        if let Some(left) = throttled(&dir) {
+        if let Some(left) = throttled(&dir, "throttle-creates") {
             let detail = format!("ThrottlingException: Rate exceeded (status code: 400; {left} more throttled)");
             diags.root_error("fakecloud: creating the object failed", detail);
             return None;
@@ -593,6 +649,10 @@ impl<K: Kind> tf_provider::DataSource for Lookup<K> {
             diags.root_error_short(e);
             return None;
         }
+        if throttled(&dir, "throttle-lists").is_some() {
+            throttle_error(diags, &format!("listing {}s", K::TYPE));
+            return None;
+        }
         let wanted: BTreeMap<String, String> = match &config.tags {
             Value::Value(tags) => {
                 tags.iter().filter_map(|(k, v)| v.as_ref_option().map(|v| (k.clone(), v.clone()))).collect()
@@ -606,7 +666,9 @@ impl<K: Kind> tf_provider::DataSource for Lookup<K> {
                 return None;
             }
         };
-        let mut ids = Vec::new();
+        let dropped = ids_in(&dir, "list-drop");
+        let mut ids: Vec<String> =
+            ids_in(&dir, "list-ghosts").into_iter().filter(|id| id.starts_with(K::ID_PREFIX)).collect();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) => {
@@ -617,8 +679,7 @@ impl<K: Kind> tf_provider::DataSource for Lookup<K> {
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some(id) = name.strip_suffix(".json").filter(|n| !n.starts_with('.')) else { continue };
-            let written = entry.metadata().and_then(|m| m.modified()).ok();
-            if !lag.is_zero() && written.and_then(|w| w.elapsed().ok()).is_none_or(|age| age < lag) {
+            if younger_than(&dir, id, lag) || dropped.iter().any(|d| d == id) {
                 continue;
             }
             // Objects of the other kind are not ours to list.
@@ -634,6 +695,11 @@ impl<K: Kind> tf_provider::DataSource for Lookup<K> {
             }
         }
         ids.sort();
+        ids.dedup();
+        if ids.is_empty() && dir.join("empty-fails").exists() {
+            diags.root_error("fakecloud: no matching instances found", "try a different search".to_string());
+            return None;
+        }
         config.ids = Value::Value(ids.into_iter().map(Value::Value).collect());
         Some(config)
     }

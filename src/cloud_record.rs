@@ -1,0 +1,262 @@
+//! The cloud record: what the cloud answered that a later run must weigh before it believes a
+//! "not there" (README "A cloud that lags"). A cloud is eventually consistent: a describe by ID
+//! can answer "not found" for a machine created a moment ago, and a listing by tags can miss it
+//! or keep showing one that is gone. So:
+//!
+//! - **when each machine was created** ([`CloudRecord::created`]), while that is more recent
+//!   than its type's settle time: a read that calls it gone before then is not believed;
+//! - **when a read first called a machine gone while its listing still showed it**
+//!   ([`CloudRecord::gone`]): the listing and the read disagree, and the machine is kept until
+//!   a read and the listing agree, or two reads at least the settle time apart do;
+//! - **strays** ([`CloudRecord::strays`]): machines a listing showed with this directory's tags
+//!   that no state holds, each read once to learn its tags, then remembered.
+//!
+//! One file of the directory, [`crate::names::CLOUD_RECORD`], written all or nothing with the
+//! other records (with a store, in the store: every host weighs the same answers). Times are
+//! milliseconds since the epoch by the clock the hosts share (the store's; without one, this
+//! host's). Pure: bytes in, bytes out, and the decisions ([`CloudRecord::weigh`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A machine as one answer saw it: its cloud ID, and when (ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sighting {
+    pub id: String,
+    pub at: u64,
+}
+
+/// What a stray is to this directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StrayKind {
+    /// Its tags name a resource of this directory that has a machine already: a twin (a lost
+    /// answer made it twice) or a leak. `sweep-orphans --strays` destroys it.
+    Twin,
+    /// Its tags name a resource of this directory that has no machine: it is adopted.
+    Adoptable,
+    /// Its tags name one of this directory's groups but no file here (another directory's,
+    /// perhaps): reported, never destroyed.
+    Unknown,
+}
+
+/// A machine a listing showed with this directory's tags, in no state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stray {
+    /// Its resource type.
+    #[serde(rename = "type")]
+    pub rtype: String,
+    pub kind: StrayKind,
+    /// The tags that say whose it is (`infrakit.instance.name`, `infrakit.slot`,
+    /// `infrakit.global`, `infrakit.group`, `infrakit.resource`), as it carries them.
+    pub tags: BTreeMap<String, String>,
+    /// The managed file its tags name, if it is one of this directory's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The address its tags name, where that is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// When a listing first showed it (ms).
+    pub first_seen: u64,
+}
+
+/// The whole record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudRecord {
+    /// By address: the machine an apply created there, and when the apply ended.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub created: BTreeMap<String, Sighting>,
+    /// By address: the machine a read called gone while its listing showed it, and when that
+    /// read began.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gone: BTreeMap<String, Sighting>,
+    /// By cloud ID.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub strays: BTreeMap<String, Stray>,
+}
+
+/// One object a refresh found gone (`resource_drift` delete), as [`CloudRecord::weigh`] needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoneRead {
+    pub address: String,
+    /// The ID the state had for it.
+    pub id: String,
+    /// Whether its listing showed that ID in the same run.
+    pub listed: bool,
+}
+
+/// What to do with an object a read called gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Absence {
+    /// Believed: it is gone.
+    Prune,
+    /// Not believed yet: kept, unconfirmed; `until` (ms): when the answer may be believed.
+    Keep { why: String, until: u64 },
+}
+
+impl CloudRecord {
+    /// Reads the record's bytes; one that cannot be read is an error the caller reports (and
+    /// starts afresh from: a "not found" is then believed as before this record).
+    pub fn parse(bytes: &[u8]) -> Result<CloudRecord, String> {
+        serde_json::from_slice(bytes).map_err(|e| format!("the cloud record is not valid: {e}"))
+    }
+
+    /// Deterministic bytes (sorted keys, pretty JSON, a trailing newline).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("a record of strings and numbers serialises");
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// Notes that an apply that ended at `at` created `created` (address, ID), for the types
+    /// whose settle time is not zero; and forgets the creations older than their settle time,
+    /// which no read can be too early for any more.
+    pub fn note_created(&mut self, created: &[(String, String)], at: u64, settle: impl Fn(&str) -> Duration) {
+        for (address, id) in created {
+            if !settle(rtype(address)).is_zero() {
+                self.created.insert(address.clone(), Sighting { id: id.clone(), at });
+                self.gone.remove(address);
+            }
+        }
+        self.created.retain(|address, s| at < s.at.saturating_add(ms(settle(rtype(address)))));
+    }
+
+    /// Decides, for each object a refresh that began at `read_at` found gone, whether that is
+    /// believed (see the module doc), noting the first read that the listing contradicts. A
+    /// settle time of zero believes every read. `refreshed`: every address the run read; the
+    /// `gone` entries of those it found present, and of addresses no longer `in_state`, are
+    /// forgotten.
+    pub fn weigh(
+        &mut self,
+        reads: &[GoneRead],
+        refreshed: &BTreeSet<String>,
+        in_state: &BTreeSet<String>,
+        read_at: u64,
+        settle: impl Fn(&str) -> Duration,
+    ) -> Vec<(String, Absence)> {
+        let gone: BTreeSet<&str> = reads.iter().map(|r| r.address.as_str()).collect();
+        self.gone.retain(|a, _| in_state.contains(a) && (gone.contains(a.as_str()) || !refreshed.contains(a)));
+        let mut out = Vec::new();
+        for r in reads {
+            let settle = ms(settle(rtype(&r.address)));
+            let created = self.created.get(&r.address).filter(|c| c.id == r.id).map(|c| c.at);
+            let absence = if settle == 0 {
+                Absence::Prune
+            } else if r.listed {
+                let first = self.gone.get(&r.address).filter(|g| g.id == r.id).map_or(read_at, |g| g.at);
+                if read_at >= first.saturating_add(settle) {
+                    Absence::Prune
+                } else {
+                    self.gone.insert(r.address.clone(), Sighting { id: r.id.clone(), at: first });
+                    Absence::Keep {
+                        why: "its listing shows it, but a read said it is gone".into(),
+                        until: first.saturating_add(settle),
+                    }
+                }
+            } else {
+                match created.filter(|at| read_at < at.saturating_add(settle)) {
+                    Some(at) => {
+                        self.gone.insert(r.address.clone(), Sighting { id: r.id.clone(), at: read_at });
+                        Absence::Keep {
+                            why: "created less than its settle time ago, and a read said it is gone".into(),
+                            until: at.saturating_add(settle),
+                        }
+                    }
+                    None => Absence::Prune,
+                }
+            };
+            if absence == Absence::Prune {
+                self.gone.remove(&r.address);
+                self.created.remove(&r.address);
+            }
+            out.push((r.address.clone(), absence));
+        }
+        out
+    }
+}
+
+/// The resource type of `address` (`type.name`).
+fn rtype(address: &str) -> &str {
+    address.split_once('.').map_or(address, |(t, _)| t)
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(120);
+
+    fn read(address: &str, id: &str, listed: bool) -> GoneRead {
+        GoneRead { address: address.into(), id: id.into(), listed }
+    }
+
+    fn all(addresses: &[&str]) -> BTreeSet<String> {
+        addresses.iter().map(|a| a.to_string()).collect()
+    }
+
+    // A machine created a moment ago that a read calls gone is kept until its settle time has
+    // passed; then the same answer is believed. One created long ago (or before the record)
+    // is believed at once.
+    #[test]
+    fn a_young_machine_is_not_pruned_on_a_read_that_is_too_early() {
+        let mut r = CloudRecord::default();
+        r.note_created(&[("vm.a".into(), "i-1".into())], 1_000_000, |_| S);
+        let state = all(&["vm.a", "vm.b"]);
+        let reads = [read("vm.a", "i-1", false), read("vm.b", "i-2", false)];
+        let v = r.weigh(&reads, &state, &state, 1_005_000, |_| S);
+        assert!(matches!(v[0].1, Absence::Keep { until: 1_120_000, .. }), "{v:?}");
+        assert_eq!(v[1].1, Absence::Prune, "no creation on record: believed");
+        let v = r.weigh(&reads[..1], &state, &state, 1_120_000, |_| S);
+        assert_eq!(v[0].1, Absence::Prune);
+        assert!(r.gone.is_empty() && r.created.is_empty());
+        // A machine of the same address made since (another ID) is not the young one.
+        let mut r = CloudRecord::default();
+        r.note_created(&[("vm.a".into(), "i-9".into())], 1_000_000, |_| S);
+        assert_eq!(r.weigh(&reads[..1], &state, &state, 1_005_000, |_| S)[0].1, Absence::Prune);
+    }
+
+    // The listing shows it, a read calls it gone: kept, whatever its age, until a read at
+    // least the settle time after the first agrees.
+    #[test]
+    fn when_the_listing_and_a_read_disagree_the_machine_is_kept_until_two_reads_settle_apart() {
+        let mut r = CloudRecord::default();
+        let state = all(&["vm.a"]);
+        let reads = [read("vm.a", "i-1", true)];
+        let keep = |v: Vec<(String, Absence)>| matches!(v[0].1, Absence::Keep { until: 1_120_000, .. });
+        assert!(keep(r.weigh(&reads, &state, &state, 1_000_000, |_| S)));
+        assert_eq!(r.gone["vm.a"], Sighting { id: "i-1".into(), at: 1_000_000 });
+        assert!(keep(r.weigh(&reads, &state, &state, 1_060_000, |_| S)), "the first read is kept");
+        assert_eq!(r.weigh(&reads, &state, &state, 1_120_000, |_| S)[0].1, Absence::Prune);
+        assert!(r.gone.is_empty());
+        // A read that finds it present in between forgets the disagreement.
+        assert!(keep(r.weigh(&reads, &state, &state, 1_000_000, |_| S)));
+        r.weigh(&[], &state, &state, 1_010_000, |_| S);
+        assert!(r.gone.is_empty(), "found present: forgotten");
+        // A settle time of zero trusts the first answer.
+        assert_eq!(r.weigh(&reads, &state, &state, 1_000_000, |_| Duration::ZERO)[0].1, Absence::Prune);
+    }
+
+    // A machine no read looked at keeps its entry; one no longer in state loses it; old
+    // creations are forgotten as new ones are noted; types settled at zero are not recorded.
+    #[test]
+    fn the_record_keeps_only_what_a_later_run_must_weigh() {
+        let mut r = CloudRecord::default();
+        let state = all(&["vm.a", "vm.b"]);
+        r.weigh(&[read("vm.a", "i-1", true), read("vm.b", "i-2", true)], &state, &state, 1_000, |_| S);
+        r.weigh(&[], &all(&[]), &all(&["vm.a"]), 2_000, |_| S);
+        assert_eq!(r.gone.keys().collect::<Vec<_>>(), ["vm.a"]);
+        r.note_created(&[("vm.c".into(), "i-3".into())], 0, |_| S);
+        r.note_created(&[("disk.d".into(), "v-4".into())], 200_000, |t| if t == "disk" { Duration::ZERO } else { S });
+        assert!(r.created.is_empty(), "{:?}", r.created);
+        let bytes = r.to_bytes();
+        assert_eq!(CloudRecord::parse(&bytes).unwrap(), r);
+        assert_eq!(CloudRecord::parse(b"{}\n").unwrap(), CloudRecord::default());
+        assert!(CloudRecord::parse(b"[").is_err());
+    }
+}

@@ -1,0 +1,309 @@
+//! A cloud that lags and throttles (README "A cloud that lags"): the test provider made
+//! eventually consistent (a listing that omits machines newer than N ms, `list-lag-ms`; a
+//! describe that answers "not found" for machines newer than N ms, `read-lag-ms`; a listing
+//! that drops given IDs, `list-drop`, or keeps showing them, `list-ghosts`; reads throttled,
+//! `throttle-ids`; a data source that fails when nothing matches, `empty-fails`), against real
+//! terraform. Each ends with every machine of the cloud in the state exactly once, none
+//! destroyed that existed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use infrakit_tf::exit::Code;
+use serde_json::{json, Value};
+
+use crate::cloud::Cloud;
+
+/// How far the listings lag behind creates in these tests.
+const LAG_MS: u64 = 4000;
+/// The settle time these tests give: longer than the lag, as README says it must be.
+const SETTLE: Duration = Duration::from_secs(8);
+
+fn settle_env() -> [(&'static str, &'static str); 1] {
+    [("INFRAKIT_TF_SETTLE", "8s")]
+}
+
+/// A cloud whose fakecloud types are looked up by their tags, its retries quick.
+fn lagging(retries: u32) -> Cloud {
+    let c = Cloud::new();
+    c.with_lookups();
+    let mut config: Value = c.s.read("infrakit-tf.json");
+    config["retries"] = json!({"max": retries, "base_delay": "100ms"});
+    c.s.write("infrakit-tf.json", &config.to_string());
+    c
+}
+
+/// A group of `size` VMs alone (no dedicated resource: a rolling update surges), its VMs'
+/// user data `version`.
+fn group(c: &Cloud, size: u64, version: &str) -> String {
+    c.s.write_outside(
+        "group.json",
+        &format!(
+            r#"{{"ID": "web", "Properties": {{"Allocation": {{"Size": {size}}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "web", "user_data": "{version}"}}}}}}}}}}}}}}"#
+        ),
+    )
+}
+
+fn knob(c: &Cloud, name: &str, text: &str) {
+    std::fs::write(c.cloud.join(name), text).unwrap();
+}
+
+fn unknob(c: &Cloud, name: &str) {
+    let _ = std::fs::remove_file(c.cloud.join(name));
+}
+
+fn run(c: &Cloud, args: &[&str]) -> crate::support::Run {
+    c.run_env(args, &settle_env())
+}
+
+/// The cloud IDs the state manages.
+fn managed(c: &Cloud) -> BTreeSet<String> {
+    c.state().into_values().filter(|id| !id.is_empty()).collect()
+}
+
+/// Every machine of the cloud is in the state exactly once, and each instance has one.
+#[track_caller]
+fn exactly_once(c: &Cloud, machines: usize) {
+    let state = c.state();
+    let ids: Vec<&String> = state.values().filter(|id| !id.is_empty()).collect();
+    let unique: BTreeSet<&String> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), unique.len(), "no object twice in the state: {state:?}");
+    let cloud: BTreeSet<String> = c.objects().into_keys().collect();
+    assert_eq!(cloud, managed(c), "the cloud holds what the state manages, nothing more");
+    let per = c.machines_per_instance();
+    assert_eq!(per.len(), machines, "{per:?}");
+    assert!(per.values().all(|n| *n == 1), "one machine per instance: {per:?}");
+}
+
+/// Sleeps until `d` has passed since `since`.
+fn until(since: Instant, d: Duration) {
+    let left = d.saturating_sub(since.elapsed());
+    std::thread::sleep(left + Duration::from_millis(300));
+}
+
+fn unconfirmed(report: &Value) -> Vec<String> {
+    report["unconfirmed"].as_array().unwrap().iter().map(|u| u["address"].as_str().unwrap().to_string()).collect()
+}
+
+// 1. A create whose answer is lost (a 503 after the cloud acted), retried in the same run
+// while the listing lags: the retry's look-up lists nothing, and must not conclude that the
+// machine does not exist. It is not made again, in that run nor the next one at once; once the
+// settle time has passed, it is adopted.
+#[test]
+fn a_lost_create_retried_while_the_listing_lags_is_not_made_twice() {
+    let c = lagging(3);
+    let spec = group(&c, 6, "v1");
+    c.lag_lists(LAG_MS);
+    knob(&c, "lose-creates", "1 503\n");
+    let failed_at = Instant::now();
+    let first = run(&c, &["reconcile", "--group", &spec, "--output", "json"]);
+    assert_eq!(c.objects().len(), 6, "six machines made, none twice: {:?}", c.objects().keys());
+    let first = first.ok();
+    assert!(first.stderr.contains("failed with a transient error"), "{}", first.stderr);
+    assert!(first.stderr.contains("not listed yet"), "{}", first.stderr);
+    let report = first.json();
+    let held = unconfirmed(&report);
+    assert_eq!(held.len(), 1, "{report}");
+    assert_eq!(managed(&c).len(), 5, "the lost one is in no state yet");
+    let rows = c.describe();
+    assert_eq!(rows.iter().filter(|r| r["status"] == "unconfirmed").count(), 1, "{rows:?}");
+
+    // At once again, the listing still lagging: nothing made twice.
+    let again = run(&c, &["reconcile", "--group", &spec, "--output", "json"]).ok();
+    assert_eq!(unconfirmed(&again.json()), held, "{}", again.stderr);
+    assert_eq!(c.objects().len(), 6, "{:?}", c.objects().keys());
+
+    // Once settled: adopted, and two reconciles leave every machine in the state once.
+    until(failed_at, SETTLE);
+    let adopted = run(&c, &["reconcile", "--group", &spec, "--output", "json"]).ok();
+    assert_eq!(adopted.json()["adopted"].as_array().map(Vec::len), Some(1), "{}", adopted.stderr);
+    run(&c, &["reconcile", "--group", &spec]).ok();
+    exactly_once(&c, 6);
+    let check = run(&c, &["reconcile", "--check", "--group", &spec, "--output", "json"]).ok().json();
+    assert_eq!(check["lookup_pending"], Value::Null, "{check}");
+}
+
+// The same after a reconcile killed (its whole process group, SIGKILL) while its replacement
+// boots, run again at once with the listing lagging: the replacement is not made twice.
+#[test]
+fn a_reconcile_killed_while_its_replacement_boots_then_run_at_once_makes_nothing_twice() {
+    let c = lagging(0);
+    let v1 = group(&c, 6, "v1");
+    run(&c, &["reconcile", "--group", &v1]).ok();
+    c.lag_lists(LAG_MS);
+    let v2 = group(&c, 6, "v2");
+    c.boot(3000);
+    let before: BTreeSet<String> = c.objects().into_keys().collect();
+    let mut started = c.start(&["reconcile", "--group", &v2], &settle_env());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while c.objects().keys().all(|k| before.contains(k)) {
+        assert!(Instant::now() < deadline, "no replacement made: {:?}", started.seen);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    started.kill(true);
+    started.finish();
+    crate::support::wait_until_idle(&c.s.dir);
+    let killed_at = Instant::now();
+    c.boot(0);
+    let made: BTreeSet<String> = c.objects().into_keys().filter(|k| !before.contains(k)).collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+
+    let at_once = run(&c, &["reconcile", "--group", &v2, "--output", "json"]);
+    let per = c.machines_per_instance();
+    assert!(per.values().all(|n| *n == 1), "nothing made twice: {per:?}");
+    assert!(at_once.stderr.contains("not listed yet"), "{}", at_once.stderr);
+    assert!(made.iter().all(|id| c.objects().contains_key(id)), "the booting replacement is not destroyed");
+
+    until(killed_at, SETTLE);
+    for _ in 0..4 {
+        run(&c, &["reconcile", "--group", &v2]).ok();
+    }
+    exactly_once(&c, 6);
+    let rows = c.describe();
+    assert!(rows.iter().all(|r| r["status"] == "created"), "{rows:?}");
+    assert!(made.iter().all(|id| managed(&c).contains(id)), "the replacement made by the killed run was adopted");
+}
+
+// 2. A machine created seconds ago, read again by the next run while a describe by ID still
+// says "not found", its listing showing it: the listing and the read disagree, and the machine
+// is kept, not pruned and made again.
+#[test]
+fn a_machine_its_listing_shows_is_not_pruned_on_a_read_that_says_not_found() {
+    let c = lagging(0);
+    let spec = group(&c, 6, "v1");
+    knob(&c, "read-lag-ms", "6000");
+    run(&c, &["reconcile", "--group", &spec]).ok();
+    let made_at = Instant::now();
+    let before: BTreeMap<String, Value> = c.objects();
+    let report = run(&c, &["reconcile", "--group", &spec, "--refresh-slice", "1/1", "--output", "json"]).ok().json();
+    assert_eq!(report["pruned"], json!([]), "{report}");
+    assert_eq!(unconfirmed(&report).len(), 6, "{report}");
+    assert_eq!(c.objects().keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "nothing made or destroyed");
+    let rows = c.describe();
+    assert_eq!(rows.iter().filter(|r| r["status"] == "unconfirmed").count(), 6, "{rows:?}");
+    // Once the reads see them: nothing to do, and nothing is unconfirmed any more.
+    until(made_at, Duration::from_secs(6));
+    let report = run(&c, &["reconcile", "--group", &spec, "--refresh-slice", "1/1", "--output", "json"]).ok().json();
+    assert_eq!((report["pruned"].clone(), report["unconfirmed"].clone()), (json!([]), json!([])), "{report}");
+    assert!(c.describe().iter().all(|r| r["status"] == "created"));
+    exactly_once(&c, 6);
+}
+
+// The same when the listing lags too: the listing and the read agree, but both began less
+// than the settle time after the machines were made. Kept until then.
+#[test]
+fn a_machine_created_less_than_the_settle_time_ago_is_not_pruned_when_both_miss_it() {
+    let c = lagging(0);
+    let spec = group(&c, 3, "v1");
+    knob(&c, "read-lag-ms", "5000");
+    knob(&c, "list-lag-ms", "5000");
+    run(&c, &["reconcile", "--group", &spec]).ok();
+    let made_at = Instant::now();
+    let report = run(&c, &["reconcile", "--group", &spec, "--output", "json"]).ok().json();
+    assert_eq!(report["pruned"], json!([]), "{report}");
+    assert_eq!(unconfirmed(&report).len(), 3, "{report}");
+    assert_eq!(c.objects().len(), 3);
+    until(made_at, SETTLE);
+    let report = run(&c, &["reconcile", "--group", &spec, "--output", "json"]).ok().json();
+    assert_eq!((report["pruned"].clone(), report["unconfirmed"].clone()), (json!([]), json!([])), "{report}");
+    exactly_once(&c, 3);
+}
+
+// A listing that keeps showing a machine that was deleted must not keep its slot empty for
+// ever: two reads at least the settle time apart that call it gone are believed.
+#[test]
+fn two_reads_the_settle_time_apart_prune_a_machine_the_listing_still_shows() {
+    let c = lagging(0);
+    let spec = group(&c, 2, "v1");
+    run(&c, &["reconcile", "--group", &spec]).ok();
+    let rows = c.describe();
+    let (gone_id, gone_vm) = (rows[0]["ID"].as_str().unwrap().to_string(), c.machine(rows[0]["ID"].as_str().unwrap()));
+    c.vanish(&gone_vm);
+    knob(&c, "list-ghosts", &gone_vm);
+    let args = ["reconcile", "--group", &spec, "--refresh-slice", "1/1", "--output", "json"];
+    let first_read = Instant::now();
+    let report = run(&c, &args).ok().json();
+    assert_eq!(report["pruned"], json!([]), "{report}");
+    assert_eq!(unconfirmed(&report), [format!("fakecloud_instance.{gone_id}")], "{report}");
+    let report = run(&c, &args).ok().json();
+    assert_eq!(report["pruned"], json!([]), "a second read at once is not enough: {report}");
+    until(first_read, SETTLE);
+    let report = run(&c, &args).ok().json();
+    assert_eq!(report["pruned"][0]["ID"], gone_id.as_str(), "{report}");
+    unknob(&c, "list-ghosts");
+    exactly_once(&c, 2);
+}
+
+// 3. A look-up data source that fails when nothing matches ("no matching instances found"),
+// after an apply cut short before any create landed: understood as empty, and the group is
+// made.
+#[test]
+fn a_look_up_that_fails_on_nothing_found_is_empty_for_the_adoption() {
+    let c = lagging(0);
+    let spec = group(&c, 3, "v1");
+    knob(&c, "empty-fails", "");
+    c.delay_creates(3000);
+    c.kill_during(&["reconcile", "--group", &spec], "creating fakecloud_instance");
+    c.delay_creates(0);
+    assert!(c.objects().is_empty(), "no create landed: {:?}", c.objects());
+    let report = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    assert!(report.stderr.contains("looking up the machines it may have made"), "{}", report.stderr);
+    exactly_once(&c, 3);
+    c.run(&["reconcile", "--check", "--group", &spec]).ok();
+}
+
+// Any other failure of the adoption's look-up says which look-up failed, that the apply was
+// cut, and what to do, with an exit code of its own; nothing is applied.
+#[test]
+fn a_look_up_that_fails_otherwise_names_itself_and_applies_nothing() {
+    let c = lagging(0);
+    let spec = group(&c, 2, "v1");
+    let mut config: Value = c.s.read("infrakit-tf.json");
+    config["lookups"]["fakecloud_instance"]["arguments"] = json!({"tagz": "{{tags}}"});
+    c.s.write("infrakit-tf.json", &config.to_string());
+    c.delay_creates(3000);
+    c.kill_during(&["reconcile", "--group", &spec], "creating fakecloud_instance");
+    c.delay_creates(0);
+    let files = c.s.files();
+    let run = c.run(&["reconcile", "--group", &spec]).code(Code::LookupFailed as i32);
+    let error = run.error_lines().join("\n");
+    assert!(error.contains("an apply was cut short"), "{}", run.stderr);
+    assert!(error.contains("by `fakecloud_instances` (lookups.fakecloud_instance)"), "{}", run.stderr);
+    assert!(run.stderr.contains("fix the look-up (`lookups` in infrakit-tf.json"), "{}", run.stderr);
+    assert!(c.objects().is_empty(), "nothing applied: {:?}", c.objects());
+    assert_eq!(c.s.files(), files);
+}
+
+// 4. One unlisted machine whose confirmation read is throttled, in a group of 200: the
+// machine is kept (unconfirmed), the run reads no more than its bound, and nothing widens into
+// a refresh of everything.
+#[test]
+fn a_throttled_confirmation_read_keeps_the_machine_and_reads_within_the_bound() {
+    let c = lagging(3);
+    let spec = group(&c, 200, "v1");
+    c.run(&["reconcile", "--group", &spec, "--parallelism", "50"]).ok();
+    // The last machine in address order: not in the first run's slice.
+    let rows = c.describe();
+    let last = rows.iter().map(|r| r["ID"].as_str().unwrap().to_string()).max().unwrap();
+    let vm = c.machine(&last);
+    knob(&c, "list-drop", &vm);
+    knob(&c, "throttle-ids", &vm);
+    c.count_calls();
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    let calls = c.calls();
+    let report = run.json();
+    assert_eq!(report["pruned"], json!([]), "{report}");
+    assert_eq!(unconfirmed(&report), [format!("fakecloud_instance.{last}")], "{report}");
+    assert!(run.stderr.contains(&format!("the read that confirms fakecloud_instance.{last} failed")), "{}", run.stderr);
+    assert!(!run.stderr.contains("refreshes everything"), "{}", run.stderr);
+    // (retries + 1) × (2 + ⌈200/12⌉ + 1 unlisted) = 4 × 20.
+    let reads = calls.iter().filter(|l| l.starts_with("read ") || l.starts_with("list ")).count() as u64;
+    assert_eq!(report["reads"]["bound"], 80, "{report}");
+    assert!(reads <= 80, "{reads} cloud reads: {calls:?}");
+    assert_eq!(c.objects().len(), 200);
+    unknob(&c, "throttle-ids");
+    unknob(&c, "list-drop");
+    let report = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok().json();
+    assert_eq!((report["pruned"].clone(), report["unconfirmed"].clone()), (json!([]), json!([])), "{report}");
+}
