@@ -83,7 +83,7 @@ _infrakit__tf() {
 
     case "${cmd}" in
         infrakit__tf)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import migrate help"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version validate provision destroy label describe reconcile sweep-orphans import migrate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -121,6 +121,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -141,7 +149,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__describe)
-            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --tag --group --properties --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -187,6 +195,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -207,7 +223,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__destroy)
-            opts="-q -v -h -V --reason --no-apply --dry-run --group --drain-cmd --drain-timeout --on-drain-failure --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --reason --no-apply --dry-run --group --drain-cmd --drain-timeout --on-drain-failure --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -262,6 +278,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -439,7 +463,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__import)
-            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --resource --group-id --exclude-prop --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -489,6 +513,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -509,7 +541,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__label)
-            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -544,6 +576,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -567,7 +607,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__migrate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -605,6 +645,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -625,7 +673,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__provision)
-            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --logical-id --count --tag --no-apply --dry-run --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -675,6 +723,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -695,7 +751,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --refresh-slice --full-refresh --drain-cmd --drain-timeout --on-drain-failure --heal-cmd --heal-timeout --heal-initial-delay --heal-failures --heal-max-unhealthy --heal-max-repairs --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --health-cmd --health-timeout --refresh-slice --full-refresh --drain-cmd --drain-timeout --on-drain-failure --heal-cmd --heal-timeout --heal-initial-delay --heal-failures --heal-max-unhealthy --heal-max-repairs --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -793,6 +849,14 @@ _infrakit__tf() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -813,12 +877,16 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__sweep__subcmd__orphans)
-            opts="-q -v -h -V --dry-run --no-apply --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dry-run --no-apply --strays --max-destroy --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --max-destroy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -848,6 +916,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -871,7 +947,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__validate)
-            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -906,6 +982,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle-wait)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

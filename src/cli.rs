@@ -388,6 +388,20 @@ pub struct SweepArgs {
     /// Remove the files but do not run terraform
     #[arg(long, conflicts_with = "dry_run")]
     pub no_apply: bool,
+
+    /// Destroy the strays instead: machines a reconcile's listing showed with the tags of a
+    /// resource of this directory that has its machine already (a twin a lost answer made, or a
+    /// leak), in no state
+    ///
+    /// Only those: a stray that names a resource without a machine is adopted by reconcile, and
+    /// one that names no file here (another directory's?) is never destroyed. The strays are
+    /// those the last reconcile found (README "A cloud that lags").
+    #[arg(long, conflicts_with = "no_apply")]
+    pub strays: bool,
+
+    /// With --strays: refuse (exit 11) to destroy more than N machines
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "strays")]
+    pub max_destroy: u64,
 }
 
 #[derive(Debug, Args)]

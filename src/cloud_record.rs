@@ -21,6 +21,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::group::GROUP_TAG;
+use crate::tfconfig::{GLOBAL_TAG, NAME_TAG, RESOURCE_TAG, SLOT_TAG};
+
 /// A machine as one answer saw it: its cloud ID, and when (ms).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sighting {
@@ -28,8 +31,8 @@ pub struct Sighting {
     pub at: u64,
 }
 
-/// What a stray is to this directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What a stray is to this directory (see [`classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StrayKind {
     /// Its tags name a resource of this directory that has a machine already: a twin (a lost
@@ -38,28 +41,106 @@ pub enum StrayKind {
     /// Its tags name a resource of this directory that has no machine: it is adopted.
     Adoptable,
     /// Its tags name one of this directory's groups but no file here (another directory's,
-    /// perhaps): reported, never destroyed.
+    /// perhaps, or a file removed since): reported, never destroyed.
     Unknown,
+    /// Its tags name nothing of this directory (another directory's machine, listed by an
+    /// identifying tag with any value): neither reported nor touched.
+    Foreign,
 }
 
-/// A machine a listing showed with this directory's tags, in no state.
+impl StrayKind {
+    /// As the JSON reports say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StrayKind::Twin => "twin",
+            StrayKind::Adoptable => "adoptable",
+            StrayKind::Unknown => "unknown",
+            StrayKind::Foreign => "foreign",
+        }
+    }
+}
+
+/// A machine a listing showed that no state holds, as the record keeps it: read once, then
+/// remembered, so that it is not read again every run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stray {
     /// Its resource type.
     #[serde(rename = "type")]
     pub rtype: String,
-    pub kind: StrayKind,
     /// The tags that say whose it is (`infrakit.instance.name`, `infrakit.slot`,
     /// `infrakit.global`, `infrakit.group`, `infrakit.resource`), as it carries them.
     pub tags: BTreeMap<String, String>,
-    /// The managed file its tags name, if it is one of this directory's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
-    /// The address its tags name, where that is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
     /// When a listing first showed it (ms).
     pub first_seen: u64,
+}
+
+/// A stray as this directory now sees it (the report's, `describe`'s, `sweep-orphans`').
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Classified {
+    /// Its cloud ID.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub rtype: String,
+    pub kind: StrayKind,
+    /// The managed file its tags name, if this directory has it.
+    pub file: Option<String>,
+    /// The address its tags name in that file, if one does.
+    pub address: Option<String>,
+    /// Its group tag.
+    pub group: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    /// When a listing first showed it (RFC 3339).
+    pub first_seen: String,
+}
+
+/// The tags that say whose a machine is: the ones infrakit-tf writes to find it again.
+pub const WHOSE: [&str; 5] = [NAME_TAG, SLOT_TAG, GLOBAL_TAG, GROUP_TAG, RESOURCE_TAG];
+
+/// What `stray` (cloud ID `id`) is to this directory: `files`, the live managed files (name,
+/// document); `recorded`, the addresses the state holds; `groups`, this directory's groups (the
+/// group tags its files write).
+pub fn classify(
+    id: &str,
+    stray: &Stray,
+    files: &[(String, serde_json::Value)],
+    recorded: &BTreeSet<String>,
+    groups: &BTreeSet<String>,
+) -> Classified {
+    let base = stray
+        .tags
+        .get(NAME_TAG)
+        .or_else(|| stray.tags.get(SLOT_TAG))
+        .cloned()
+        .or_else(|| stray.tags.get(GLOBAL_TAG).map(|g| format!("{g}_global")));
+    let file = base.map(|b| format!("{b}{}", crate::names::LIVE)).filter(|f| files.iter().any(|(n, _)| n == f));
+    let address = file.as_deref().and_then(|f| {
+        let doc = &files.iter().find(|(n, _)| n == f)?.1;
+        let names: Vec<&String> = doc.get("resource")?.get(&stray.rtype)?.as_object()?.keys().collect();
+        let name = match stray.tags.get(RESOURCE_TAG) {
+            Some(own) => names.into_iter().find(|n| *n == own)?,
+            None if names.len() == 1 => names[0],
+            None => return None,
+        };
+        Some(format!("{}.{name}", stray.rtype))
+    });
+    let group = stray.tags.get(GROUP_TAG).cloned();
+    let kind = match (&address, &group) {
+        (Some(a), _) if recorded.contains(a) => StrayKind::Twin,
+        (Some(_), _) => StrayKind::Adoptable,
+        (None, Some(g)) if groups.contains(g) => StrayKind::Unknown,
+        (None, _) if file.is_some() => StrayKind::Unknown,
+        (None, _) => StrayKind::Foreign,
+    };
+    Classified {
+        id: id.to_string(),
+        rtype: stray.rtype.clone(),
+        kind,
+        file,
+        address,
+        group,
+        tags: stray.tags.clone(),
+        first_seen: crate::text::utc_ms(stray.first_seen),
+    }
 }
 
 /// The whole record.
@@ -244,6 +325,42 @@ mod tests {
 
     // A machine no read looked at keeps its entry; one no longer in state loses it; old
     // creations are forgotten as new ones are noted; types settled at zero are not recorded.
+    // What a stray's tags name decides what it is: a twin of a resource that has its machine,
+    // adoptable for one that has none, unknown when it names a group of ours but no file,
+    // foreign otherwise.
+    #[test]
+    fn strays_are_told_apart_by_what_their_tags_name() {
+        use serde_json::json;
+        let files = vec![
+            ("instance-1.tf.json".to_string(), json!({"resource": {"fakecloud_instance": {"instance-1": {}}}})),
+            ("instance-2.tf.json".to_string(), json!({"resource": {"fakecloud_instance": {"instance-2": {}}}})),
+            (
+                "web_dedicated_1.tf.json".to_string(),
+                json!({"resource": {"fakecloud_volume": {"web-1-a": {}, "web-1-b": {}}}}),
+            ),
+        ];
+        let recorded = all(&["fakecloud_instance.instance-1", "fakecloud_volume.web-1-a"]);
+        let groups = all(&["web"]);
+        let stray = |rtype: &str, tags: &[(&str, &str)]| Stray {
+            rtype: rtype.into(),
+            tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            first_seen: 0,
+        };
+        let kind = |s: &Stray| classify("i-9", s, &files, &recorded, &groups);
+        let twin = kind(&stray("fakecloud_instance", &[(NAME_TAG, "instance-1"), (GROUP_TAG, "web")]));
+        assert_eq!((twin.kind, twin.file.as_deref()), (StrayKind::Twin, Some("instance-1.tf.json")));
+        assert_eq!(twin.address.as_deref(), Some("fakecloud_instance.instance-1"));
+        assert_eq!(kind(&stray("fakecloud_instance", &[(NAME_TAG, "instance-2")])).kind, StrayKind::Adoptable);
+        let volume = stray("fakecloud_volume", &[(SLOT_TAG, "web_dedicated_1"), (RESOURCE_TAG, "web-1-b")]);
+        assert_eq!(kind(&volume).kind, StrayKind::Adoptable);
+        let unnamed = stray("fakecloud_volume", &[(SLOT_TAG, "web_dedicated_1")]);
+        assert_eq!((kind(&unnamed).kind, kind(&unnamed).address), (StrayKind::Unknown, None), "two volumes: which?");
+        let gone = stray("fakecloud_instance", &[(NAME_TAG, "instance-9"), (GROUP_TAG, "web")]);
+        assert_eq!(kind(&gone).kind, StrayKind::Unknown);
+        let theirs = stray("fakecloud_instance", &[(NAME_TAG, "instance-9"), (GROUP_TAG, "db")]);
+        assert_eq!(kind(&theirs).kind, StrayKind::Foreign);
+    }
+
     #[test]
     fn the_record_keeps_only_what_a_later_run_must_weigh() {
         let mut r = CloudRecord::default();

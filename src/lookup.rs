@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 
 use crate::group::GROUP_TAG;
 use crate::names;
+use crate::presence::ids_at;
 use crate::profile::Profiles;
 use crate::spec::lookup;
 use crate::tfconfig::RESOURCE_TAG;
@@ -227,32 +228,6 @@ pub fn found(
                 1 => Verdict::One(ids.remove(0)),
                 _ => Verdict::Several(ids),
             }
-        })
-        .collect()
-}
-
-/// The IDs at `path` of a data source's values: `ids`, or `droplets.*.id` (`*`: every item).
-pub fn ids_at(value: &Value, path: &str) -> Vec<String> {
-    let mut here = vec![value];
-    for step in path.split('.') {
-        here = here
-            .into_iter()
-            .flat_map(|v| match (step, v) {
-                ("*", Value::Array(items)) => items.iter().collect::<Vec<_>>(),
-                (key, Value::Object(map)) => map.get(key).into_iter().collect(),
-                _ => Vec::new(),
-            })
-            .collect();
-    }
-    here.into_iter()
-        .flat_map(|v| match v {
-            Value::Array(items) => items.iter().collect(),
-            other => vec![other],
-        })
-        .filter_map(|v| match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
         })
         .collect()
 }

@@ -32,6 +32,8 @@ pub(crate) struct Counts {
     applied: Changes,
     /// Set by reconcile once it planned: resources changed outside terraform.
     drift: Option<usize>,
+    /// Set by reconcile once it looked: strays it reported.
+    strays: Option<usize>,
     /// Set by reconcile once it decided: members still to be replaced, by group.
     outdated: Option<BTreeMap<String, usize>>,
     /// Set by reconcile once it checked: the healed groups' health, by group.
@@ -122,6 +124,12 @@ pub(crate) fn note_reconciled(drift: usize, outdated: impl IntoIterator<Item = (
     counts.outdated = Some(outdated.into_iter().collect());
 }
 
+/// How many strays reconcile reported (machines a listing showed with this directory's tags,
+/// in no state, not adopted).
+pub(crate) fn note_strays(strays: usize) {
+    counts().strays = Some(strays);
+}
+
 /// What reconcile's health checks found, by healed group.
 pub(crate) fn note_healing(groups: impl IntoIterator<Item = (String, Healing)>) {
     counts().healing = Some(groups.into_iter().collect());
@@ -182,7 +190,7 @@ const FAMILIES: &[(&str, &str, bool)] = &[
     ),
     (
         "infrakit_tf_instances",
-        "Instances after the last run, by group (empty: none) and status (created, pending, queued, tainted, configured, invalid).",
+        "Instances after the last run, by group (empty: none) and status (created, pending, unconfirmed, queued, tainted, configured, invalid).",
         false,
     ),
     (
@@ -204,6 +212,11 @@ const FAMILIES: &[(&str, &str, bool)] = &[
     (
         "infrakit_tf_drift_resources",
         "Resources changed or deleted outside terraform, as the last reconcile found.",
+        false,
+    ),
+    (
+        "infrakit_tf_strays",
+        "Machines a listing showed with this directory's tags that no state holds and that were not adopted, as the last reconcile found.",
         false,
     ),
 ];
@@ -264,6 +277,9 @@ fn render(old: &str, run: &Run<'_>) -> String {
     if let Some(drift) = counts.drift {
         new.push(("infrakit_tf_drift_resources", dir.clone(), drift.to_string()));
     }
+    if let Some(strays) = counts.strays {
+        new.push(("infrakit_tf_strays", dir.clone(), strays.to_string()));
+    }
     // What this run replaces: its command's series, and the directory's that it measured.
     let replaced = |family: &str, labels: &str| {
         let per_command = FAMILIES.iter().any(|f| f.0 == family && f.2);
@@ -276,6 +292,7 @@ fn render(old: &str, run: &Run<'_>) -> String {
             | "infrakit_tf_group_repairs"
             | "infrakit_tf_group_repairs_halted" => ours && counts.healing.is_some(),
             "infrakit_tf_drift_resources" => ours && counts.drift.is_some(),
+            "infrakit_tf_strays" => ours && counts.strays.is_some(),
             _ => false,
         }
     };

@@ -15,6 +15,9 @@ pub const QUEUED: &str = ".tf.json.new";
 /// Import blocks live in this file while an import runs (see `Workspace::settle_imports`). Not a
 /// managed name: never listed, described or swept.
 pub const IMPORT_FILE: &str = "infrakit-tf-import.tf.json";
+/// While `sweep-orphans --strays` destroys twins, they are imported into addresses of their own
+/// in this file (see `workspace::strays`). Not a managed name: never listed, described or swept.
+pub const STRAYS_FILE: &str = "infrakit-tf-strays.tf.json";
 /// The highest instance number whose file was removed (see `Directory::last_issued`).
 pub const LAST_ID: &str = ".infrakit-tf-last-id";
 /// The health record: each healed member's failed checks in a row and when it was first seen
@@ -40,7 +43,14 @@ pub fn is_ours(name: &str) -> bool {
         || name == REFRESH_RECORD
         || name == CLOUD_RECORD
         || name == IMPORT_FILE
+        || name == STRAYS_FILE
         || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
+}
+
+/// A cloud ID as part of a terraform name: every character but ASCII letters, digits, `-` and
+/// `_` becomes `_`.
+pub fn safe_id(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
 /// Whether a managed file is live or queued.
@@ -246,6 +256,7 @@ mod tests {
             ".infrakit-tf-refresh.json",
             ".infrakit-tf-cloud.json",
             "infrakit-tf-import.tf.json",
+            "infrakit-tf-strays.tf.json",
         ] {
             assert!(is_ours(kept), "{kept}");
         }

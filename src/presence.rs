@@ -24,7 +24,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::group::GROUP_TAG;
-use crate::lookup::ids_at;
 use crate::names;
 use crate::profile::Profiles;
 use crate::spec::lookup;
@@ -152,6 +151,8 @@ pub struct Presence {
     pub cursor: Option<String>,
     /// The recorded resources holding a deposed object (see [`Recorded::deposed`]).
     pub deposed: Vec<String>,
+    /// Every object the state records: its type and ID.
+    pub recorded: BTreeSet<(String, String)>,
 }
 
 /// Whether any resource `files` declare is of a type whose look-up lists by tags: otherwise
@@ -200,7 +201,8 @@ pub fn plan(
     always.sort();
     let (slice, cursor) = rotate(&listed, cursor, slice);
     let deposed = state.iter().filter(|r| r.deposed).map(|r| r.address.clone()).collect();
-    Presence { listings, listed, always, slice, cursor, deposed }
+    let recorded = state.iter().flat_map(|r| r.ids.iter().map(|id| (r.rtype.clone(), id.clone()))).collect();
+    Presence { listings, listed, always, slice, cursor, deposed, recorded }
 }
 
 /// The slice after `cursor`, and where it stops.
@@ -304,6 +306,21 @@ impl Presence {
         self.listed.iter().filter(|l| !shown[l.listing].contains(&l.id)).map(|l| l.address.clone()).collect()
     }
 
+    /// What the listings showed (`reads`: the data sources' values, by address) that the state
+    /// does not record: each object's type and ID, once. Candidates for strays.
+    pub fn unknown(&self, reads: &BTreeMap<String, Value>) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (i, l) in self.listings.iter().enumerate() {
+            for id in reads.get(&l.address(i)).map(|v| ids_at(v, &l.ids)).unwrap_or_default() {
+                let object = (l.rtype.clone(), id);
+                if !self.recorded.contains(&object) && !out.contains(&object) {
+                    out.push(object);
+                }
+            }
+        }
+        out
+    }
+
     /// The listed resources whose listing showed them (those `unlisted` does not name).
     pub fn shown(&self, unlisted: &[String]) -> BTreeSet<String> {
         let unlisted: BTreeSet<&str> = unlisted.iter().map(String::as_str).collect();
@@ -360,6 +377,32 @@ pub fn needed_files(files: &[(String, Value)], targets: &[String], also: &[Strin
         }
     }
     Some(needed.into_iter().map(|i| files[i].0.clone()).collect())
+}
+
+/// The IDs at `path` of a data source's values: `ids`, or `droplets.*.id` (`*`: every item).
+pub fn ids_at(value: &Value, path: &str) -> Vec<String> {
+    let mut here = vec![value];
+    for step in path.split('.') {
+        here = here
+            .into_iter()
+            .flat_map(|v| match (step, v) {
+                ("*", Value::Array(items)) => items.iter().collect::<Vec<_>>(),
+                (key, Value::Object(map)) => map.get(key).into_iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+    }
+    here.into_iter()
+        .flat_map(|v| match v {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        })
+        .filter_map(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Every `type.name` and `data.type.name` a text (one of your configuration files, in HCL or

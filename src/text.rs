@@ -105,8 +105,38 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
+/// `secs` (seconds since the epoch) as an RFC 3339 UTC time.
+pub fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// `ms` (milliseconds since the epoch) as an RFC 3339 UTC time, to the second, rounded up: a
+/// time something may happen after is never shown earlier than it is.
+pub fn utc_ms(ms: u64) -> String {
+    utc(ms.div_ceil(1000))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_500_000_000), "2017-07-14T02:40:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_375_341), "2026-11-22T19:22:21Z");
+        assert_eq!(utc_ms(1_795_375_341_001), "2026-11-22T19:22:22Z", "rounded up");
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));

@@ -38,7 +38,9 @@ pub(crate) struct Row {
     /// short: its machine may exist; the next run looks it up by its tags; or in state, and a
     /// read called its machine gone that the run did not believe yet: see the cloud record),
     /// `created` (in state), `tainted` (its create failed; the next apply replaces it),
-    /// `configured` (live, state unknown: no terraform), `invalid` (not valid JSON).
+    /// `configured` (live, state unknown: no terraform), `invalid` (not valid JSON); and, after
+    /// the instances, `stray`: a machine the last reconcile's listing showed with this
+    /// directory's tags, in no state (its cloud ID for an ID; `attributes.kind` says what it is).
     status: &'static str,
     file: String,
     /// `type.name` of the VM, if the file has one.
@@ -147,6 +149,16 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
             Row { health: health.map(Health::text), ..row(i, args.properties, &seen, &hashes) }
         })
         .collect();
+    let mut rows = rows;
+    // The strays the last reconcile found (machines in no state that carry this directory's
+    // tags), after the instances, when no tag filter leaves them out.
+    let addresses: BTreeSet<String> = seen.state.map(|s| s.keys().cloned().collect()).unwrap_or_default();
+    rows.extend(
+        ws.known_strays(&addresses)
+            .into_iter()
+            .filter(|s| filter.iter().all(|(k, v)| s.tags.get(k) == Some(v)))
+            .map(stray_row),
+    );
     if ctx.printer.json_output() {
         return ctx.printer.json(&rows);
     }
@@ -173,6 +185,24 @@ pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
         *counts.entry((row.group.unwrap_or_default(), row.status.to_string())).or_default() += 1;
     }
     Ok(counts)
+}
+
+/// A stray as a row: its cloud ID for an ID, status `stray`, the file and address its tags name.
+fn stray_row(s: crate::cloud_record::Classified) -> Row {
+    Row {
+        id: s.id.clone(),
+        logical_id: None,
+        tags: s.tags,
+        properties: None,
+        status: "stray",
+        file: s.file.unwrap_or_default(),
+        vm: Some(s.address.unwrap_or(s.rtype)),
+        attachments: Vec::new(),
+        attributes: BTreeMap::from([("id".to_string(), s.id), ("kind".to_string(), s.kind.as_str().to_string())]),
+        group: s.group,
+        current: None,
+        health: None,
+    }
 }
 
 /// The VMs a read called gone that a run did not believe yet (the cloud record's `gone`).

@@ -11,6 +11,9 @@
 //!
 //! It lists them with what terraform will destroy (a dry-run plan), asks on a terminal (or
 //! needs `--yes`), then removes them and applies (unless `--no-apply`).
+//!
+//! `--strays` sweeps machines instead of files: the twins among the strays the last
+//! `reconcile` found (`workspace::strays`), counted by `--max-destroy`, asked for the same way.
 
 use std::collections::BTreeSet;
 
@@ -19,9 +22,10 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde::Serialize;
 
 use crate::cli::SweepArgs;
+use crate::cloud_record::{Classified, StrayKind};
 use crate::context::Ctx;
-use crate::exit::invalid;
-use crate::names::{Kind, Suffix, IMPORT_FILE};
+use crate::exit::{invalid, Code, Failure};
+use crate::names::{Kind, Suffix, IMPORT_FILE, STRAYS_FILE};
 use crate::tfoutput::{Action, ResourceChange};
 use crate::workspace::{ChangeSet, CommitMode, Committed, Outcome, Workspace};
 
@@ -43,6 +47,9 @@ struct Report {
 
 pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     let mut ws = if args.dry_run { Workspace::read(ctx)? } else { Workspace::writer(ctx, ctx.lock_timeout)? };
+    if args.strays {
+        return strays(&args, ctx, &mut ws);
+    }
     let dir = ws.dir();
     let profiles = ctx.profiles()?;
     let instances = dir.instances(&profiles);
@@ -125,6 +132,78 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         ctx.printer.json(&Report { orphans, destroys, outcome: Some(outcome) })?;
     }
     failure.map_or(Ok(()), Err)
+}
+
+/// What `sweep-orphans --strays` reports.
+#[derive(Debug, Serialize)]
+struct StraysReport {
+    /// Every stray the last reconcile found, and whether it is destroyed (`kind` `twin`).
+    strays: Vec<Classified>,
+    /// Machines destroyed (in a dry run: that would be).
+    destroyed: u64,
+}
+
+/// `--strays`: destroys the twins among the strays the last reconcile found (see the module
+/// doc). A sweep of strays killed half way is finished first.
+fn strays(args: &SweepArgs, ctx: &Ctx, ws: &mut Workspace<'_>) -> Result<()> {
+    if !args.dry_run && ws.dir().has(STRAYS_FILE) {
+        ctx.printer.status("an earlier sweep of strays was cut short: finishing it");
+        ws.finish_strays()?;
+    }
+    let state = ws.state()?;
+    let ids: BTreeSet<String> = state.values().filter_map(|r| r.attribute("id")).collect();
+    let addresses: BTreeSet<String> = state.into_keys().collect();
+    // One adopted or destroyed since the reconcile that found it is no stray any more.
+    let strays: Vec<Classified> = ws.known_strays(&addresses).into_iter().filter(|s| !ids.contains(&s.id)).collect();
+    let twins = strays.iter().filter(|s| s.kind == StrayKind::Twin).count() as u64;
+    if strays.is_empty() {
+        ctx.printer.status(&format!("no strays in `{}` (as the last reconcile found)", ws.dir().shown().display()));
+    } else if !ctx.printer.json_output() {
+        ctx.printer.data(&strays_table(&strays).to_string())?;
+    }
+    if args.dry_run || twins == 0 {
+        if ctx.printer.json_output() {
+            ctx.printer.json(&StraysReport { strays, destroyed: if args.dry_run { twins } else { 0 } })?;
+        }
+        return Ok(());
+    }
+    if twins > args.max_destroy {
+        return Err(Failure::new(
+            Code::TooManyDestroys,
+            format!("refusing to destroy {twins} stray machine(s) (more than --max-destroy {}); nothing was destroyed", args.max_destroy),
+        )
+        .hint("look at them first (`infrakit-tf sweep-orphans --strays --dry-run`); if this is wanted, run again with a higher --max-destroy")
+        .into());
+    }
+    ctx.printer.confirm(
+        ctx.assume_yes,
+        &format!("destroy {twins} stray machine(s) of `{}` (in no state)?", ws.dir().shown().display()),
+    )?;
+    let done = ws.destroy_strays(&strays)?;
+    ctx.printer.status(&format!("destroyed {} stray machine(s)", done.remove));
+    if ctx.printer.json_output() {
+        ctx.printer.json(&StraysReport { strays, destroyed: done.remove })?;
+    }
+    Ok(())
+}
+
+fn strays_table(strays: &[Classified]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(["STRAY", "TYPE", "NAMES", "WHAT IS DONE"]);
+    for s in strays {
+        let names = s
+            .address
+            .clone()
+            .or_else(|| s.file.clone())
+            .unwrap_or_else(|| format!("no file here (group {})", s.group.as_deref().unwrap_or("-")));
+        let done = match s.kind {
+            StrayKind::Twin => "destroyed: its resource has another machine",
+            StrayKind::Adoptable => "left to reconcile, which adopts it",
+            StrayKind::Unknown | StrayKind::Foreign => "left alone: not this directory's to destroy",
+        };
+        t.add_row([s.id.clone(), s.rtype.clone(), names, done.to_string()]);
+    }
+    t
 }
 
 fn table(orphans: &[Orphan], destroys: &[ResourceChange]) -> Table {

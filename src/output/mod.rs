@@ -9,7 +9,7 @@
 
 mod progress;
 
-pub(crate) use progress::{utc_at, utc_now, Progress};
+pub(crate) use progress::{utc_now, Progress};
 
 use std::io::{self, IsTerminal, Write};
 

@@ -17,8 +17,8 @@ use crate::fsio::{self, Perms};
 use crate::lock::running::UNSETTLED;
 use crate::lookup::{self, Adopted, Verdict};
 use crate::names;
-use crate::output::utc_at;
 use crate::terraform::PlanOptions;
+use crate::text::utc_ms;
 
 /// The data sources of a look-up, written in a mirror only.
 const LOOKUP_FILE: &str = "infrakit-tf-lookup.tf.json";
@@ -126,7 +126,7 @@ impl Workspace<'_> {
                 young
                     .iter()
                     .filter(|(_, file, _)| in_removed(file))
-                    .map(|(address, _, until)| format!("{address} (not listed yet; settled at {})", utc_at(*until))),
+                    .map(|(address, _, until)| format!("{address} (not listed yet; settled at {})", utc_ms(*until))),
             );
             if !into_removed.is_empty() {
                 return Err(reconcile_first(format!(
@@ -213,7 +213,7 @@ impl Workspace<'_> {
                 "{} machine(s) that apply may have made are not listed yet ({}): they are not made again; the cloud's answer is believed from {} (the settle time), and the next run looks again",
                 shown.len(),
                 shown.join(", "),
-                utc_at(until)
+                utc_ms(until)
             ));
         }
     }

@@ -52,6 +52,8 @@ pub(crate) struct Look {
     /// Where the slice stopped; `None`: the slice was not read (a read failed), and the next
     /// run reads it again.
     pub(crate) cursor: Option<String>,
+    /// What the listings showed that the state does not record (type, ID): strays, perhaps.
+    pub(crate) unknown: Vec<(String, String)>,
 }
 
 /// A listing that could not be read: which (`what`), whether the cloud's error was transient
@@ -218,6 +220,7 @@ impl Workspace<'_> {
             unread,
             runs,
             cursor: if slice_read { presence.cursor.clone() } else { None },
+            unknown: presence.unknown(&reads),
         }))
     }
 
@@ -262,7 +265,7 @@ impl Workspace<'_> {
 
     /// The live managed files and their documents; `None` when one cannot be read (a targeted
     /// plan then takes every file, and terraform says what is wrong).
-    fn live_docs(&self) -> Option<Vec<(String, Value)>> {
+    pub(super) fn live_docs(&self) -> Option<Vec<(String, Value)>> {
         self.dir
             .managed()
             .filter(|f| f.suffix == names::Suffix::Live)

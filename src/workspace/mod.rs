@@ -35,6 +35,7 @@ mod look;
 mod migrate;
 mod mirror;
 mod open;
+mod strays;
 mod sync;
 mod view;
 

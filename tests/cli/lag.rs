@@ -307,3 +307,96 @@ fn a_throttled_confirmation_read_keeps_the_machine_and_reads_within_the_bound() 
     let report = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok().json();
     assert_eq!((report["pruned"].clone(), report["unconfirmed"].clone()), (json!([]), json!([])), "{report}");
 }
+
+/// Puts a machine in the cloud behind terraform's back: a copy of `like`'s object under `id`,
+/// its tags edited by `tags`.
+fn plant(c: &Cloud, like: &str, id: &str, tags: impl FnOnce(&mut Value)) {
+    let mut object: Value =
+        serde_json::from_slice(&std::fs::read(c.cloud.join(format!("{like}.json"))).unwrap()).unwrap();
+    object["id"] = json!(id);
+    tags(&mut object["tags"]);
+    std::fs::write(c.cloud.join(format!("{id}.json")), object.to_string()).unwrap();
+}
+
+// Strays: a twin of a member (its tags, another machine) and a machine that names the group but
+// no file here. Every reconcile that lists reports them (JSON, one line each on stderr, the
+// metrics) and still succeeds; --check exits 10; describe shows them; sweep-orphans --strays
+// destroys the twin only, dry run first, asked for, counted by --max-destroy.
+#[test]
+fn strays_are_reported_checked_described_and_the_twins_swept() {
+    let c = lagging(0);
+    let spec = group(&c, 2, "v1");
+    c.run(&["reconcile", "--group", &spec]).ok();
+    let member = c.describe()[0]["ID"].as_str().unwrap().to_string();
+    let vm = c.machine(&member);
+    plant(&c, &vm, "i-7717", |_| {});
+    plant(&c, &vm, "i-0999", |tags| tags["infrakit.instance.name"] = json!("instance-999"));
+    let metrics = c.s.root.path().join("infrakit.prom");
+    let metrics_flag = metrics.to_str().unwrap();
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json", "--metrics-file", metrics_flag]).ok();
+    let report = run.json();
+    let strays: BTreeMap<String, String> = report["strays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap().to_string(), s["kind"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(strays, BTreeMap::from([("i-0999".into(), "unknown".into()), ("i-7717".into(), "twin".into())]));
+    assert_eq!(
+        run.stderr.lines().filter(|l| l.starts_with("warning: stray fakecloud_instance")).count(),
+        2,
+        "{}",
+        run.stderr
+    );
+    assert!(std::fs::read_to_string(&metrics).unwrap().contains("infrakit_tf_strays{"), "the metrics count them");
+    assert!(std::fs::read_to_string(&metrics).unwrap().contains("} 2\n"));
+    let check = c.run(&["reconcile", "--check", "--group", &spec]).code(Code::Pending as i32);
+    assert!(check.stderr.contains("2 stray machine(s) in no state"), "{}", check.stderr);
+    let rows = c.describe();
+    let described: BTreeSet<&str> =
+        rows.iter().filter(|r| r["status"] == "stray").map(|r| r["ID"].as_str().unwrap()).collect();
+    assert_eq!(described, BTreeSet::from(["i-0999", "i-7717"]), "{rows:?}");
+
+    let before = (c.s.snapshot(), c.objects());
+    let dry = c.run(&["sweep-orphans", "--strays", "--dry-run", "--output", "json"]).ok().json();
+    assert_eq!(dry["destroyed"], 1, "{dry}");
+    c.run(&["sweep-orphans", "--strays"]).code(Code::NotConfirmed as i32);
+    c.run(&["sweep-orphans", "--strays", "--yes", "--max-destroy", "0"]).code(Code::TooManyDestroys as i32);
+    assert!((c.s.snapshot(), c.objects()) == before, "refused: nothing changed");
+    let swept = c.run(&["sweep-orphans", "--strays", "--yes", "--output", "json"]).ok().json();
+    assert_eq!(swept["destroyed"], 1, "{swept}");
+    let objects = c.objects();
+    assert!(!objects.contains_key("i-7717"), "the twin is destroyed");
+    assert!(objects.contains_key("i-0999"), "the machine that names no file here is never destroyed");
+    assert!(!c.s.files().iter().any(|f| f.contains("strays")), "{:?}", c.s.files());
+    let report = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok().json();
+    assert_eq!(report["strays"].as_array().map(Vec::len), Some(1), "{report}");
+    c.vanish("i-0999");
+    c.run(&["reconcile", "--group", &spec]).ok();
+    c.run(&["reconcile", "--check", "--group", &spec]).ok();
+    exactly_once(&c, 2);
+}
+
+// A stray that stands for a resource without a machine (its record lost, with no evidence
+// left to look it up) is adopted, not made again.
+#[test]
+fn a_stray_that_stands_for_a_resource_without_a_machine_is_adopted() {
+    let c = lagging(0);
+    let spec = group(&c, 2, "v1");
+    c.run(&["reconcile", "--group", &spec]).ok();
+    let member = c.describe()[1]["ID"].as_str().unwrap().to_string();
+    let vm = c.machine(&member);
+    let status = std::process::Command::new(crate::terraform::terraform_program())
+        .args(["state", "rm", &format!("fakecloud_instance.{member}")])
+        .current_dir(&c.s.dir)
+        .env("TF_CLI_CONFIG_FILE", c.s.root.path().join("fakecloud.tfrc"))
+        .env("FAKECLOUD_DIR", &c.cloud)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    assert!(run.stderr.contains(&format!("adopted fakecloud_instance.{member} = {vm}")), "{}", run.stderr);
+    assert_eq!(run.json()["strays"], json!([]));
+    exactly_once(&c, 2);
+    assert_eq!(c.machine(&member), vm, "its own machine, adopted");
+}

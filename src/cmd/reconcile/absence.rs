@@ -11,9 +11,10 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cloud_record::{Absence, GoneRead};
-use crate::output::{utc_at, Printer};
+use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::terraform::Plan;
+use crate::text::utc_ms;
 use crate::tfoutput::Action;
 use crate::workspace::Workspace;
 
@@ -71,7 +72,7 @@ pub(super) fn weigh(
     let kept: Vec<Unconfirmed> = verdicts
         .into_iter()
         .filter_map(|(address, absence)| match absence {
-            Absence::Keep { why, until } => Some(Unconfirmed { address, why, until: Some(utc_at(until)) }),
+            Absence::Keep { why, until } => Some(Unconfirmed { address, why, until: Some(utc_ms(until)) }),
             Absence::Prune => None,
         })
         .collect();
@@ -105,7 +106,7 @@ pub(super) fn held_and_unread(ws: &Workspace<'_>, unread: &[(String, String)]) -
         .map(|address| Unconfirmed {
             address: address.clone(),
             why: "an apply that failed or was cut short may have made it, and the cloud does not list it yet".into(),
-            until: until.map(utc_at),
+            until: until.map(utc_ms),
         })
         .collect();
     out.extend(unread.iter().map(|(address, why)| Unconfirmed {

@@ -48,6 +48,7 @@ use serde::Serialize;
 use self::absence::{Reading, Unconfirmed};
 use self::groups::{Group, GroupReport, Replaced};
 use crate::cli::{Reason, ReconcileArgs};
+use crate::cloud_record::{Classified, StrayKind};
 use crate::cmd::drain::Draining;
 use crate::cmd::instances::{removals, NewInstances};
 use crate::context::Ctx;
@@ -111,6 +112,11 @@ struct Report {
     /// read, or may exist unlisted (an apply that failed or was cut short may have made them):
     /// nothing prunes, forgets or makes them again until a later run knows.
     unconfirmed: Vec<Unconfirmed>,
+    /// Machines a listing showed with this directory's tags that no state records, and that
+    /// cannot be adopted: twins or leaks (`kind` `twin`: `sweep-orphans --strays` destroys
+    /// them), and machines that name one of its groups but no file here (`unknown`: left
+    /// alone). In `--check`, those the cloud record knows.
+    strays: Vec<Classified>,
 }
 
 /// What a run read from the cloud (README "What a reconcile reads").
@@ -162,7 +168,8 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let lookup_pending = ws.awaiting_lookup().map(str::to_string);
     let mut report = Report { check: args.check, adopted, lookup_pending, ..Report::default() };
     if !args.check && !report.adopted.is_empty() {
-        adopt_first(&mut ws, &ctx.printer, &mut report)?;
+        let adopted = report.adopted.clone();
+        adopt_first(&mut ws, &ctx.printer, &mut report, &adopted)?;
     }
     let instances = ws.dir().instances(&profiles);
     // The health counts as earlier runs left them: which members are unhealthy.
@@ -192,6 +199,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     (report.reads.refreshed, report.reads.lists, report.reads.data_sources) =
         (read.refreshed, read.lists, read.data_sources);
     crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
+    if report.reads.slice.is_some() || report.check {
+        crate::metrics::note_strays(report.strays.len());
+    }
     crate::metrics::note_healing(report.groups.iter().filter_map(|g| {
         let h = g.healing.as_ref()?;
         let counts = crate::metrics::Healing {
@@ -211,8 +221,13 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
 /// those of an import that did not finish stay for the whole apply that follows. A plan that
 /// would destroy anything (an adopted machine replaced) is not applied here: it is left to
 /// the whole apply, which `--max-destroy` checks.
-fn adopt_first(ws: &mut Workspace<'_>, printer: &Printer, report: &mut Report) -> Result<()> {
-    let targets: Vec<String> = report.adopted.iter().map(|a| a.address.clone()).collect();
+fn adopt_first(
+    ws: &mut Workspace<'_>,
+    printer: &Printer,
+    report: &mut Report,
+    adopted: &[crate::lookup::Adopted],
+) -> Result<()> {
+    let targets: Vec<String> = adopted.iter().map(|a| a.address.clone()).collect();
     let saved = ws.plan_targets(&targets)?;
     report.terraform_runs += 1;
     if saved.plan.totals.remove > 0 {
@@ -226,8 +241,30 @@ fn adopt_first(ws: &mut Workspace<'_>, printer: &Printer, report: &mut Report) -
     ws.imports_done(&targets)?;
     report.terraform_runs += 1;
     report.applied = true;
-    (report.added, report.changed, report.destroyed) = (c.add, c.change, c.remove);
+    report.added += c.add;
+    report.changed += c.change;
+    report.destroyed += c.remove;
     Ok(())
+}
+
+/// The line that reports a stray.
+fn stray_line(s: &Classified) -> String {
+    let whose = s.file.as_deref().map_or_else(
+        || format!("the tags of group `{}`, naming no file here", s.group.as_deref().unwrap_or("(none)")),
+        |f| format!("the tags of `{f}`"),
+    );
+    match s.kind {
+        StrayKind::Twin => format!(
+            "stray {} {}: it carries {whose}, whose {} is another machine, and is in no state (a twin a lost answer made, or a leak): `infrakit-tf sweep-orphans --strays` destroys it",
+            s.rtype,
+            s.id,
+            s.address.as_deref().unwrap_or("resource")
+        ),
+        _ => format!(
+            "stray {} {}: it carries {whose} and is in no state; another directory's? it is left alone (delete it, or take the tags off, if it is nobody's)",
+            s.rtype, s.id
+        ),
+    }
 }
 
 /// `--check`: plans the would-be directory (queue promoted) in a mirror, with a refresh that
@@ -247,6 +284,8 @@ fn check(
     let reading = Reading { shown: &BTreeSet::new(), read: None, at };
     report.unconfirmed = absence::weigh(ws, &mut plan, &reading, profiles, printer, true)?;
     report.unconfirmed.extend(absence::held_and_unread(ws, &[]));
+    let addresses: BTreeSet<String> = ws.state()?.into_keys().collect();
+    report.strays = ws.known_strays(&addresses).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
     report.terraform_runs = 1;
     report.reads.full_refresh = true;
     fill_plan(report, &plan);
@@ -262,6 +301,7 @@ fn check(
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
+        || !report.strays.is_empty()
         || !report.drift.is_empty()
         || !report.promoted.is_empty()
         || report.groups.iter().any(|g| g.pending);
@@ -450,6 +490,13 @@ impl Run<'_> {
         let read_at = ws.now_ms()?;
         let mut seen = self.look(ws, report)?;
         report.unconfirmed = seen.weigh(ws, read_at, self.profiles, &self.ctx.printer, false)?;
+        if let Seen::Looked { strays, whole, .. } = &mut seen {
+            // A stray adopted changes the state: a whole plan saved before is stale (planned
+            // again below when the run applies anything).
+            if self.strays(ws, strays, report)? {
+                *whole = None;
+            }
+        }
         fill_plan(report, seen.plan());
 
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
@@ -557,6 +604,9 @@ impl Run<'_> {
         };
         report.terraform_runs += look.runs;
         report.reads.unlisted = look.unlisted.clone();
+        let addresses: BTreeSet<String> =
+            presence.listed.iter().map(|l| l.address.clone()).chain(presence.always.iter().cloned()).collect();
+        let strays = ws.strays(&look.unknown, &addresses)?;
         let tries = u64::from(ws.terraform()?.retries()) + 1;
         report.reads.bound = Some(tries * (2 + presence.slice.len() as u64 + look.unlisted.len() as u64));
         let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
@@ -569,6 +619,7 @@ impl Run<'_> {
             shown: look.shown,
             read: look.read,
             unread: look.unread,
+            strays,
         })
     }
 
@@ -592,6 +643,52 @@ impl Run<'_> {
             ws.apply(Apply::RefreshOnly(&drifted))?;
         }
         Ok(())
+    }
+
+    /// The strays the look found (`workspace::strays`): one that stands for a resource without
+    /// a machine is adopted at once (imported, as after a cut apply), unless its group tag is
+    /// not its file's; the others are reported, one line each, and left alone (a plain run
+    /// still succeeds; `reconcile --check` says so; `sweep-orphans --strays` destroys twins).
+    /// Whether it adopted any.
+    fn strays(&self, ws: &mut Workspace<'_>, strays: &[Classified], report: &mut Report) -> Result<bool> {
+        let mut adopting = Vec::new();
+        for s in strays {
+            match (s.kind, &s.address) {
+                (StrayKind::Adoptable, Some(address)) if self.same_group(ws, s) => {
+                    self.ctx.printer.status(&format!(
+                        "adopted {address} = {}: a machine the listing shows with its tags, in no state",
+                        s.id
+                    ));
+                    adopting.push(crate::lookup::Adopted { address: address.clone(), id: s.id.clone() });
+                }
+                _ => {
+                    self.ctx.printer.warn(&stray_line(s));
+                    report.strays.push(s.clone());
+                }
+            }
+        }
+        if adopting.is_empty() {
+            return Ok(false);
+        }
+        let existing = ws.dir().read_doc(names::IMPORT_FILE).ok();
+        let blocks = crate::lookup::import_blocks(existing.as_ref(), &adopting);
+        ws.write(ChangeSet::writing(vec![crate::workspace::FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?;
+        report.adopted.extend(adopting.iter().cloned());
+        adopt_first(ws, &self.ctx.printer, report, &adopting)?;
+        Ok(true)
+    }
+
+    /// Whether a stray's group tag is the one its file gives the resource it names.
+    fn same_group(&self, ws: &Workspace<'_>, s: &Classified) -> bool {
+        let Some((file, address)) = s.file.as_deref().zip(s.address.as_deref()) else { return false };
+        let Some((rtype, name)) = address.split_once('.') else { return false };
+        let tags = ws.dir().read_doc(file).ok().and_then(|doc| {
+            let props = doc.get("resource")?.get(rtype)?.get(name)?.clone();
+            let path = self.profiles.lookup(rtype)?.tag_path()?;
+            crate::spec::lookup(props.as_object()?, &path).ok().flatten().cloned()
+        });
+        tags.as_ref().and_then(|t| t.get(crate::group::GROUP_TAG)).and_then(serde_json::Value::as_str)
+            == s.group.as_deref()
     }
 
     /// Checks the members of the groups that heal (`cmd::heal`), writes the health record,
@@ -933,7 +1030,8 @@ enum Seen {
     /// `digest`: what the whole plan planned (`Workspace::digest`); `deposed`: the resources
     /// holding a deposed object, which are not forgotten (that would forget the object).
     /// `shown`: the listed machines their listing showed; `read`: every address a refresh
-    /// read; `unread`: what could not be read, and why.
+    /// read; `unread`: what could not be read, and why; `strays`: what the listings showed that
+    /// no state records (`workspace::strays`).
     Looked {
         plan: Plan,
         whole: Option<SavedPlan>,
@@ -943,6 +1041,7 @@ enum Seen {
         shown: BTreeSet<String>,
         read: BTreeSet<String>,
         unread: Vec<(String, String)>,
+        strays: Vec<Classified>,
     },
 }
 
@@ -1093,6 +1192,10 @@ fn summary(r: &Report) -> String {
             unrecorded.join(", ")
         ));
     }
+    if !r.strays.is_empty() {
+        let ids: Vec<&str> = r.strays.iter().map(|s| s.id.as_str()).collect();
+        summary.push_str(&format!("; {} stray machine(s) in no state: {}", ids.len(), ids.join(", ")));
+    }
     for g in r.groups.iter().filter(|g| g.pending) {
         summary.push_str(&format!("; group {}: {}", g.id, g.todo));
     }
@@ -1120,10 +1223,11 @@ fn line(r: &Report) -> String {
     let adopted = if r.adopted.is_empty() || r.check { String::new() } else { format!(" adopted={}", r.adopted.len()) };
     let unconfirmed =
         if r.unconfirmed.is_empty() { String::new() } else { format!(" unconfirmed={}", r.unconfirmed.len()) };
+    let strays = if r.strays.is_empty() || r.check { String::new() } else { format!(" strays={}", r.strays.len()) };
     let retries = if r.retries == 0 { String::new() } else { format!(" retries={}", r.retries) };
     let now = utc_now();
     let mut out = format!(
-        "{now} {head}: {what}{adopted}{unconfirmed} terraform_runs={}{retries} refreshed={} lists={} in {:.2}s",
+        "{now} {head}: {what}{adopted}{unconfirmed}{strays} terraform_runs={}{retries} refreshed={} lists={} in {:.2}s",
         r.terraform_runs, r.reads.refreshed, r.reads.lists, r.duration_seconds
     );
     for g in &r.groups {
@@ -1152,6 +1256,13 @@ fn table(r: &Report) -> Table {
             None => format!("{} ({})", u.address, u.why),
         });
         t.add_row(["unconfirmed".to_string(), list(rows.collect())]);
+    }
+    if !r.strays.is_empty() {
+        let rows = r.strays.iter().map(|s| {
+            let names = s.address.clone().or_else(|| s.file.clone()).unwrap_or_else(|| "no file here".into());
+            format!("{} {} ({names}; {})", s.rtype, s.id, s.kind.as_str())
+        });
+        t.add_row(["strays".to_string(), list(rows.collect())]);
     }
     if r.check {
         t.add_row([
