@@ -661,6 +661,10 @@ impl<'a> Workspace<'a> {
             None => what,
         };
         let mut adopted: Vec<String> = Vec::new();
+        // What the retry had to leave out (its look-up could not settle it): the command fails
+        // all the same, once the rest is applied.
+        let held_before = self.held_back.clone();
+        let mut left_out: Vec<String> = Vec::new();
         let applied = tf.apply_adopting(what, &mut || {
             self.note_cut()?;
             // The failed try was creating: its marker may not have been written (a full disk
@@ -679,6 +683,7 @@ impl<'a> Workspace<'a> {
                 std::thread::sleep(wait);
                 adopted.extend(self.find_unrecorded(false, &[])?.into_iter().map(|a| a.address));
             }
+            left_out = self.held_back.difference(&held_before).cloned().collect();
             Ok(match self.holding_back(&what)? {
                 None => crate::terraform::Next::Same,
                 Some(targets) if targets.is_empty() => crate::terraform::Next::Nothing,
@@ -692,6 +697,18 @@ impl<'a> Workspace<'a> {
         noted?;
         if !adopted.is_empty() {
             self.imports_done(&adopted)?;
+        }
+        if !left_out.is_empty() {
+            let until = self.held_until.map(crate::text::utc_ms).unwrap_or_default();
+            return Err(crate::exit::Failure::new(
+                crate::exit::Code::TerraformFailed,
+                format!(
+                    "terraform apply failed while creating {}, and the cloud does not list it yet: it may exist, so it was not made again (the rest was applied)",
+                    left_out.join(", ")
+                ),
+            )
+            .hint(format!("run `infrakit-tf reconcile` from {until} (the settle time): it adopts what the cloud lists then, and makes what it does not"))
+            .into());
         }
         Ok(applied)
     }
