@@ -153,6 +153,8 @@ pub struct Presence {
     pub deposed: Vec<String>,
     /// Every object the state records: its type and ID.
     pub recorded: BTreeSet<(String, String)>,
+    /// The ID of every resource the state records with one object, by address.
+    pub ids: BTreeMap<String, String>,
 }
 
 /// Whether any resource `files` declare is of a type whose look-up lists by tags: otherwise
@@ -202,7 +204,14 @@ pub fn plan(
     let (slice, cursor) = rotate(&listed, cursor, slice);
     let deposed = state.iter().filter(|r| r.deposed).map(|r| r.address.clone()).collect();
     let recorded = state.iter().flat_map(|r| r.ids.iter().map(|id| (r.rtype.clone(), id.clone()))).collect();
-    Presence { listings, listed, always, slice, cursor, deposed, recorded }
+    let ids = state
+        .iter()
+        .filter_map(|r| match r.ids.as_slice() {
+            [id] => Some((r.address.clone(), id.clone())),
+            _ => None,
+        })
+        .collect();
+    Presence { listings, listed, always, slice, cursor, deposed, recorded, ids }
 }
 
 /// The slice after `cursor`, and where it stops.

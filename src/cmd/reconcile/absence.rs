@@ -5,7 +5,7 @@
 //! not made again); the next run reads it again. What the run could not read, and what a
 //! look-up could not settle yet (`Workspace::find_unrecorded`), is unconfirmed too.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use serde::Serialize;
@@ -34,6 +34,9 @@ pub(super) struct Reading<'a> {
     pub(super) shown: &'a BTreeSet<String>,
     /// Every address a refresh read; `None`: all of them (a full refresh).
     pub(super) read: Option<&'a BTreeSet<String>>,
+    /// The ID the state holds for each address, where the look read the state already;
+    /// `None`: the state is read here.
+    pub(super) ids: Option<&'a BTreeMap<String, String>>,
     /// When the run's reads began (ms, the shared clock).
     pub(super) at: u64,
 }
@@ -55,15 +58,21 @@ pub(super) fn weigh(
         return Ok(Vec::new());
     }
     // The IDs the state holds (nothing was saved since the reads).
-    let state = ws.state()?;
+    let read_here;
+    let ids = match reading.ids {
+        Some(ids) => ids,
+        None => {
+            read_here = ws.state()?.into_iter().filter_map(|(a, r)| Some((a, r.attribute("id")?))).collect();
+            &read_here
+        }
+    };
     let reads: Vec<GoneRead> = gone
         .iter()
         .filter_map(|a| {
-            let id = state.get(a)?.attribute("id")?;
-            Some(GoneRead { address: a.clone(), id, listed: reading.shown.contains(a) })
+            Some(GoneRead { address: a.clone(), id: ids.get(a)?.clone(), listed: reading.shown.contains(a) })
         })
         .collect();
-    let in_state: BTreeSet<String> = state.keys().cloned().collect();
+    let in_state: BTreeSet<String> = ids.keys().cloned().collect();
     let read = reading.read.unwrap_or(&in_state);
     let verdicts = record.weigh(&reads, read, &in_state, reading.at, |t| profiles.settle(t));
     if !check {

@@ -281,7 +281,7 @@ fn check(
     let at = ws.now_ms()?;
     let mut plan = ws.plan_after(&ChangeSet::default(), true)?;
     // What a run would not believe gone yet is not pending either: the run would keep it.
-    let reading = Reading { shown: &BTreeSet::new(), read: None, at };
+    let reading = Reading { shown: &BTreeSet::new(), read: None, ids: None, at };
     report.unconfirmed = absence::weigh(ws, &mut plan, &reading, profiles, printer, true)?;
     report.unconfirmed.extend(absence::held_and_unread(ws, &[]));
     let addresses: BTreeSet<String> = ws.state()?.into_keys().collect();
@@ -620,6 +620,7 @@ impl Run<'_> {
             read: look.read,
             unread: look.unread,
             strays,
+            ids: presence.ids,
         })
     }
 
@@ -1031,7 +1032,7 @@ enum Seen {
     /// holding a deposed object, which are not forgotten (that would forget the object).
     /// `shown`: the listed machines their listing showed; `read`: every address a refresh
     /// read; `unread`: what could not be read, and why; `strays`: what the listings showed that
-    /// no state records (`workspace::strays`).
+    /// no state records (`workspace::strays`); `ids`: the ID the state holds for each address.
     Looked {
         plan: Plan,
         whole: Option<SavedPlan>,
@@ -1042,6 +1043,7 @@ enum Seen {
         read: BTreeSet<String>,
         unread: Vec<(String, String)>,
         strays: Vec<Classified>,
+        ids: BTreeMap<String, String>,
     },
 }
 
@@ -1066,9 +1068,9 @@ impl Seen {
     ) -> Result<Vec<Unconfirmed>> {
         let none = BTreeSet::new();
         let (plan, reading, unread) = match self {
-            Seen::Refreshed(saved) => (&mut saved.plan, Reading { shown: &none, read: None, at }, &[][..]),
-            Seen::Looked { plan, shown, read, unread, .. } => {
-                (plan, Reading { shown: &*shown, read: Some(&*read), at }, unread.as_slice())
+            Seen::Refreshed(saved) => (&mut saved.plan, Reading { shown: &none, read: None, ids: None, at }, &[][..]),
+            Seen::Looked { plan, shown, read, unread, ids, .. } => {
+                (plan, Reading { shown: &*shown, read: Some(&*read), ids: Some(&*ids), at }, unread.as_slice())
             }
         };
         let mut unconfirmed = absence::weigh(ws, plan, &reading, profiles, printer, check)?;
