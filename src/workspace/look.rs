@@ -130,14 +130,17 @@ impl Workspace<'_> {
                 .map(|i| presence.listings[i].address(i))
                 .collect();
             let reading = if unread.is_empty() { refreshed.as_slice() } else { &[] };
-            let targets: Vec<String> = reading.iter().cloned().chain(listings).collect();
+            let targets: Vec<String> = reading.iter().chain(&listings).cloned().collect();
             if targets.is_empty() {
                 break (Plan::default(), BTreeMap::new());
             }
-            let (doc, _) = presence::listing_document(&presence.listings, &empty);
-            let listing = FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private };
+            // Every listing found empty: none to write (an empty `data` block is not valid).
+            let listing = (!listings.is_empty()).then(|| {
+                let (doc, _) = presence::listing_document(&presence.listings, &empty);
+                FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private }
+            });
             runs += 1;
-            let e = match self.targeted_plan(files.as_deref(), &targets, Some(listing)) {
+            let e = match self.targeted_plan(files.as_deref(), &targets, listing) {
                 Ok((plan, reads)) => break (plan, reads),
                 Err(e) if crate::exit::code_for(&e) == crate::exit::Code::TerraformFailed => e,
                 Err(e) => return Err(e),

@@ -132,6 +132,25 @@ fn a_lost_create_retried_while_the_listing_lags_is_not_made_twice() {
     assert_eq!(check["lookup_pending"], Value::Null, "{check}");
 }
 
+// With --settle-wait, a retry whose wait for the settle time is short enough waits, looks
+// again, and adopts what the lost answer made: the command succeeds, nothing made twice.
+#[test]
+fn a_retry_waits_for_a_short_settle_time_when_asked() {
+    let c = lagging(3);
+    let spec = group(&c, 3, "v1");
+    c.lag_lists(1500);
+    knob(&c, "lose-creates", "1 503\n");
+    let env = [("INFRAKIT_TF_SETTLE", "3s"), ("INFRAKIT_TF_SETTLE_WAIT", "10s")];
+    let run = c.run_env(&["reconcile", "--group", &spec, "--output", "json"], &env).ok();
+    assert!(
+        run.stderr.contains("waiting 3s for the cloud's answer to settle") || run.stderr.contains("(--settle-wait)"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.json()["unconfirmed"], json!([]), "{}", run.stderr);
+    exactly_once(&c, 3);
+}
+
 // The same after a reconcile killed (its whole process group, SIGKILL) while its replacement
 // boots, run again at once with the listing lagging: the replacement is not made twice.
 #[test]
@@ -259,6 +278,15 @@ fn a_look_up_that_fails_on_nothing_found_is_empty_for_the_adoption() {
     assert!(report.stderr.contains("looking up the machines it may have made"), "{}", report.stderr);
     exactly_once(&c, 3);
     c.run(&["reconcile", "--check", "--group", &spec]).ok();
+    // The listing of a group whose every machine vanished fails the same way: empty, and the
+    // group is made again (not a refresh of everything).
+    for id in c.objects().into_keys() {
+        c.vanish(&id);
+    }
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
+    assert!(!run.stderr.contains("refreshes everything"), "{}", run.stderr);
+    assert_eq!(run.json()["pruned"].as_array().map(Vec::len), Some(3), "{}", run.stderr);
+    exactly_once(&c, 3);
 }
 
 // Any other failure of the adoption's look-up says which look-up failed, that the apply was
