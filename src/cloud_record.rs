@@ -98,13 +98,15 @@ pub const WHOSE: [&str; 5] = [NAME_TAG, SLOT_TAG, GLOBAL_TAG, GROUP_TAG, RESOURC
 
 /// What `stray` (cloud ID `id`) is to this directory: `files`, the live managed files (name,
 /// document); `recorded`, the addresses the state holds; `groups`, this directory's groups (the
-/// group tags its files write).
+/// group tags its files write); `tag_path`, where its type takes tags. A stray whose group tag
+/// is not the one the file gives the resource it names is not that resource's (as adoption
+/// never guesses): unknown.
 pub fn classify(
     id: &str,
     stray: &Stray,
     files: &[(String, serde_json::Value)],
-    recorded: &BTreeSet<String>,
-    groups: &BTreeSet<String>,
+    (recorded, groups): (&BTreeSet<String>, &BTreeSet<String>),
+    tag_path: &[String],
 ) -> Classified {
     let base = stray
         .tags
@@ -113,17 +115,24 @@ pub fn classify(
         .cloned()
         .or_else(|| stray.tags.get(GLOBAL_TAG).map(|g| format!("{g}_global")));
     let file = base.map(|b| format!("{b}{}", crate::names::LIVE)).filter(|f| files.iter().any(|(n, _)| n == f));
+    let group = stray.tags.get(GROUP_TAG).cloned();
     let address = file.as_deref().and_then(|f| {
         let doc = &files.iter().find(|(n, _)| n == f)?.1;
-        let names: Vec<&String> = doc.get("resource")?.get(&stray.rtype)?.as_object()?.keys().collect();
+        let by_name = doc.get("resource")?.get(&stray.rtype)?.as_object()?;
+        let names: Vec<&String> = by_name.keys().collect();
         let name = match stray.tags.get(RESOURCE_TAG) {
             Some(own) => names.into_iter().find(|n| *n == own)?,
             None if names.len() == 1 => names[0],
             None => return None,
         };
-        Some(format!("{}.{name}", stray.rtype))
+        let theirs = by_name
+            .get(name)
+            .and_then(serde_json::Value::as_object)
+            .and_then(|props| crate::spec::lookup(props, tag_path).ok().flatten())
+            .and_then(|tags| tags.get(GROUP_TAG))
+            .and_then(serde_json::Value::as_str);
+        (theirs == group.as_deref()).then(|| format!("{}.{name}", stray.rtype))
     });
-    let group = stray.tags.get(GROUP_TAG).cloned();
     let kind = match (&address, &group) {
         (Some(a), _) if recorded.contains(a) => StrayKind::Twin,
         (Some(_), _) => StrayKind::Adoptable,
@@ -156,6 +165,12 @@ pub struct CloudRecord {
     /// By cloud ID.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub strays: BTreeMap<String, Stray>,
+    /// When the evidence of the last apply that failed or was cut short was noted, once its
+    /// look-up found everything (and so settled it early): what that apply made may be in the
+    /// state with no creation on record, so reads younger than its settle time are not
+    /// believed (see [`CloudRecord::weigh`]'s `cut`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<u64>,
 }
 
 /// One object a refresh found gone (`resource_drift` delete), as [`CloudRecord::weigh`] needs it.
@@ -208,13 +223,15 @@ impl CloudRecord {
     /// believed (see the module doc), noting the first read that the listing contradicts. A
     /// settle time of zero believes every read. `refreshed`: every address the run read; the
     /// `gone` entries of those it found present, and of addresses no longer `in_state`, are
-    /// forgotten.
+    /// forgotten. `cut`: when the evidence of an apply that failed or was cut short was noted,
+    /// if it still stands: what it made may be in the state with no creation on record (a
+    /// killed apply records nothing), so no read younger than it is believed either.
     pub fn weigh(
         &mut self,
         reads: &[GoneRead],
-        refreshed: &BTreeSet<String>,
-        in_state: &BTreeSet<String>,
+        (refreshed, in_state): (&BTreeSet<String>, &BTreeSet<String>),
         read_at: u64,
+        cut: Option<u64>,
         settle: impl Fn(&str) -> Duration,
     ) -> Vec<(String, Absence)> {
         let gone: BTreeSet<&str> = reads.iter().map(|r| r.address.as_str()).collect();
@@ -223,8 +240,15 @@ impl CloudRecord {
         for r in reads {
             let settle = ms(settle(rtype(&r.address)));
             let created = self.created.get(&r.address).filter(|c| c.id == r.id).map(|c| c.at);
+            let after_cut = cut.map(|noted| noted.saturating_add(settle)).filter(|until| read_at < *until);
             let absence = if settle == 0 {
                 Absence::Prune
+            } else if let Some(until) = after_cut {
+                Absence::Keep {
+                    why: "an apply that failed or was cut short may have made it, and a read so soon after is not believed"
+                        .into(),
+                    until,
+                }
             } else if r.listed {
                 let first = self.gone.get(&r.address).filter(|g| g.id == r.id).map_or(read_at, |g| g.at);
                 if read_at >= first.saturating_add(settle) {
@@ -290,16 +314,16 @@ mod tests {
         r.note_created(&[("vm.a".into(), "i-1".into())], 1_000_000, |_| S);
         let state = all(&["vm.a", "vm.b"]);
         let reads = [read("vm.a", "i-1", false), read("vm.b", "i-2", false)];
-        let v = r.weigh(&reads, &state, &state, 1_005_000, |_| S);
+        let v = r.weigh(&reads, (&state, &state), 1_005_000, None, |_| S);
         assert!(matches!(v[0].1, Absence::Keep { until: 1_120_000, .. }), "{v:?}");
         assert_eq!(v[1].1, Absence::Prune, "no creation on record: believed");
-        let v = r.weigh(&reads[..1], &state, &state, 1_120_000, |_| S);
+        let v = r.weigh(&reads[..1], (&state, &state), 1_120_000, None, |_| S);
         assert_eq!(v[0].1, Absence::Prune);
         assert!(r.gone.is_empty() && r.created.is_empty());
         // A machine of the same address made since (another ID) is not the young one.
         let mut r = CloudRecord::default();
         r.note_created(&[("vm.a".into(), "i-9".into())], 1_000_000, |_| S);
-        assert_eq!(r.weigh(&reads[..1], &state, &state, 1_005_000, |_| S)[0].1, Absence::Prune);
+        assert_eq!(r.weigh(&reads[..1], (&state, &state), 1_005_000, None, |_| S)[0].1, Absence::Prune);
     }
 
     // The listing shows it, a read calls it gone: kept, whatever its age, until a read at
@@ -310,17 +334,23 @@ mod tests {
         let state = all(&["vm.a"]);
         let reads = [read("vm.a", "i-1", true)];
         let keep = |v: Vec<(String, Absence)>| matches!(v[0].1, Absence::Keep { until: 1_120_000, .. });
-        assert!(keep(r.weigh(&reads, &state, &state, 1_000_000, |_| S)));
+        assert!(keep(r.weigh(&reads, (&state, &state), 1_000_000, None, |_| S)));
         assert_eq!(r.gone["vm.a"], Sighting { id: "i-1".into(), at: 1_000_000 });
-        assert!(keep(r.weigh(&reads, &state, &state, 1_060_000, |_| S)), "the first read is kept");
-        assert_eq!(r.weigh(&reads, &state, &state, 1_120_000, |_| S)[0].1, Absence::Prune);
+        assert!(keep(r.weigh(&reads, (&state, &state), 1_060_000, None, |_| S)), "the first read is kept");
+        assert_eq!(r.weigh(&reads, (&state, &state), 1_120_000, None, |_| S)[0].1, Absence::Prune);
         assert!(r.gone.is_empty());
         // A read that finds it present in between forgets the disagreement.
-        assert!(keep(r.weigh(&reads, &state, &state, 1_000_000, |_| S)));
-        r.weigh(&[], &state, &state, 1_010_000, |_| S);
+        assert!(keep(r.weigh(&reads, (&state, &state), 1_000_000, None, |_| S)));
+        r.weigh(&[], (&state, &state), 1_010_000, None, |_| S);
         assert!(r.gone.is_empty(), "found present: forgotten");
+        // After an apply that failed or was cut short, no read younger than its evidence is
+        // believed: what it made may be in the state with no creation on record.
+        let unlisted = [read("vm.a", "i-1", false)];
+        let v = r.weigh(&unlisted, (&state, &state), 1_060_000, Some(1_000_000), |_| S);
+        assert!(matches!(v[0].1, Absence::Keep { until: 1_120_000, .. }), "{v:?}");
+        assert_eq!(r.weigh(&unlisted, (&state, &state), 1_120_000, Some(1_000_000), |_| S)[0].1, Absence::Prune);
         // A settle time of zero trusts the first answer.
-        assert_eq!(r.weigh(&reads, &state, &state, 1_000_000, |_| Duration::ZERO)[0].1, Absence::Prune);
+        assert_eq!(r.weigh(&reads, (&state, &state), 1_000_000, None, |_| Duration::ZERO)[0].1, Absence::Prune);
     }
 
     // A machine no read looked at keeps its entry; one no longer in state loses it; old
@@ -331,8 +361,9 @@ mod tests {
     #[test]
     fn strays_are_told_apart_by_what_their_tags_name() {
         use serde_json::json;
+        let web = json!({"tags": {"infrakit.group": "web"}});
         let files = vec![
-            ("instance-1.tf.json".to_string(), json!({"resource": {"fakecloud_instance": {"instance-1": {}}}})),
+            ("instance-1.tf.json".to_string(), json!({"resource": {"fakecloud_instance": {"instance-1": web}}})),
             ("instance-2.tf.json".to_string(), json!({"resource": {"fakecloud_instance": {"instance-2": {}}}})),
             (
                 "web_dedicated_1.tf.json".to_string(),
@@ -346,7 +377,8 @@ mod tests {
             tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             first_seen: 0,
         };
-        let kind = |s: &Stray| classify("i-9", s, &files, &recorded, &groups);
+        let tags = vec!["tags".to_string()];
+        let kind = |s: &Stray| classify("i-9", s, &files, (&recorded, &groups), &tags);
         let twin = kind(&stray("fakecloud_instance", &[(NAME_TAG, "instance-1"), (GROUP_TAG, "web")]));
         assert_eq!((twin.kind, twin.file.as_deref()), (StrayKind::Twin, Some("instance-1.tf.json")));
         assert_eq!(twin.address.as_deref(), Some("fakecloud_instance.instance-1"));
@@ -359,14 +391,17 @@ mod tests {
         assert_eq!(kind(&gone).kind, StrayKind::Unknown);
         let theirs = stray("fakecloud_instance", &[(NAME_TAG, "instance-9"), (GROUP_TAG, "db")]);
         assert_eq!(kind(&theirs).kind, StrayKind::Foreign);
+        // A member's name with another group's tag is not that member's twin: never destroyed.
+        let other_group = stray("fakecloud_instance", &[(NAME_TAG, "instance-1"), (GROUP_TAG, "db")]);
+        assert_eq!((kind(&other_group).kind, kind(&other_group).address), (StrayKind::Unknown, None));
     }
 
     #[test]
     fn the_record_keeps_only_what_a_later_run_must_weigh() {
         let mut r = CloudRecord::default();
         let state = all(&["vm.a", "vm.b"]);
-        r.weigh(&[read("vm.a", "i-1", true), read("vm.b", "i-2", true)], &state, &state, 1_000, |_| S);
-        r.weigh(&[], &all(&[]), &all(&["vm.a"]), 2_000, |_| S);
+        r.weigh(&[read("vm.a", "i-1", true), read("vm.b", "i-2", true)], (&state, &state), 1_000, None, |_| S);
+        r.weigh(&[], (&all(&[]), &all(&["vm.a"])), 2_000, None, |_| S);
         assert_eq!(r.gone.keys().collect::<Vec<_>>(), ["vm.a"]);
         r.note_created(&[("vm.c".into(), "i-3".into())], 0, |_| S);
         r.note_created(&[("disk.d".into(), "v-4".into())], 200_000, |t| if t == "disk" { Duration::ZERO } else { S });

@@ -132,10 +132,15 @@ impl TryFrom<RawLookup> for LookupEntry {
             .map(|s| crate::text::parse_duration(s).map_err(|e| format!("`settle`: {e}")))
             .transpose()?;
         for p in &raw.empty_errors {
-            regex::RegexBuilder::new(p)
+            let re = regex::RegexBuilder::new(p)
                 .case_insensitive(true)
                 .build()
                 .map_err(|e| format!("`empty_errors`: `{p}` is not a regular expression: {e}"))?;
+            // One that matches anything would take every failure (a throttled call, a typo)
+            // for "nothing there", and make machines twice.
+            if re.is_match("") {
+                return Err(format!("`empty_errors`: `{p}` matches every text; give words the data source says"));
+            }
         }
         let lookup = match (raw.data_source, raw.arguments, raw.ids) {
             (Some(data_source), Some(arguments), Some(ids)) => {
@@ -280,6 +285,11 @@ impl Profiles {
         self.settle_override.or_else(|| self.settles.get(resource_type).copied()).unwrap_or(DEFAULT_SETTLE)
     }
 
+    /// Whether every answer is trusted at once (`--settle 0s`): no time needs keeping.
+    pub fn settles_at_once(&self) -> bool {
+        self.settle_override == Some(std::time::Duration::ZERO)
+    }
+
     /// What the data source of `resource_type`'s look-up says when it matches nothing:
     /// [`EMPTY_ERRORS`] and the type's own `empty_errors`.
     pub fn empty_errors(&self, resource_type: &str) -> Vec<String> {
@@ -404,6 +414,8 @@ mod tests {
             r#"{"lookups": {"aws_instance": {"settle": "soon"}}}"#,
             r#"{"lookups": {"x_vm": {"data_source": "x_vms"}}}"#,
             r#"{"lookups": {"x_vm": {"settle": "1m", "empty_errors": ["("]}}}"#,
+            r#"{"lookups": {"x_vm": {"empty_errors": ["|"]}}}"#,
+            r#"{"lookups": {"x_vm": {"empty_errors": [".*"]}}}"#,
             r#"{"lookups": {"x_vm": {"settel": "1m"}}}"#,
         ] {
             assert!(crate::config::Config::parse(bad, file).is_err(), "{bad}");

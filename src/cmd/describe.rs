@@ -152,9 +152,10 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     let mut rows = rows;
     // The strays the last reconcile found (machines in no state that carry this directory's
     // tags), after the instances, when no tag filter leaves them out.
-    let addresses: BTreeSet<String> = seen.state.map(|s| s.keys().cloned().collect()).unwrap_or_default();
+    let ids: BTreeMap<String, String> =
+        seen.state.into_iter().flatten().map(|(a, r)| (a.clone(), r.attribute("id").unwrap_or_default())).collect();
     rows.extend(
-        ws.known_strays(&addresses)
+        ws.known_strays(&ids)
             .into_iter()
             .filter(|s| filter.iter().all(|(k, v)| s.tags.get(k) == Some(v)))
             .map(stray_row),

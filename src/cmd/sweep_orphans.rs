@@ -15,7 +15,7 @@
 //! `--strays` sweeps machines instead of files: the twins among the strays the last
 //! `reconcile` found (`workspace::strays`), counted by `--max-destroy`, asked for the same way.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -146,15 +146,15 @@ struct StraysReport {
 /// `--strays`: destroys the twins among the strays the last reconcile found (see the module
 /// doc). A sweep of strays killed half way is finished first.
 fn strays(args: &SweepArgs, ctx: &Ctx, ws: &mut Workspace<'_>) -> Result<()> {
+    let mut destroyed = 0;
     if !args.dry_run && ws.dir().has(STRAYS_FILE) {
         ctx.printer.status("an earlier sweep of strays was cut short: finishing it");
-        ws.finish_strays()?;
+        destroyed += ws.finish_strays()?.remove;
     }
-    let state = ws.state()?;
-    let ids: BTreeSet<String> = state.values().filter_map(|r| r.attribute("id")).collect();
-    let addresses: BTreeSet<String> = state.into_keys().collect();
     // One adopted or destroyed since the reconcile that found it is no stray any more.
-    let strays: Vec<Classified> = ws.known_strays(&addresses).into_iter().filter(|s| !ids.contains(&s.id)).collect();
+    let state: BTreeMap<String, String> =
+        ws.state()?.into_iter().map(|(a, r)| (a, r.attribute("id").unwrap_or_default())).collect();
+    let strays: Vec<Classified> = ws.known_strays(&state);
     let twins = strays.iter().filter(|s| s.kind == StrayKind::Twin).count() as u64;
     if strays.is_empty() {
         ctx.printer.status(&format!("no strays in `{}` (as the last reconcile found)", ws.dir().shown().display()));
@@ -163,7 +163,7 @@ fn strays(args: &SweepArgs, ctx: &Ctx, ws: &mut Workspace<'_>) -> Result<()> {
     }
     if args.dry_run || twins == 0 {
         if ctx.printer.json_output() {
-            ctx.printer.json(&StraysReport { strays, destroyed: if args.dry_run { twins } else { 0 } })?;
+            ctx.printer.json(&StraysReport { strays, destroyed: if args.dry_run { twins } else { destroyed } })?;
         }
         return Ok(());
     }
@@ -179,10 +179,10 @@ fn strays(args: &SweepArgs, ctx: &Ctx, ws: &mut Workspace<'_>) -> Result<()> {
         ctx.assume_yes,
         &format!("destroy {twins} stray machine(s) of `{}` (in no state)?", ws.dir().shown().display()),
     )?;
-    let done = ws.destroy_strays(&strays)?;
-    ctx.printer.status(&format!("destroyed {} stray machine(s)", done.remove));
+    destroyed += ws.destroy_strays(&strays)?.remove;
+    ctx.printer.status(&format!("destroyed {destroyed} stray machine(s)"));
     if ctx.printer.json_output() {
-        ctx.printer.json(&StraysReport { strays, destroyed: done.remove })?;
+        ctx.printer.json(&StraysReport { strays, destroyed })?;
     }
     Ok(())
 }

@@ -31,6 +31,11 @@ use crate::lookup::Evidence;
 /// too.)
 pub(crate) const UNSETTLED: &str = ".infrakit-tf-unsettled";
 
+/// What applies created (address and ID of each machine), noted as each ended, until the
+/// workspace moves it into the cloud record (`cloud_record`), stamped with the time it does:
+/// a JSON list of `[address, id]`.
+pub(crate) const CREATED: &str = ".infrakit-tf-created";
+
 /// The record of a terraform running for the locked directory.
 pub(crate) const RUNNING: &str = ".infrakit-tf-terraform.json";
 
@@ -82,6 +87,21 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
 pub(crate) fn note_unsettled(why: &str) -> Result<()> {
     let Some(dir) = held_dir() else { return Ok(()) };
     write_marker(&dir, why)
+}
+
+/// An apply created `created` (address, ID): noted beside what earlier ones noted and the
+/// workspace has not moved yet ([`CREATED`]), in the locked directory.
+pub(crate) fn note_created(created: &[(String, String)]) -> Result<()> {
+    let Some(dir) = held_dir() else { return Ok(()) };
+    let mut all = self::created(&dir);
+    all.extend(created.iter().cloned());
+    fsio::write_atomic(&dir.join(CREATED), &serde_json::to_vec(&all)?, fsio::Perms::Public).map(drop)
+}
+
+/// What the marker in `dir` says applies created ([`CREATED`]); nothing when there is none (or
+/// it cannot be read: atomic writes make a torn one impossible).
+pub(crate) fn created(dir: &Path) -> Vec<(String, String)> {
+    std::fs::read(dir.join(CREATED)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
 }
 
 /// Writes the marker ([`UNSETTLED`]): `why`, noted now.

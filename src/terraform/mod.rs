@@ -66,12 +66,9 @@ pub(crate) struct Terraform {
     observed: std::rc::Rc<std::cell::RefCell<Observed>>,
 }
 
-/// What terraform's runs told beyond their result (see [`Terraform::take_created`] and
-/// [`Terraform::last_errors`]).
+/// What terraform's runs told beyond their result (see [`Terraform::last_errors`]).
 #[derive(Default)]
 struct Observed {
-    /// What applies created, with the new objects' IDs, not yet taken.
-    created: Vec<(String, String)>,
     /// The error diagnostics of the last run that failed.
     errors: Vec<tfoutput::Diagnostic>,
 }
@@ -294,11 +291,6 @@ impl Terraform {
     /// How many times a failed run is run again (`retry`).
     pub(crate) fn retries(&self) -> u32 {
         self.retry.max
-    }
-
-    /// What the applies since the last call created: each address with its new object's ID.
-    pub(crate) fn take_created(&self) -> Vec<(String, String)> {
-        std::mem::take(&mut self.observed.borrow_mut().created)
     }
 
     /// The error diagnostics of the last run that failed (by address: which data source or
@@ -652,12 +644,9 @@ impl Terraform {
             self.printer.detail("terraform's run was limited to the resources named (-target), as intended");
         }
         let ran = ran.map_err(Failed::plain)?;
-        {
-            let mut observed = self.observed.borrow_mut();
-            observed.created.extend(ran.collected.created.iter().cloned());
-            if !ran.status.success() {
-                observed.errors = ran.collected.diagnostics.iter().filter(|d| d.is_error()).cloned().collect();
-            }
+        if !ran.status.success() {
+            self.observed.borrow_mut().errors =
+                ran.collected.diagnostics.iter().filter(|d| d.is_error()).cloned().collect();
         }
         let garbage = ran.collected.garbage;
         let transient = self.transient(inv, &ran);

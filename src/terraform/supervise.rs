@@ -186,6 +186,13 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
         };
         noted = lock::running::note_unsettled(&why).is_ok();
     }
+    // What an apply created, noted as it ended, before its record goes (the same way): the
+    // workspace moves it into the cloud record with the time (a read that calls one of those
+    // machines gone before its settle time is not believed), whatever kills us in between.
+    // Not when terraform printed its state: the room left is the dump's, as above.
+    if inv.is_apply() && tf.records_state && !collected.created.is_empty() && collected.dump.is_none() {
+        noted &= lock::running::note_created(&collected.created).is_ok();
+    }
     // A stale record names a dead process: the next lock drops it, and takes a killed apply
     // for one that was cut short (`lock::running::UNSETTLED`).
     if noted && inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(&status).is_none() {

@@ -92,7 +92,7 @@ impl Workspace<'_> {
         let mut young: Vec<(String, String, u64)> = Vec::new();
         if !candidates.is_empty() {
             let reads = self.look_up(&candidates, &profiles, &evidence.why)?;
-            let verdicts = lookup::found(&candidates, &reads, &recorded);
+            let mut verdicts = lookup::found(&candidates, &reads, &recorded);
             // The single matches, imported in a mirror: their live tags (a group's), and a
             // check that each can be imported, before anything is written.
             let ones: Vec<Adopted> = candidates
@@ -104,17 +104,49 @@ impl Workspace<'_> {
                 })
                 .collect();
             let existing = self.dir.read_doc(names::IMPORT_FILE).ok();
-            let live = if ones.is_empty() {
-                BTreeMap::new()
-            } else {
-                let blocks = lookup::import_blocks(existing.as_ref(), &ones);
-                self.discover_imports(&ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?
+            // A match the listing shows but a read cannot find yet (eventual consistency) is not
+            // adopted now, nor made again: held back, as the listing and the read disagree.
+            let mut unreadable: Vec<String> = Vec::new();
+            let live = loop {
+                let readable: Vec<Adopted> =
+                    ones.iter().filter(|a| !unreadable.contains(&a.address)).cloned().collect();
+                if readable.is_empty() {
+                    break BTreeMap::new();
+                }
+                let blocks = lookup::import_blocks(existing.as_ref(), &readable);
+                match self
+                    .discover_imports(&ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))
+                {
+                    Ok(live) => break live,
+                    Err(e) if crate::exit::code_for(&e) == Code::TerraformFailed => {
+                        let imports: Vec<(String, String)> =
+                            readable.iter().map(|r| (r.address.clone(), r.id.clone())).collect();
+                        let failed = self.failed_of(&imports)?;
+                        if failed.is_empty() {
+                            return Err(e);
+                        }
+                        unreadable.extend(failed);
+                    }
+                    Err(e) => return Err(e),
+                }
             };
+            for (c, v) in candidates.iter().zip(verdicts.iter_mut()) {
+                if unreadable.contains(&c.address) {
+                    *v = Verdict::Absent;
+                }
+            }
             adopted = lookup::judge(&candidates, &verdicts, &live).map_err(|r| refusal(&r.lines))?;
             young = lookup::unsettled(&candidates, &verdicts, evidence.noted_ms, started, |t| profiles.settle(t))
                 .into_iter()
                 .map(|(c, until)| (c.address.clone(), c.file.clone(), until))
                 .collect();
+            for c in candidates.iter().filter(|c| unreadable.contains(&c.address)) {
+                if !young.iter().any(|(a, _, _)| *a == c.address) {
+                    let settle =
+                        u64::try_from(profiles.settle(c.address.split_once('.').map_or("", |(t, _)| t)).as_millis());
+                    young.push((c.address.clone(), c.file.clone(), started.saturating_add(settle.unwrap_or(u64::MAX))));
+                }
+            }
             let in_removed =
                 |file: &str| removing.iter().any(|r| names::split_file_name(r).is_some_and(|(b, _)| b == file));
             let mut into_removed: Vec<String> = adopted
@@ -178,22 +210,27 @@ impl Workspace<'_> {
             match self.plan_in_mirror(mirror.path(), &changes, &[], options) {
                 Ok(_) => return self.terraform()?.in_dir(mirror.path()).show_plan_reads(&plan),
                 Err(e) if crate::exit::code_for(&e) == Code::TerraformFailed => {
-                    let errors = self.terraform()?.last_errors();
+                    let tf = self.terraform()?;
+                    let errors = tf.last_errors();
                     let mut found_empty = Vec::new();
                     for d in &errors {
                         let which =
                             d.address.as_deref().and_then(lookup::looked_up_by).filter(|i| *i < candidates.len());
                         let rtype = which.and_then(|i| candidates[i].address.split_once('.')).map(|(t, _)| t);
                         let text = format!("{}\n{}", d.summary, d.detail);
+                        // A throttled call is never "nothing there", whatever it says besides.
+                        let transient = tf.is_transient(&text);
                         match (which, rtype) {
-                            (Some(i), Some(rtype)) if lookup::says_empty(&text, &profiles.empty_errors(rtype)) => {
+                            (Some(i), Some(rtype))
+                                if !transient && lookup::says_empty(&text, &profiles.empty_errors(rtype)) =>
+                            {
                                 found_empty.push(i);
                             }
-                            _ => return Err(lookup_failed(candidates, which, why, e)),
+                            _ => return Err(lookup_failed(candidates, which, why, transient, e)),
                         }
                     }
                     if found_empty.is_empty() {
-                        return Err(lookup_failed(candidates, None, why, e));
+                        return Err(lookup_failed(candidates, None, why, false, e));
                     }
                     empty.extend(found_empty);
                 }
@@ -225,6 +262,11 @@ impl Workspace<'_> {
         self.unsettled.as_ref().map(|e| e.why.as_str())
     }
 
+    /// When the evidence of an apply that failed or was cut short was noted, while it stands.
+    pub(crate) fn evidence_noted(&self) -> Option<u64> {
+        self.unsettled.as_ref().map(|e| e.noted_ms)
+    }
+
     /// The resources held back from this run's applies (see [`Workspace::find_unrecorded`]),
     /// and when the cloud's answer about them is believed (ms).
     pub(crate) fn held_back(&self) -> (&BTreeSet<String>, Option<u64>) {
@@ -243,8 +285,17 @@ impl Workspace<'_> {
     }
 
     /// The machines of the cut apply have been looked up (and are adopted by the import
-    /// blocks, if any): forgets that it was cut.
+    /// blocks, if any): forgets that it was cut, but for when (the cloud record's `cut`): what
+    /// it made may be in the state with no creation on record.
     fn settle_cut(&mut self) -> Result<()> {
+        let at_once = self.ctx.profiles()?.settles_at_once();
+        if let Some(noted) = self.unsettled.as_ref().map(|e| e.noted_ms).filter(|_| !at_once) {
+            let mut record = self.cloud_record();
+            if record.cut.is_none_or(|cut| cut < noted) {
+                record.cut = Some(noted);
+                self.write_cloud_record(&record)?;
+            }
+        }
         match self.role.store() {
             Some(store) => store.set_unsettled(None)?,
             None => {
@@ -262,8 +313,14 @@ impl Workspace<'_> {
 }
 
 /// The look-up that failed (exit 19): which one (candidate `which`, when terraform said), why
-/// it ran (`why`, the evidence), and what to do.
-fn lookup_failed(candidates: &[lookup::Candidate], which: Option<usize>, why: &str, e: anyhow::Error) -> anyhow::Error {
+/// it ran (`why`, the evidence), and what to do (`transient`: the cloud refused it for now).
+fn lookup_failed(
+    candidates: &[lookup::Candidate],
+    which: Option<usize>,
+    why: &str,
+    transient: bool,
+    e: anyhow::Error,
+) -> anyhow::Error {
     let what = match which {
         Some(i) => format!(
             "`{}` (the look-up `{}` of {}, lookups.{})",
@@ -278,8 +335,13 @@ fn lookup_failed(candidates: &[lookup::Candidate], which: Option<usize>, why: &s
             format!("of the machines it may have made, by {},", by.into_iter().collect::<Vec<_>>().join(", "))
         }
     };
+    let hint = if transient {
+        "the cloud refused the look-up for now (throttled, or briefly away): which machines that apply made is not known, so nothing was applied; the next run looks again"
+    } else {
+        "which machines that apply made is not known, so nothing was applied; fix the look-up (`lookups` in infrakit-tf.json: its `data_source`, `arguments`, `ids`), or, if its data source fails when nothing matches, add what it says to its `empty_errors`; then re-run"
+    };
     Failure::new(Code::LookupFailed, format!("an apply was cut short ({why}), and the look-up {what} failed: {e:#}"))
-        .hint("which machines that apply made is not known, so nothing was applied; fix the look-up (`lookups` in infrakit-tf.json: its `data_source`, `arguments`, `ids`), or, if its data source fails when nothing matches, add what it says to its `empty_errors`; then re-run")
+        .hint(hint)
         .into()
 }
 

@@ -153,13 +153,16 @@ impl Workspace<'_> {
                 let text = format!("{}\n{}", d.summary, d.detail);
                 let which =
                     d.address.as_deref().filter(|a| a.starts_with("data.")).and_then(presence::Listing::index_of);
+                let transient = tf.is_transient(&text);
                 match which.and_then(|i| Some((i, presence.listings.get(i)?))) {
-                    Some((i, l)) if crate::lookup::says_empty(&text, &profiles.empty_errors(&l.rtype)) => {
+                    Some((i, l))
+                        if !transient && crate::lookup::says_empty(&text, &profiles.empty_errors(&l.rtype)) =>
+                    {
                         progress |= empty.insert(i);
                     }
                     Some((_, l)) => {
                         let what = format!("the listing `{}` of the {} machines", l.data_source, l.rtype);
-                        return Ok(Err(ListingFailed { what, transient: tf.is_transient(&text), error: e }));
+                        return Ok(Err(ListingFailed { what, transient, error: e }));
                     }
                     None if d.address.is_some() && unread.is_empty() => failed_reads = true,
                     None => {}

@@ -376,7 +376,7 @@ impl<'a> Workspace<'a> {
             Some(store) => store.record_state(&sync::me(&self.dir), errored),
             None => Ok(()),
         };
-        let noted = self.note_cut();
+        let noted = self.note_cut().and_then(|()| self.note_created());
         let value = ran?;
         recorded?;
         noted?;
@@ -430,8 +430,23 @@ impl<'a> Workspace<'a> {
         changes.writes.iter().map(|w| self.dir.replaceable(&w.name)).collect()
     }
 
-    /// [`Workspace::write`], the files it replaces already read ([`Workspace::existing`]).
+    /// [`Workspace::write`], the files it replaces already read ([`Workspace::existing`]). A
+    /// file that declares a resource held back (its machine may exist, unlisted yet: see
+    /// [`Workspace::find_unrecorded`]) is never removed: its machine would be left behind.
     fn write_read(&mut self, changes: ChangeSet, existing: Vec<Option<Value>>) -> Result<Vec<FileChange>> {
+        let holding: Vec<&String> = changes.removals.iter().filter(|n| self.holds(n)).collect();
+        if !holding.is_empty() {
+            let until = self.held_until.map(crate::text::utc_ms).unwrap_or_default();
+            return Err(crate::exit::Failure::new(
+                crate::exit::Code::StateLost,
+                format!(
+                    "refusing to remove {}: a machine of it that an apply may have made is not listed yet",
+                    holding.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .hint(format!("run `infrakit-tf reconcile` from {until} (the settle time): it adopts what the cloud lists then; nothing was changed"))
+            .into());
+        }
         self.written_providers.extend(init::providers_of(changes.docs()));
         let (ops, files) = self.file_ops(changes, existing);
         self.change(&ops)?;
@@ -690,11 +705,7 @@ impl<'a> Workspace<'a> {
                 Some(targets) => crate::terraform::Next::Only(targets),
             })
         });
-        let applied = self.recorded(applied);
-        // What it created, even if it failed after: when each machine was made.
-        let noted = self.note_created();
-        let applied = applied?;
-        noted?;
+        let applied = self.recorded(applied)?;
         if !adopted.is_empty() {
             self.imports_done(&adopted)?;
         }
@@ -713,10 +724,12 @@ impl<'a> Workspace<'a> {
         Ok(applied)
     }
 
-    /// Records when the machines the last applies created were made (`cloud_record`): a read
-    /// that calls one gone before its settle time has passed is not believed.
-    fn note_created(&mut self) -> Result<()> {
-        let created = self.terraform()?.take_created();
+    /// Records when the machines that applies created were made (`cloud_record`), from what
+    /// they noted as they ended (`lock::running::CREATED`, this run's or a killed one's),
+    /// stamped now (by the shared clock: no earlier than they were made): a read that calls
+    /// one gone before its settle time has passed is not believed.
+    pub(super) fn note_created(&mut self) -> Result<()> {
+        let created = crate::lock::running::created(self.dir.path());
         if created.is_empty() {
             return Ok(());
         }
@@ -724,7 +737,8 @@ impl<'a> Workspace<'a> {
         let profiles = self.ctx.profiles()?;
         let mut record = self.cloud_record();
         record.note_created(&created, at, |t| profiles.settle(t));
-        self.write_cloud_record(&record)
+        self.write_cloud_record(&record)?;
+        crate::fsio::remove(&self.dir.path().join(crate::lock::running::CREATED)).map(drop)
     }
 
     /// The cloud record (`cloud_record`); one that cannot be read is a warning, and an empty
@@ -791,6 +805,35 @@ impl<'a> Workspace<'a> {
             shown.join(", ")
         ));
         Ok(Some(targets))
+    }
+
+    /// Which of `imports` (address, cloud ID) the last failed terraform run's errors are about:
+    /// the address a diagnostic names, or, where it names none (an import of an object that
+    /// does not exist), the address or the ID its text quotes.
+    pub(crate) fn failed_of(&self, imports: &[(String, String)]) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        for d in self.terraform()?.last_errors() {
+            let text = format!("{}\n{}", d.summary, d.detail);
+            let names = |a: &String, id: &String| {
+                d.address.as_ref() == Some(a)
+                    || text.contains(&format!("\"{a}\""))
+                    || text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).any(|w| w == id)
+            };
+            for (a, _) in imports.iter().filter(|(a, id)| names(a, id)) {
+                if !out.contains(a) {
+                    out.push(a.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the file `name` declares a resource held back (see [`Workspace::holding_back`]).
+    pub(crate) fn holds(&self, name: &str) -> bool {
+        !self.held_back.is_empty()
+            && self.dir.read_doc(name).is_ok_and(|doc| {
+                crate::lookup::declared(&[(name.to_string(), doc)]).iter().any(|a| self.held_back.contains(a))
+            })
     }
 
     /// The clock that times the evidence and the machines' creations: the store's when there

@@ -28,6 +28,7 @@ impl<'a> Workspace<'a> {
             sync::check_migrated(store, &ws.dir)?;
         }
         ws.note_cut()?;
+        ws.note_created()?;
         Ok(ws)
     }
 

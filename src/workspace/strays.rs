@@ -25,22 +25,27 @@ impl Workspace<'_> {
     /// as this directory sees it (foreign machines left out): those not known yet are read
     /// (their tags), and the cloud record remembers them; those no longer listed are
     /// forgotten. `addresses`: every address the state holds. A read that fails is a warning:
-    /// the next run reads again.
+    /// the next run reads again. With how many were read (each costs the cloud two calls: the
+    /// import's and its read).
     pub(crate) fn strays(
         &mut self,
         unknown: &[(String, String)],
         addresses: &BTreeSet<String>,
-    ) -> Result<Vec<Classified>> {
+    ) -> Result<(Vec<Classified>, usize)> {
         let mut record = self.cloud_record();
         let listed: BTreeSet<&str> = unknown.iter().map(|(_, id)| id.as_str()).collect();
         record.strays.retain(|id, _| listed.contains(id.as_str()));
         let new: Vec<&(String, String)> = unknown.iter().filter(|(_, id)| !record.strays.contains_key(id)).collect();
+        let read = new.len();
         if !new.is_empty() {
             match self.read_whose(&new) {
                 Ok(tags) => {
                     let now = self.now_ms()?;
+                    // One that could not be read is read again by the next run.
                     for ((rtype, id), tags) in new.into_iter().zip(tags) {
-                        record.strays.insert(id.clone(), Stray { rtype: rtype.clone(), tags, first_seen: now });
+                        if let Some(tags) = tags {
+                            record.strays.insert(id.clone(), Stray { rtype: rtype.clone(), tags, first_seen: now });
+                        }
                     }
                 }
                 Err(e) => self.ctx.printer.warn(&format!(
@@ -50,17 +55,22 @@ impl Workspace<'_> {
             }
         }
         self.write_cloud_record(&record)?;
-        Ok(self.classified(&record.strays, addresses))
+        Ok((self.classified(&record.strays, addresses), read))
     }
 
-    /// The strays the cloud record remembers, as this directory sees them now (foreign ones
-    /// left out): for `describe`, `reconcile --check` and `sweep-orphans`, which list nothing.
-    pub(crate) fn known_strays(&self, addresses: &BTreeSet<String>) -> Vec<Classified> {
-        let record = self.dir.cloud_record().unwrap_or_default();
-        self.classified(&record.strays, addresses)
+    /// The strays the cloud record remembers, as this directory sees them now (foreign ones,
+    /// and those in the state since (`state`: its addresses and IDs), left out): for
+    /// `describe`, `reconcile --check` and `sweep-orphans`, which list nothing.
+    pub(crate) fn known_strays(&self, state: &BTreeMap<String, String>) -> Vec<Classified> {
+        let mut record = self.dir.cloud_record().unwrap_or_default();
+        let ids: BTreeSet<&String> = state.values().collect();
+        record.strays.retain(|id, _| !ids.contains(id));
+        let addresses: BTreeSet<String> = state.keys().cloned().collect();
+        self.classified(&record.strays, &addresses)
     }
 
     fn classified(&self, strays: &BTreeMap<String, Stray>, addresses: &BTreeSet<String>) -> Vec<Classified> {
+        let profiles = self.ctx.profiles().ok();
         let files = self.live_docs().unwrap_or_default();
         let groups: BTreeSet<String> = files
             .iter()
@@ -71,34 +81,59 @@ impl Workspace<'_> {
             .collect();
         strays
             .iter()
-            .map(|(id, s)| classify(id, s, &files, addresses, &groups))
+            .map(|(id, s)| {
+                let path = profiles.as_ref().and_then(|p| p.lookup(&s.rtype)?.tag_path());
+                classify(id, s, &files, (addresses, &groups), path.as_deref().unwrap_or(&["tags".to_string()]))
+            })
             .filter(|c| c.kind != StrayKind::Foreign)
             .collect()
     }
 
     /// Each object's tags that say whose it is (`cloud_record::WHOSE`), read by importing it
-    /// in a mirror ([`stray_document`]): one read each, nothing written.
-    fn read_whose(&self, objects: &[&(String, String)]) -> Result<Vec<BTreeMap<String, String>>> {
+    /// in a mirror ([`stray_document`]): one read each, nothing written. One that cannot be read
+    /// (gone since it was listed: a listing that lags) is left out, and the others read again
+    /// without it: `None` for it.
+    fn read_whose(&self, objects: &[&(String, String)]) -> Result<Vec<Option<BTreeMap<String, String>>>> {
         let profiles = self.ctx.profiles()?;
         let files = self.live_docs().unwrap_or_default();
-        let (doc, addresses) = stray_document(&files, objects);
-        let changes = ChangeSet::writing(vec![FileWrite { name: STRAYS_FILE.into(), doc, perms: Perms::Private }]);
-        let mirror = mirror::build(&self.dir, &changes)?;
-        let plan = mirror.path().join(".infrakit-tf-strays.plan");
-        let options = PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &addresses };
-        self.plan_in_mirror(mirror.path(), &changes, &[], options)?;
-        let values = self.terraform()?.in_dir(mirror.path()).show_plan_imports(&plan)?;
+        let (_, addresses) = stray_document(&files, objects);
+        let mut unreadable: BTreeSet<String> = BTreeSet::new();
+        let values = loop {
+            let readable: Vec<&(String, String)> =
+                objects.iter().zip(&addresses).filter(|(_, a)| !unreadable.contains(*a)).map(|(o, _)| *o).collect();
+            if readable.is_empty() {
+                break BTreeMap::new();
+            }
+            let (doc, targets) = stray_document(&files, &readable);
+            let changes = ChangeSet::writing(vec![FileWrite { name: STRAYS_FILE.into(), doc, perms: Perms::Private }]);
+            let mirror = mirror::build(&self.dir, &changes)?;
+            let plan = mirror.path().join(".infrakit-tf-strays.plan");
+            let options = PlanOptions { refresh: Some(false), lock: false, out: Some(&plan), targets: &targets };
+            match self.plan_in_mirror(mirror.path(), &changes, &[], options) {
+                Ok(_) => break self.terraform()?.in_dir(mirror.path()).show_plan_imports(&plan)?,
+                Err(e) if crate::exit::code_for(&e) == crate::exit::Code::TerraformFailed => {
+                    let imports: Vec<(String, String)> =
+                        targets.iter().cloned().zip(readable.iter().map(|(_, id)| id.clone())).collect();
+                    let failed = self.failed_of(&imports)?;
+                    if failed.is_empty() {
+                        return Err(e);
+                    }
+                    unreadable.extend(failed);
+                }
+                Err(e) => return Err(e),
+            }
+        };
         Ok(objects
             .iter()
             .zip(&addresses)
             .map(|((rtype, _), address)| {
                 let path = profiles.lookup(rtype).and_then(|l| l.tag_path()).unwrap_or_else(|| vec!["tags".into()]);
                 let tags = values
-                    .get(address)
-                    .and_then(Value::as_object)
+                    .get(address)?
+                    .as_object()
                     .and_then(|v| crate::spec::lookup(v, &path).ok().flatten())
                     .and_then(Value::as_object);
-                WHOSE.iter().filter_map(|k| Some((k.to_string(), tags?.get(*k)?.as_str()?.to_string()))).collect()
+                Some(WHOSE.iter().filter_map(|k| Some((k.to_string(), tags?.get(*k)?.as_str()?.to_string()))).collect())
             })
             .collect())
     }
@@ -121,6 +156,27 @@ impl Workspace<'_> {
         let destroyed = self.finish_strays()?;
         imported?;
         Ok(destroyed)
+    }
+
+    /// A sweep of strays cut short left its file (`reconcile`, before anything applies): what it
+    /// imported is forgotten again (left alone in the cloud: strays again, reported, for the
+    /// next `sweep-orphans --strays`), and the file goes, so that no import of a machine gone
+    /// since can make every apply fail. Whether there was one.
+    pub(crate) fn forget_strays_sweep(&mut self) -> Result<bool> {
+        if !self.dir.has(STRAYS_FILE) {
+            return Ok(false);
+        }
+        let doc = self.dir.read_doc(STRAYS_FILE)?;
+        let targets = crate::lookup::declared(&[(STRAYS_FILE.to_string(), doc)]);
+        let state = self.state()?;
+        let imported: Vec<String> = targets.into_iter().filter(|a| state.contains_key(a)).collect();
+        self.ctx.printer.warn(&format!(
+            "a sweep of strays was cut short: the {} machine(s) it imported are left alone, strays again (`infrakit-tf sweep-orphans --strays` destroys them)",
+            imported.len()
+        ));
+        self.forget(&imported)?;
+        self.write(ChangeSet::removing(vec![STRAYS_FILE.to_string()]))?;
+        Ok(true)
     }
 
     /// Removes the strays file, if one is there, and destroys what it imported: the second

@@ -74,7 +74,8 @@ pub(super) fn weigh(
         .collect();
     let in_state: BTreeSet<String> = ids.keys().cloned().collect();
     let read = reading.read.unwrap_or(&in_state);
-    let verdicts = record.weigh(&reads, read, &in_state, reading.at, |t| profiles.settle(t));
+    let cut = ws.evidence_noted().max(record.cut);
+    let verdicts = record.weigh(&reads, (read, &in_state), reading.at, cut, |t| profiles.settle(t));
     if !check {
         ws.write_cloud_record(&record)?;
     }

@@ -137,8 +137,9 @@ struct Reads {
     /// Whether the whole configuration was planned (without refreshing): the configuration or
     /// the state changed since the last whole plan that found nothing to do.
     whole_plan: bool,
-    /// The most cloud reads this run could take: `(retries + 1) × (2 + slice + unlisted)`
-    /// (`slice`: the listed machines the slice refreshes); `null` with a full refresh.
+    /// The most cloud reads this run could take: `(retries + 1) × (listings + 1 + slice +
+    /// unlisted + 2 × strays read)` (`slice`: the listed machines the slice refreshes); `null`
+    /// with a full refresh.
     bound: Option<u64>,
 }
 
@@ -164,6 +165,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         ws.check_only(); // a state terraform could not save is refused, not pushed
     }
     ws.preflight(&ChangeSet::default())?; // refuses before anything is promoted
+    if !args.check {
+        ws.forget_strays_sweep()?;
+    }
     let adopted = ws.find_unrecorded(args.check, &[])?;
     let lookup_pending = ws.awaiting_lookup().map(str::to_string);
     let mut report = Report { check: args.check, adopted, lookup_pending, ..Report::default() };
@@ -281,11 +285,15 @@ fn check(
     let at = ws.now_ms()?;
     let mut plan = ws.plan_after(&ChangeSet::default(), true)?;
     // What a run would not believe gone yet is not pending either: the run would keep it.
-    let reading = Reading { shown: &BTreeSet::new(), read: None, ids: None, at };
+    // A machine whose listing contradicted a read (a plain run's: the cloud record) counts as
+    // listed, as the plain run that follows would count it: --check reads no listing itself.
+    let shown: BTreeSet<String> = ws.dir().cloud_record().map(|r| r.gone.into_keys().collect()).unwrap_or_default();
+    let reading = Reading { shown: &shown, read: None, ids: None, at };
     report.unconfirmed = absence::weigh(ws, &mut plan, &reading, profiles, printer, true)?;
     report.unconfirmed.extend(absence::held_and_unread(ws, &[]));
-    let addresses: BTreeSet<String> = ws.state()?.into_keys().collect();
-    report.strays = ws.known_strays(&addresses).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
+    let state: BTreeMap<String, String> =
+        ws.state()?.into_iter().map(|(a, r)| (a, r.attribute("id").unwrap_or_default())).collect();
+    report.strays = ws.known_strays(&state).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
     report.terraform_runs = 1;
     report.reads.full_refresh = true;
     fill_plan(report, &plan);
@@ -606,9 +614,13 @@ impl Run<'_> {
         report.reads.unlisted = look.unlisted.clone();
         let addresses: BTreeSet<String> =
             presence.listed.iter().map(|l| l.address.clone()).chain(presence.always.iter().cloned()).collect();
-        let strays = ws.strays(&look.unknown, &addresses)?;
+        let (strays, strays_read) = ws.strays(&look.unknown, &addresses)?;
+        // Each listing, one listing again after a read failed, the slice, each confirmation,
+        // and two calls for each stray read: each tried as often as retries allow.
         let tries = u64::from(ws.terraform()?.retries()) + 1;
-        report.reads.bound = Some(tries * (2 + presence.slice.len() as u64 + look.unlisted.len() as u64));
+        let reads = presence.listings.len() + 1 + presence.slice.len() + look.unlisted.len() + 2 * strays_read;
+        report.reads.bound = Some(tries * reads as u64);
+
         let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
         Ok(Seen::Looked {
             plan,
@@ -647,15 +659,15 @@ impl Run<'_> {
     }
 
     /// The strays the look found (`workspace::strays`): one that stands for a resource without
-    /// a machine is adopted at once (imported, as after a cut apply), unless its group tag is
-    /// not its file's; the others are reported, one line each, and left alone (a plain run
+    /// a machine (and carries its group tag: `cloud_record::classify`) is adopted at once
+    /// (imported, as after a cut apply); the others are reported, one line each, and left alone (a plain run
     /// still succeeds; `reconcile --check` says so; `sweep-orphans --strays` destroys twins).
     /// Whether it adopted any.
     fn strays(&self, ws: &mut Workspace<'_>, strays: &[Classified], report: &mut Report) -> Result<bool> {
         let mut adopting = Vec::new();
         for s in strays {
             match (s.kind, &s.address) {
-                (StrayKind::Adoptable, Some(address)) if self.same_group(ws, s) => {
+                (StrayKind::Adoptable, Some(address)) => {
                     self.ctx.printer.status(&format!(
                         "adopted {address} = {}: a machine the listing shows with its tags, in no state",
                         s.id
@@ -677,19 +689,6 @@ impl Run<'_> {
         report.adopted.extend(adopting.iter().cloned());
         adopt_first(ws, &self.ctx.printer, report, &adopting)?;
         Ok(true)
-    }
-
-    /// Whether a stray's group tag is the one its file gives the resource it names.
-    fn same_group(&self, ws: &Workspace<'_>, s: &Classified) -> bool {
-        let Some((file, address)) = s.file.as_deref().zip(s.address.as_deref()) else { return false };
-        let Some((rtype, name)) = address.split_once('.') else { return false };
-        let tags = ws.dir().read_doc(file).ok().and_then(|doc| {
-            let props = doc.get("resource")?.get(rtype)?.get(name)?.clone();
-            let path = self.profiles.lookup(rtype)?.tag_path()?;
-            crate::spec::lookup(props.as_object()?, &path).ok().flatten().cloned()
-        });
-        tags.as_ref().and_then(|t| t.get(crate::group::GROUP_TAG)).and_then(serde_json::Value::as_str)
-            == s.group.as_deref()
     }
 
     /// Checks the members of the groups that heal (`cmd::heal`), writes the health record,
@@ -829,7 +828,10 @@ impl Run<'_> {
                 report.provisioned.extend(ids.iter().map(ToString::to_string));
                 return Err(failed);
             }
-            let new: BTreeSet<InstanceId> = ids.iter().cloned().collect();
+            // Not one whose machine the failed apply may have made, unlisted yet: its file stays
+            // (removing it would leave the machine behind), and a later run adopts it.
+            let new: BTreeSet<InstanceId> =
+                ids.iter().filter(|id| !ws.holds(&format!("{id}{}", names::LIVE))).cloned().collect();
             if let Err(e) = remove(ws, &new, Reason::Terminate, tally) {
                 self.ctx.printer.warn(&format!("the failed replacements could not be taken back: {e:#}"));
                 report.provisioned.extend(ids.iter().map(ToString::to_string));
