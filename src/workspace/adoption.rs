@@ -80,12 +80,7 @@ impl Workspace<'_> {
         let recorded: BTreeSet<(String, String)> =
             state.values().filter_map(|r| Some((r.rtype.clone(), r.attribute("id")?))).collect();
         let state = state.into_keys().collect();
-        let files: Vec<(String, Value)> = self
-            .dir
-            .managed()
-            .filter(|f| f.suffix == names::Suffix::Live)
-            .filter_map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
-            .collect();
+        let files = self.readable_live_docs();
         let profiles = self.ctx.profiles()?;
         let candidates = lookup::candidates(&files, &state, &profiles);
         let mut adopted = Vec::new();

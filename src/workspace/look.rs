@@ -279,6 +279,16 @@ impl Workspace<'_> {
             .collect()
     }
 
+    /// The live managed files that can be read, and their documents (one that cannot is left
+    /// out: terraform says what is wrong with it when it runs).
+    pub(super) fn readable_live_docs(&self) -> Vec<(String, Value)> {
+        self.dir
+            .managed()
+            .filter(|f| f.suffix == names::Suffix::Live)
+            .filter_map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
+            .collect()
+    }
+
     /// Whether `digest` (see [`Workspace::digest`]) is that of the last whole plan on this
     /// host that found nothing to do: then a whole plan without refreshing would find nothing
     /// either (what your data sources read aside: the slice sees that within its period).

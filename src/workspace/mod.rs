@@ -783,12 +783,7 @@ impl<'a> Workspace<'a> {
         if self.held_back.is_empty() || matches!(what, Apply::RefreshOnly(_)) {
             return Ok(None);
         }
-        let files: Vec<(String, Value)> = self
-            .dir
-            .managed()
-            .filter(|f| f.suffix == names::Suffix::Live)
-            .filter_map(|f| Some((f.name.to_string(), self.dir.read_doc(f.name).ok()?)))
-            .collect();
+        let files = self.readable_live_docs();
         let held = crate::lookup::holding_back(&files, &self.held_back);
         let wanted: BTreeSet<String> = match what {
             Apply::Targets(t) | Apply::Saved { targets: t, .. } if !t.is_empty() => t.iter().cloned().collect(),

@@ -71,7 +71,7 @@ impl Workspace<'_> {
 
     fn classified(&self, strays: &BTreeMap<String, Stray>, addresses: &BTreeSet<String>) -> Vec<Classified> {
         let profiles = self.ctx.profiles().ok();
-        let files = self.live_docs().unwrap_or_default();
+        let files = self.readable_live_docs();
         let groups: BTreeSet<String> = files
             .iter()
             .flat_map(|(_, doc)| doc.get("resource").and_then(Value::as_object).into_iter().flatten())
@@ -95,7 +95,7 @@ impl Workspace<'_> {
     /// without it: `None` for it.
     fn read_whose(&self, objects: &[&(String, String)]) -> Result<Vec<Option<BTreeMap<String, String>>>> {
         let profiles = self.ctx.profiles()?;
-        let files = self.live_docs().unwrap_or_default();
+        let files = self.readable_live_docs();
         let (_, addresses) = stray_document(&files, objects);
         let mut unreadable: BTreeSet<String> = BTreeSet::new();
         let values = loop {
@@ -144,7 +144,7 @@ impl Workspace<'_> {
     /// stays (the machines imported, kept as they are), and the next `sweep-orphans --strays`
     /// finishes ([`Workspace::finish_strays`]). What terraform did.
     pub(crate) fn destroy_strays(&mut self, strays: &[Classified]) -> Result<Changes> {
-        let files = self.live_docs().unwrap_or_default();
+        let files = self.readable_live_docs();
         let objects: Vec<(String, String)> =
             strays.iter().filter(|s| s.kind == StrayKind::Twin).map(|s| (s.rtype.clone(), s.id.clone())).collect();
         let refs: Vec<&(String, String)> = objects.iter().collect();
