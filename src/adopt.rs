@@ -133,7 +133,8 @@ const META_ARGUMENTS: [&str; 7] =
     ["lifecycle", "depends_on", "provider", "provisioner", "connection", "count", "for_each"];
 
 /// The props written for an adopted resource: for each key the spec names (less `exclude`),
-/// the live value when the object has one, and the spec's own meta-arguments. Attributes the
+/// the live value when the object has one (written literally: `tfconfig::literal_value`),
+/// and the spec's own meta-arguments. Attributes the
 /// object has no value for are left out, so adopting never rewrites a running machine.
 pub fn adopt_props(
     spec_props: &Map<String, Value>,
@@ -144,8 +145,13 @@ pub fn adopt_props(
         .iter()
         .filter(|(k, _)| !exclude.contains(k))
         .filter_map(|(k, spec_value)| {
-            let value = if META_ARGUMENTS.contains(&k.as_str()) { Some(spec_value) } else { live.get(k) };
-            value.filter(|v| !v.is_null()).map(|v| (k.clone(), v.clone()))
+            // What the cloud says is data: written so that terraform reads it literally.
+            let value = if META_ARGUMENTS.contains(&k.as_str()) {
+                Some(spec_value.clone())
+            } else {
+                live.get(k).map(crate::tfconfig::literal_value)
+            };
+            value.filter(|v| !v.is_null()).map(|v| (k.clone(), v))
         })
         .collect()
 }
@@ -223,5 +229,10 @@ mod tests {
         );
         let out = adopt_props(spec.as_object().unwrap(), live.as_object().unwrap(), &["lifecycle".into()]);
         assert!(!out.contains_key("lifecycle"), "a meta-argument can be excluded too");
+        // What the cloud says is data: terraform must read it literally.
+        let live = json!({"user_data": "${file(\"/etc/shadow\")}", "name": {"%{x}": ["${y}"]}});
+        let out = adopt_props(spec.as_object().unwrap(), live.as_object().unwrap(), &[]);
+        assert_eq!(out["user_data"], "$${file(\"/etc/shadow\")}");
+        assert_eq!(out["name"], json!({"%%{x}": ["$${y}"]}));
     }
 }

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::group::GROUP_TAG;
 use crate::names::{self, InstanceId, Scope};
 use crate::profile::Profiles;
-use crate::spec::{lookup_mut, Spec};
+use crate::spec::{lookup, lookup_mut, Spec};
 use crate::template::{self, Vars};
 use crate::text::{short, short_pointer};
 use crate::tfconfig::{self, ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
@@ -137,20 +137,27 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         }
     }
 
-    // Tags: property tags < spec Tags < --tag < the ones we own.
+    // Tags: property tags < spec Tags < --tag < the ones we own. What the command line gives
+    // (--tag, the logical ID) is data: written so that terraform reads it literally
+    // (`tfconfig::literal`); the spec's own are the user's terraform, as written.
     let mut tags = spec.tags.clone();
-    tags.extend(req.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+    tags.extend(req.tags.iter().map(|(k, v)| (tfconfig::literal(k), tfconfig::literal(v))));
     tags.entry(NAME_TAG.into()).or_insert_with(|| id.clone());
     if let Some(lid) = req.logical_id {
-        tags.insert(LOGICAL_ID_TAG.into(), lid.into());
+        tags.insert(LOGICAL_ID_TAG.into(), tfconfig::literal(lid));
     }
     let attach: BTreeSet<&str> = placed.iter().map(|p| p.file.as_str()).filter(|f| *f != id).collect();
     if !attach.is_empty() {
         tags.insert(ATTACH_TAG.into(), attach.into_iter().collect::<Vec<_>>().join(","));
     }
 
-    let vars =
-        Vars { inst_id: id.clone(), logical_id: req.logical_id.map(str::to_string), attach_id: dedicated_key.clone() };
+    let vars = Vars {
+        inst_id: id.clone(),
+        logical_id: req.logical_id.map(tfconfig::literal),
+        attach_id: dedicated_key.clone(),
+    };
+    // A base64 Init is no terraform string once encoded: it gets the logical ID as given.
+    let raw_vars = Vars { logical_id: req.logical_id.map(str::to_string), ..vars.clone() };
     let mut files: BTreeMap<String, Vec<(&str, String, Value)>> = BTreeMap::new();
     for (i, Placed { file, rtype, name, spec_name, mut props }) in placed.into_iter().enumerate() {
         let is_vm = i == spec.vm;
@@ -166,12 +173,22 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
                 }
             }
         }
+        let raw_init = (is_vm && profile.init_base64)
+            .then(|| lookup(&props, &profile.init).ok().flatten().and_then(Value::as_str).map(str::to_string))
+            .flatten();
         let mut value = Value::Object(props);
-        template::render_value(&mut value, &vars).map_err(|(ptr, e)| {
+        let at = |ptr: String, e: String| {
             let at = if ptr.is_empty() { "/".to_string() } else { short_pointer(&ptr) };
             format!("`{}.{}` at `{at}`: {e}", short(rtype), short(spec_name))
-        })?;
+        };
+        template::render_value(&mut value, &vars).map_err(|(ptr, e)| at(ptr, e))?;
         let Value::Object(mut props) = value else { unreachable!() };
+        if let Some(raw) = raw_init {
+            let rendered = template::render_str(&raw, &raw_vars).map_err(|e| at(String::new(), e))?;
+            if let Some(slot) = lookup_mut(&mut props, &profile.init, false) {
+                *slot = Value::String(rendered);
+            }
+        }
         if is_vm {
             platform(&mut props, req, &id);
         }
@@ -219,12 +236,12 @@ fn platform(props: &mut Map<String, Value>, req: &Request<'_>, id: &str) {
     if profile.private_ip_placeholder && props.get("private_ip").and_then(Value::as_str) == Some("INSTANCE_LOGICAL_ID")
     {
         match req.logical_id {
-            Some(lid) => props.insert("private_ip".into(), Value::String(lid.into())),
+            Some(lid) => props.insert("private_ip".into(), Value::String(tfconfig::literal(lid))),
             None => props.remove("private_ip"),
         };
     }
     if profile.hostname {
-        let base = req.logical_id.unwrap_or(id);
+        let base = req.logical_id.map_or_else(|| id.to_string(), tfconfig::literal);
         let hostname = match props.remove("@hostname_prefix") {
             Some(Value::String(p)) if !p.trim_matches(' ').is_empty() => {
                 format!("{p}-{}", base.replace("instance-", ""))

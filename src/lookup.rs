@@ -349,7 +349,8 @@ pub fn import_blocks(existing: Option<&Value>, adopted: &[Adopted]) -> Value {
         existing.and_then(|d| d.get("import")).and_then(Value::as_array).cloned().unwrap_or_default();
     for a in adopted {
         blocks.retain(|b| b.get("to").and_then(Value::as_str) != Some(&a.address));
-        blocks.push(serde_json::json!({"to": a.address, "id": a.id}));
+        // An ID read from the cloud is data: terraform reads it literally.
+        blocks.push(serde_json::json!({"to": a.address, "id": crate::tfconfig::literal(&a.id)}));
     }
     serde_json::json!({ "import": blocks })
 }

@@ -25,6 +25,48 @@ pub const GLOBAL_TAG: &str = "infrakit.global";
 /// volumes of one instance): its name in the directory's configuration, which tells them apart.
 pub const RESOURCE_TAG: &str = "infrakit.resource";
 
+/// `text` as terraform reads it literally in a string of a `.tf.json` (JSON strings are
+/// templates there: `${...}` is evaluated, `%{...}` is a directive): each `${` becomes `$${`
+/// and each `%{` becomes `%%{`, terraform's escapes. For data (a value given on the command
+/// line, an ID read from the cloud), never for what a spec says (the user's own terraform).
+pub fn literal(text: &str) -> String {
+    text.replace("${", "$${").replace("%{", "%%{")
+}
+
+/// `value` with every string in it, and every key of its objects, [`literal`]: a value read
+/// from the cloud, written into a file, is data.
+pub fn literal_value(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(literal(s)),
+        Value::Array(items) => Value::Array(items.iter().map(literal_value).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (literal(k), literal_value(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// What terraform reads a string of ours as: the escapes of [`literal`] undone, so that a
+/// value written literally reads back as it was given.
+pub fn unliteral(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(['$', '%']) {
+        let c = &rest[i..i + 1];
+        out.push_str(&rest[..i]);
+        // `$${` is `${`, `%%{` is `%{`: drop the first of the doubled sign.
+        if rest[i + 1..].starts_with(&format!("{c}{{")) {
+            rest = &rest[i + 1..];
+            out.push_str(c);
+            out.push('{');
+            rest = &rest[2..];
+        } else {
+            out.push_str(c);
+            rest = &rest[i + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The tags that tell which file a resource of a cloud belongs to (see `workspace::adoption`): its
 /// instance's name, its dedicated slot, or its global scope.
 pub fn identity(kind: &crate::names::Kind) -> BTreeMap<String, String> {
@@ -107,16 +149,11 @@ pub fn read_tags(props: &Map<String, Value>, profile: &VmProfile) -> BTreeMap<St
     match (lookup(props, &profile.tags), profile.tag_format) {
         (Ok(Some(Value::Object(map))), _) => {
             for (k, v) in map {
-                out.insert(k.clone(), scalar(v));
+                out.insert(unliteral(k), unliteral(&scalar(v)));
             }
         }
         (Ok(Some(Value::Array(items))), TagFormat::List) => {
-            for item in items {
-                let entry = scalar(item);
-                let (k, v) = entry.split_once(':').unwrap_or((&entry, ""));
-                let v = if k == ATTACH_TAG { v.replace(' ', ",") } else { v.to_string() };
-                out.insert(k.to_string(), v);
-            }
+            out.extend(list_pairs(items).map(|(k, v)| (unliteral(&k), unliteral(&v))));
         }
         _ => {}
     }
@@ -145,8 +182,9 @@ pub fn merge_tags(props: &mut Map<String, Value>, profile: &VmProfile, tags: &BT
             }
         }
         TagFormat::List => {
-            let mut merged = match slot {
-                Value::Array(_) => read_list(slot),
+            // What was there stays as it was written (a spec's own expression included).
+            let mut merged: BTreeMap<String, String> = match slot {
+                Value::Array(items) => list_pairs(items).collect(),
                 _ => BTreeMap::new(),
             };
             merged.extend(tags.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -155,11 +193,14 @@ pub fn merge_tags(props: &mut Map<String, Value>, profile: &VmProfile, tags: &BT
     }
 }
 
-fn read_list(slot: &Value) -> BTreeMap<String, String> {
-    let profile = VmProfile { tags: vec!["t".into()], tag_format: TagFormat::List, ..VmProfile::aws_like() };
-    let mut wrapper = Map::new();
-    wrapper.insert("t".into(), slot.clone());
-    read_tags(&wrapper, &profile)
+/// The `k:v` entries of a list of tags, as written (the attach entry's spaces back to commas).
+fn list_pairs(items: &[Value]) -> impl Iterator<Item = (String, String)> + '_ {
+    items.iter().map(|item| {
+        let entry = scalar(item);
+        let (k, v) = entry.split_once(':').unwrap_or((&entry, ""));
+        let v = if k == ATTACH_TAG { v.replace(' ', ",") } else { v.to_string() };
+        (k.to_string(), v)
+    })
 }
 
 fn list_entry(k: &str, v: &str) -> String {
@@ -199,6 +240,18 @@ pub fn attachments(tags: &BTreeMap<String, String>) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    // A value written literally reads back exactly as it was given, whatever it holds.
+    #[test]
+    fn literal_values_round_trip() {
+        assert_eq!(literal(r#"${file("/etc/hostname")}"#), r#"$${file("/etc/hostname")}"#);
+        assert_eq!(literal("%{ if true }x%{ endif }"), "%%{ if true }x%%{ endif }");
+        for text in ["", "plain", "${x}", "$${x}", "$$${x}", "%{x}", "%%{x}", "$", "%", "${", "a$b%c{", "$%{", "%${", "€${é}"]
+        {
+            assert_eq!(unliteral(&literal(text)), text, "{text:?} -> {:?}", literal(text));
+        }
+        assert_eq!(unliteral("$${a} %%{b} ${c}"), "${a} %{b} ${c}", "what terraform reads");
+    }
 
     fn profiles() -> Profiles {
         Profiles::builtin()

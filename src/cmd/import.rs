@@ -258,7 +258,7 @@ impl<'s> ImportPlan<'s> {
             .hint("a shared (global) or pet (logical ID) resource exists already: import only what is new")
             .into());
         }
-        plan.import_doc = json!({"import": requests.iter().map(|m| json!({"to": plan.target(m).address, "id": m.cloud_id})).collect::<Vec<_>>()});
+        plan.import_doc = json!({"import": requests.iter().map(|m| json!({"to": plan.target(m).address, "id": crate::tfconfig::literal(&m.cloud_id)})).collect::<Vec<_>>()});
         let adopted: Vec<String> = requests.iter().map(|m| plan.target(m).address).collect();
         plan.created = (0..spec.resources.len())
             .filter(|i| !requests.iter().any(|m| m.index == *i))

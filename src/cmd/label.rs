@@ -26,7 +26,10 @@ struct Report {
 
 pub(crate) fn run(args: LabelArgs, ctx: &Ctx) -> Result<()> {
     let id = args.id.to_string();
-    let labels: BTreeMap<String, String> = args.labels.into_iter().collect();
+    // Data: written so that terraform reads it literally (`tfconfig::literal`); the report
+    // reads the tags back as given.
+    let labels: BTreeMap<String, String> =
+        args.labels.iter().map(|(k, v)| (tfconfig::literal(k), tfconfig::literal(v))).collect();
     let mode = CommitMode::from_flags(args.no_apply, args.dry_run);
     let mut ws = Workspace::for_mode(ctx, mode)?;
     let dir = ws.dir();

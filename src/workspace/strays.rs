@@ -230,7 +230,7 @@ fn stray_document(files: &[(String, Value)], objects: &[&(String, String)]) -> (
         let by_name = resources.entry(rtype.clone()).or_insert_with(|| json!({}));
         by_name.as_object_mut().expect("an object").insert(name.clone(), config);
         let address = format!("{rtype}.{name}");
-        imports.push(json!({"to": address, "id": id}));
+        imports.push(json!({"to": address, "id": crate::tfconfig::literal(id)}));
         addresses.push(address);
     }
     (json!({"resource": resources, "import": imports}), addresses)

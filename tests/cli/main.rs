@@ -34,6 +34,7 @@ mod readme;
 mod reads;
 mod reconcile;
 mod recovery;
+mod security;
 mod signals;
 mod store;
 mod support;
