@@ -2,8 +2,16 @@
 //! by a rolling update is healthy; the healing check (`Healing.Command`, `--heal-cmd`) of every
 //! created member of a healed group; and the drain (`Lifecycle.Drain`, `--drain-cmd`) that runs
 //! before a member is destroyed. Each runs with `sh -c` and the instance in its environment,
-//! bounded by its timeout (then killed). Its output goes to our stderr (stdout is our data)
-//! once it has ended, through a file in memory: a stderr that cannot be written drops it, and
+//! bounded by its timeout.
+//!
+//! A command is a process group of its own (`sh` runs the command as its child: killing `sh`
+//! alone would leave it running): at its timeout, on Ctrl-C or SIGTERM, the whole group is
+//! killed, and it counts as ended only once nothing of the group runs. It inherits the
+//! operator's environment but the store's secrets ([`store_secret`]: `INFRAKIT_TF_STORE`,
+//! `PG_CONN_STR` and every `PG*` variable). Its output goes to our stderr (stdout is our data)
+//! once it has ended, through a file in memory read as it runs: the first and last
+//! [`KEPT`] bytes are kept, what lies between is dropped (a line says how much), so that our
+//! memory stays bounded whatever it prints; a stderr that cannot be written drops it, and
 //! never fails the command. Besides the terraform runner, the one place that spawns a program
 //! that is not ours (the relay, `store/relay.rs`, is our own binary): [`run`], clippy's ban on
 //! `Command::new` lifted there alone.
@@ -36,6 +44,16 @@ impl Hook {
 
 /// How many drains (or checks) of one batch run at once, at most.
 const AT_ONCE: usize = 8;
+
+/// How much of a command's output is kept at its start, and at its end.
+const KEPT: usize = 64 * 1024;
+
+/// The environment a command does not inherit: the store's connection and its secrets (the
+/// password, the URL that may hold one, and whatever else libpq and terraform's pg backend
+/// read), whatever the operator's shell has. A command that needs one sets it itself.
+fn store_secret(name: &str) -> bool {
+    name == "INFRAKIT_TF_STORE" || name == "PG_CONN_STR" || name.starts_with("PG")
+}
 
 /// The instance a command is about.
 pub(crate) struct Subject<'a> {
@@ -94,9 +112,16 @@ pub(crate) fn run(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Dur
     reason = "the user's --health-cmd and drain command are spawned here, not by the terraform runner"
 )]
 fn run_one(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Duration) -> Result<Option<String>> {
+    use std::os::unix::process::CommandExt;
     let name = hook.name();
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(command).stdin(Stdio::null());
+    // A group of its own: killed whole (see the module doc).
+    cmd.arg("-c").arg(command).stdin(Stdio::null()).process_group(0);
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(store_secret) {
+            cmd.env_remove(key);
+        }
+    }
     // Where files in memory are not to be had, its output goes to our stderr directly.
     let memory = match hook {
         Hook::Health => c"infrakit-tf-health",
@@ -122,23 +147,80 @@ fn run_one(hook: Hook, command: &str, subject: &Subject<'_>, timeout: Duration) 
     }
     let mut child = cmd.spawn().with_context(|| format!("failed to run the {name} command `{command}`"))?;
     drop(cmd); // our copies of the writer
-    let verdict = wait(name, &mut child, timeout);
+    let mut said = Said::default();
+    let verdict = wait(name, &mut child, timeout, &mut |_| {
+        if let Some(output) = &mut output {
+            said.take(output);
+        }
+    });
     if let Some(output) = &mut output {
-        let mut said = Vec::new();
-        let _ = std::io::Read::read_to_end(output, &mut said);
-        crate::output::relay(&said);
+        said.take(output);
+        crate::output::relay(&said.bytes());
     }
     verdict
 }
 
-/// Waits for the `name` command, killing it after `timeout`, or at once (with the processes it
-/// started) when Ctrl-C or SIGTERM asks this run to stop.
-fn wait(name: &str, child: &mut std::process::Child, timeout: Duration) -> Result<Option<String>> {
+/// What a command said: its first [`KEPT`] bytes, its last [`KEPT`], and how much between them
+/// was dropped.
+#[derive(Default)]
+struct Said {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    dropped: u64,
+}
+
+impl Said {
+    /// Takes in what the command wrote to `output` since the last time, and frees it there.
+    fn take(&mut self, output: &mut std::fs::File) {
+        let mut chunk = [0u8; 64 * 1024];
+        while let Ok(n) = std::io::Read::read(output, &mut chunk) {
+            if n == 0 {
+                break;
+            }
+            let mut bytes = &chunk[..n];
+            let room = KEPT - self.head.len();
+            if room > 0 {
+                let (first, rest) = bytes.split_at(room.min(bytes.len()));
+                self.head.extend_from_slice(first);
+                bytes = rest;
+            }
+            self.tail.extend(bytes);
+            let over = self.tail.len().saturating_sub(KEPT);
+            self.tail.drain(..over);
+            self.dropped += over as u64;
+        }
+        crate::fsio::forget_read(output);
+    }
+
+    /// What is relayed: the head, a line saying what was dropped, the tail.
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = self.head.clone();
+        if self.dropped > 0 {
+            if !out.ends_with(b"\n") {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(format!("[... {} bytes of its output left out ...]\n", self.dropped).as_bytes());
+        }
+        out.extend(self.tail.iter());
+        out
+    }
+}
+
+/// Waits for the `name` command (`tick` called meanwhile), killing its whole group after
+/// `timeout`, or at once when Ctrl-C or SIGTERM asks this run to stop; it has ended once
+/// nothing of its group runs.
+fn wait(
+    name: &str,
+    child: &mut std::process::Child,
+    timeout: Duration,
+    tick: &mut dyn FnMut(()),
+) -> Result<Option<String>> {
     let deadline = Instant::now() + timeout;
+    let group = child.id();
     loop {
+        tick(());
         if crate::signals::stop_requested() {
-            crate::signals::kill(child.id());
-            let _ = child.wait();
+            kill_group(group, child);
             return Err(crate::exit::Failure::new(
                 crate::exit::Code::Interrupted,
                 format!("interrupted while the {name} command ran: it was stopped, and nothing more was changed"),
@@ -147,17 +229,30 @@ fn wait(name: &str, child: &mut std::process::Child, timeout: Duration) -> Resul
             .into());
         }
         if let Some(status) = child.try_wait().with_context(|| format!("failed to wait for the {name} command"))? {
+            // What it left running in its group (a background job) does not outlive it.
+            kill_group(group, child);
             return Ok((!status.success()).then(|| match status.code() {
                 Some(code) => format!("the {name} command exited {code}"),
                 None => format!("the {name} command was killed by a signal"),
             }));
         }
         if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(group, child);
             return Ok(Some(format!("the {name} command ran longer than {timeout:?}")));
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills the process group `group` (its leader `child`) and waits until nothing of it runs
+/// (bounded: a process that cannot die, in an uninterruptible sleep, is not waited for long).
+fn kill_group(group: u32, child: &mut std::process::Child) {
+    // SAFETY: kill(2) on a process group we made, with a valid signal.
+    let killed = unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) } == 0;
+    let _ = child.wait();
+    let until = Instant::now() + Duration::from_secs(5);
+    while killed && crate::process::group_runs(group) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

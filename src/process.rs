@@ -35,6 +35,20 @@ pub(crate) fn me() -> String {
     format!("{pid}.{}", start_time(pid).unwrap_or(0))
 }
 
+/// Whether any process of the process group `group` still runs (a zombie, dead and waiting for
+/// its parent to reap it, does not): from `/proc/*/stat`.
+pub(crate) fn group_runs(group: u32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return false };
+    procs.filter_map(Result::ok).any(|e| {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { return false };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        // After the command name (in parentheses, may hold spaces): state, ppid, pgrp.
+        let Some(fields) = stat.get(stat.rfind(')').map_or(0, |i| i + 1)..) else { return false };
+        let fields: Vec<&str> = fields.split_whitespace().collect();
+        fields.first() != Some(&"Z") && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(group)
+    })
+}
+
 /// The children of a process (`/proc/PID/task/*/children`).
 pub(crate) fn children(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };

@@ -73,3 +73,111 @@ fn values_from_the_command_line_are_never_evaluated_by_terraform() {
     let label = s.run(&["label", &id, "again=1", "--output", "json"]).ok().json();
     assert_eq!(label["Tags"]["later"], read.as_str(), "a round trip is exact: {label}");
 }
+
+/// The processes whose command line holds `marker`.
+fn running(marker: &str) -> Vec<String> {
+    let out = std::process::Command::new("ps").args(["-eo", "pid=,stat=,args="]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(marker) && !l.split_whitespace().nth(1).is_some_and(|s| s.starts_with('Z')))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A directory with one instance of the local example: its ID.
+fn one_instance(s: &Scratch) -> String {
+    let web = s.dir.join("web.json");
+    s.run(&["provision", web.to_str().unwrap()]).ok().stdout.trim().to_string()
+}
+
+// A drain that outlives its timeout is killed whole, with what it started (`sh` runs the
+// command as a child: killing `sh` alone left it running), before the member is destroyed
+// under `continue`; nothing of it runs afterwards.
+#[test]
+fn a_drain_that_hangs_is_killed_whole_before_its_member_is_destroyed() {
+    let s = Scratch::example();
+    let id = one_instance(&s);
+    let marker = format!("30{}", std::process::id());
+    let drain = format!("sleep {marker}; true");
+    let run = s.run(&[
+        "destroy",
+        &id,
+        "--yes",
+        "--drain-cmd",
+        &drain,
+        "--drain-timeout",
+        "1s",
+        "--on-drain-failure",
+        "continue",
+    ]);
+    run.ok();
+    assert!(running(&format!("sleep {marker}")).is_empty(), "left running: {:?}", running(&marker));
+    let run = s.run(&["describe", "--output", "json"]).ok().json();
+    assert_eq!(run.as_array().map(Vec::len), Some(0), "destroyed: {run}");
+}
+
+// A hook's output is relayed bounded (its first and last 64 KiB, a line saying how much was
+// left out), and infrakit-tf's memory stays bounded whatever it prints.
+#[test]
+fn a_hook_that_prints_50_mb_is_relayed_bounded_in_bounded_memory() {
+    let s = Scratch::example();
+    let id = one_instance(&s);
+    let drain = "head -c 50000000 /dev/zero | tr '\\0' x; echo; echo the end; sleep 1; exit 1";
+    let mut cmd = crate::support::command(&s.cli_config());
+    cmd.arg("--dir").arg(&s.dir).args(["destroy", &id, "--yes", "--no-apply", "--drain-cmd", drain]);
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut text).unwrap();
+        text
+    });
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    while child.try_wait().unwrap().is_none() {
+        if let Some(hwm) = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|t| t.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(hwm);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let said = reader.join().unwrap();
+    assert!(said.len() < 200_000, "{} bytes relayed", said.len());
+    let text = String::from_utf8_lossy(&said);
+    assert!(text.contains("bytes of its output left out"), "{}", &text[text.len().saturating_sub(500)..]);
+    assert!(text.contains("the end"), "the last words are kept");
+    assert!(peak_kb > 0 && peak_kb < 40_000, "infrakit-tf's peak memory: {peak_kb} kB");
+}
+
+// A hook inherits the operator's environment and the member's variables, never the store's
+// secrets (with a store: its URL and password in `INFRAKIT_TF_STORE`, `PGPASSWORD`, and
+// every other `PG*` variable).
+#[test]
+fn a_hook_never_sees_the_stores_secrets() {
+    let db = crate::store::Db::new();
+    let (a, _) = crate::store::hosts_at(&db.url());
+    let id = a.run(&["provision", &a.spec()]).ok().stdout.trim().to_string();
+    let seen = a.s.root.path().join("env");
+    let drain = format!("env > {}", seen.display());
+    let url = db.url();
+    let password = db.password();
+    let env = [
+        ("INFRAKIT_TF_STORE", url.as_str()),
+        ("PGPASSWORD", password.as_str()),
+        ("PGCONNECT_TIMEOUT", "7"),
+        ("KUBECONFIG", "/etc/kube/ops"),
+    ];
+    a.run_env(&["destroy", &id, "--yes", "--drain-cmd", &drain], &env).ok();
+    let env = std::fs::read_to_string(&seen).unwrap();
+    assert!(env.contains("KUBECONFIG=/etc/kube/ops"), "the operator's environment: {env}");
+    assert!(env.contains(&format!("INFRAKIT_TF_ID={id}")), "the member's: {env}");
+    assert!(!env.contains(&password), "the store's password: {env}");
+    assert!(!env.contains("INFRAKIT_TF_STORE=") && !env.contains("PGCONNECT_TIMEOUT="), "the store's variables: {env}");
+}
