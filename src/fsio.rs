@@ -46,6 +46,27 @@ impl Perms {
     }
 }
 
+/// The process's umask, as the operator set it (see [`note_umask`]); 0o022 until noted.
+static UMASK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0o022);
+
+/// Notes the process's umask, once, at the start (reading it means setting it, briefly: no
+/// other thread runs yet). Every file we write honours it: a umask of 077 makes even our
+/// "public" files (the records, the shared files) the operator's alone.
+pub(crate) fn note_umask() {
+    // SAFETY: umask(2) has no preconditions; the old value is put back at once.
+    let mask = unsafe {
+        let old = libc::umask(0o077);
+        libc::umask(old);
+        old
+    };
+    UMASK.store(u32::from(mask) & 0o777, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `bits` less what the umask takes away.
+fn masked(bits: u32) -> u32 {
+    bits & !UMASK.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Prefix of our temporary files: a leading `.` keeps terraform and our listing away from them.
 pub(crate) const TEMP_PREFIX: &str = ".infrakit-tf-";
 const TEMP_SUFFIX: &str = ".tmp";
@@ -80,7 +101,7 @@ fn replace(path: &Path, bytes: &[u8], perms: Perms, durable: bool) -> Result<Wri
         (_, Perms::Exact(bits)) => bits,
         (Some(meta), Perms::Private) => meta.permissions().mode() & 0o770,
         (Some(meta), Perms::Public) => meta.permissions().mode() & 0o7777,
-        (None, perms) => perms.bits(),
+        (None, perms) => masked(perms.bits()),
     };
     fault::point(|| format!("write {}", path.display()));
     let dir = parent(path);
@@ -134,14 +155,30 @@ pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
     fs::create_dir_all(path).map_err(|e| error(e, "create", path))
 }
 
-/// Opens (creating it, empty, if need be) a file held only for its `flock` (see
+/// Creates the directory `path` (not its parents) for this user alone (0700); one already there
+/// is left as it is (the caller checks whose it is).
+pub(crate) fn create_private_dir(path: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if path.is_dir() {
+        return Ok(());
+    }
+    fault::point(|| format!("mkdir {}", path.display()));
+    fs::DirBuilder::new().mode(0o700).create(path).map_err(|e| error(e, "create", path))
+}
+
+/// Opens (creating it, empty, if need be; the umask applies) a file held only for its `flock` (see
 /// `lock::generation::changing`).
 pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a link: one another user planted would have us create (as root, say)
+    // whatever it points to.
     fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o666)
         .open(path)
         .map_err(|e| error(e, "open", path))
 }
@@ -167,13 +204,15 @@ pub(crate) fn write_scratch(path: &Path, bytes: &[u8], bits: u32) -> Result<()> 
 /// The name every temporary directory of ours starts with (in `TMPDIR`).
 const TEMP_DIR_PREFIX: &str = "infrakit-tf-";
 
-/// A new temporary directory of ours for `kind` (`plan`, `mirror`, `view`), removed when
-/// dropped; named `infrakit-tf-KIND-PID.START-XXXXXX`, so that one a killed run left behind
+/// A new temporary directory of ours for `kind` (`plan`, `mirror`, `view`), for this user
+/// alone (0700), removed when dropped; named `infrakit-tf-KIND-PID.START-XXXXXX`, so that one a killed run left behind
 /// is known as such ([`sweep_temp_dirs`]).
 pub(crate) fn temp_dir(kind: &str) -> Result<tempfile::TempDir> {
     let prefix = format!("{TEMP_DIR_PREFIX}{kind}-{}-", crate::process::me());
+    // This user's alone (0700): plans saved there hold the state and sensitive values.
     tempfile::Builder::new()
         .prefix(&prefix)
+        .permissions(Permissions::from_mode(0o700))
         .tempdir()
         .map_err(|e| anyhow::Error::new(e).context("failed to create a temporary directory"))
 }

@@ -79,6 +79,7 @@ pub fn relay() -> Option<ExitCode> {
 /// Runs one command and returns its exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let started = std::time::SystemTime::now();
+    fsio::note_umask(); // before any thread: the operator's umask, for every file we write
     let ctx = Ctx::new(cli.global);
     fsio::sweep_temp_dirs(); // what killed runs left in TMPDIR
     let measured = cli.command.measured();

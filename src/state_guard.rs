@@ -190,14 +190,29 @@ pub(crate) fn push_verdict(file: &Observed, backend: &Observed, recorded: Option
 /// `errored.tfstate` there, or where [`keep_dump`] kept its emergency dump when the
 /// directory could not hold it. `None`: nowhere.
 pub(crate) fn errored(dir: &Path) -> Option<PathBuf> {
-    dump_places(dir).into_iter().map(|p| p.path).find(|p| p.exists())
+    // In the temporary directory, only a file of ours, in a directory of ours alone: anyone
+    // can write there, and a state planted there would be pushed.
+    dump_places(dir).into_iter().filter(|p| !p.private || trusted(&p.path)).map(|p| p.path).find(|p| p.exists())
+}
+
+/// Whether `file` and its directory are this user's, and its directory no one else's to write
+/// or read (0700): what another local user cannot have planted or read.
+fn trusted(file: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid(2) has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let ours = |p: &Path, mask: u32| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == me && m.mode() & mask == 0 && !m.file_type().is_symlink())
+    };
+    file.parent().is_some_and(|d| ours(d, 0o077)) && (!file.exists() || ours(file, 0o077))
 }
 
 /// Where an emergency dump of `dir`'s state goes, in order: the directory (as terraform's own
 /// `errored.tfstate`, so that the same guard and push apply), the state directory of the XDG
 /// spec (`$XDG_STATE_HOME`, else `~/.local/state`: `infrakit-tf/errored/<dir's hash>.tfstate`),
-/// the temporary directory (`infrakit-tf-errored-<dir's hash>.tfstate`). Named after the
-/// directory's absolute path, so that its next run finds it.
+/// the temporary directory (`infrakit-tf-<uid>/errored-<dir's hash>.tfstate`, in a directory
+/// of this user's alone, 0700: another local user can neither plant nor read it). Named after
+/// the directory's absolute path, so that its next run finds it.
 fn dump_places(dir: &Path) -> Vec<Place> {
     let state_home = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
@@ -214,20 +229,27 @@ fn places_in(dir: &Path, state_home: Option<&Path>, tmp: &Path) -> Vec<Place> {
         .as_encoded_bytes()
         .iter()
         .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-    let mut places = vec![Place { path: dir.join(ERRORED), ours: false }];
-    places.extend(
-        state_home
-            .map(|d| Place { path: d.join("infrakit-tf/errored").join(format!("{hash:016x}.tfstate")), ours: true }),
-    );
-    places.push(Place { path: tmp.join(format!("infrakit-tf-errored-{hash:016x}.tfstate")), ours: false });
+    let mut places = vec![Place { path: dir.join(ERRORED), ours: false, private: false }];
+    places.extend(state_home.map(|d| Place {
+        path: d.join("infrakit-tf/errored").join(format!("{hash:016x}.tfstate")),
+        ours: true,
+        private: false,
+    }));
+    // SAFETY: geteuid(2) has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mine = tmp.join(format!("infrakit-tf-{me}"));
+    places.push(Place { path: mine.join(format!("errored-{hash:016x}.tfstate")), ours: true, private: true });
     places
 }
 
-/// A place for a dump: its path, and whether the directories on its way are ours to make
-/// (under the state directory; never the managed or the temporary directory).
+/// A place for a dump: its path, whether the directories on its way are ours to make (under
+/// the state directory, and our own in the temporary directory; never the managed directory),
+/// and whether its directory must be ours alone to be used or trusted (in the temporary
+/// directory, which every user can write).
 struct Place {
     path: PathBuf,
     ours: bool,
+    private: bool,
 }
 
 /// Where [`keep_dump`] kept a state.
@@ -246,10 +268,14 @@ pub(crate) fn keep_dump(dir: &Path, state: &serde_json::Value) -> Kept {
 
 fn keep_in(places: &[Place], state: &serde_json::Value) -> Kept {
     let text = serde_json::to_string_pretty(state).unwrap_or_else(|_| state.to_string());
-    for Place { path, ours } in places {
-        let made = |p: &Path| *ours && fsio::create_dir_all(p).is_ok();
+    for Place { path, ours, private } in places {
+        let made =
+            |p: &Path| *ours && (if *private { fsio::create_private_dir(p) } else { fsio::create_dir_all(p) }).is_ok();
         let parent_ok = path.parent().is_none_or(|p| p.is_dir() || made(p));
-        if parent_ok && fsio::write_atomic(path, text.as_bytes(), fsio::Perms::Private).is_ok() {
+        if parent_ok
+            && (!*private || trusted(path))
+            && fsio::write_atomic(path, text.as_bytes(), fsio::Perms::Private).is_ok()
+        {
             return Kept::File(path.clone());
         }
     }

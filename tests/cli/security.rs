@@ -181,3 +181,131 @@ fn a_hook_never_sees_the_stores_secrets() {
     assert!(!env.contains(&password), "the store's password: {env}");
     assert!(!env.contains("INFRAKIT_TF_STORE=") && !env.contains("PGCONNECT_TIMEOUT="), "the store's variables: {env}");
 }
+
+/// Runs `script` with `sh -c` as another local user (`nobody`: CI runs as root), in `cwd`:
+/// (exit code, stdout and stderr).
+fn as_nobody(script: &str, cwd: &std::path::Path) -> (i32, String) {
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "sh", "-c", script])
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// A temporary directory every user may write, as `/tmp` is (1777), for one test.
+fn shared_tmp(s: &Scratch) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = s.root.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // Another user must reach it: the scratch root is 0700 by default.
+    std::fs::set_permissions(s.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    tmp
+}
+
+/// The FNV-1a hash infrakit-tf names a directory's dump after (`state_guard`).
+fn dump_hash(dir: &std::path::Path) -> String {
+    let h = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{h:016x}")
+}
+
+// Another local user cannot plant the emergency dump of a state in the shared temporary
+// directory: one found there is trusted only when it is ours, in a directory of ours alone.
+// (Before, any file at `$TMPDIR/infrakit-tf-errored-<hash>.tfstate` made every command exit 13,
+// and with a store the next one pushed it.)
+#[test]
+fn a_dump_another_user_plants_in_the_temporary_directory_is_not_trusted() {
+    let s = Scratch::example();
+    let tmp = shared_tmp(&s);
+    let hash = dump_hash(&s.dir);
+    let planted = r#"{"version": 4, "lineage": "planted", "serial": 99, "resources": []}"#;
+    let script = format!(
+        "printf '%s' '{planted}' > infrakit-tf-errored-{hash}.tfstate; mkdir infrakit-tf-0 && printf '%s' '{planted}' > infrakit-tf-0/errored-{hash}.tfstate"
+    );
+    let (code, said) = as_nobody(&script, &tmp);
+    assert_eq!(code, 0, "{said}");
+    let web = s.dir.join("web.json");
+    let run = s.run_with(&["provision", web.to_str().unwrap()], None, &[("TMPDIR", tmp.to_str().unwrap())]);
+    assert_eq!(run.code, 0, "the planted file is not ours: {run:?}");
+}
+
+// Temporary directories are this user's alone: another local user reads none of the plans
+// (the state, sensitive values) a run saves there while it runs.
+#[test]
+fn another_user_reads_nothing_a_run_keeps_in_the_temporary_directory() {
+    let s = Scratch::example();
+    let tmp = shared_tmp(&s);
+    // A configuration whose apply takes a while: its plan waits in the temporary directory.
+    s.write(
+        "slow.tf",
+        "resource \"terraform_data\" \"slow\" {\n  provisioner \"local-exec\" {\n    command = \"sleep 3\"\n  }\n}\n",
+    );
+    let mut cmd = crate::support::command(&s.cli_config());
+    cmd.arg("--dir").arg(&s.dir).args(["reconcile"]).env("TMPDIR", &tmp);
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = 0;
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        let (code, said) = as_nobody("for f in infrakit-tf-*/* infrakit-tf-*/.[!.]*; do test -e \"$f\" && cat \"$f\" >/dev/null 2>&1 && echo \"READ $f\"; done; ls -d infrakit-tf-* 2>/dev/null | wc -l", &tmp);
+        assert_eq!(code, 0, "{said}");
+        assert!(!said.contains("READ "), "another user read: {said}");
+        seen = seen.max(said.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(0));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait().unwrap();
+    assert!(seen > 0, "the run kept nothing in the temporary directory to try");
+}
+
+// The operator's umask is honoured for everything infrakit-tf writes: with 077, no file of
+// the directory is readable by another user.
+#[test]
+fn the_umask_is_honoured() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::example();
+    let web = s.dir.join("web.json");
+    let script = "umask 077; exec \"$0\" --dir \"$1\" provision \"$2\"";
+    let cmd = crate::support::command(&s.cli_config());
+    let bin = crate::support::BIN;
+    let out = std::process::Command::new("sh")
+        .args(["-c", script, bin, s.dir.to_str().unwrap(), web.to_str().unwrap()])
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&s.dir).unwrap().map(Result::unwrap) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = name.ends_with(".tf.json") || name.starts_with(".infrakit-tf-");
+        if ours && entry.file_type().unwrap().is_file() {
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode & 0o077, 0, "{name} is {mode:o} under umask 077");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "the instance, its slot and the global file at least");
+}
+
+// The metrics file's lock is never opened through a link another user planted (root would
+// create whatever it points to).
+#[test]
+fn the_metrics_lock_is_never_opened_through_a_link() {
+    let s = Scratch::example();
+    let metrics = s.root.path().join("m.prom");
+    let target = s.root.path().join("created-by-root");
+    std::os::unix::fs::symlink(&target, s.root.path().join("m.prom.lock")).unwrap();
+    let web = s.dir.join("web.json");
+    let run = s.run(&["provision", web.to_str().unwrap(), "--metrics-file", metrics.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "a metrics file that cannot be written is a warning: {run:?}");
+    assert!(!target.exists(), "the link was followed");
+}
