@@ -59,7 +59,7 @@ pub(crate) fn note_umask() {
         libc::umask(old);
         old
     };
-    UMASK.store(u32::from(mask) & 0o777, std::sync::atomic::Ordering::Relaxed);
+    UMASK.store(mask & 0o777, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `bits` less what the umask takes away.
