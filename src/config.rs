@@ -64,6 +64,11 @@ pub struct StoreSection {
     /// How long a host's lease on the directory lasts unless renewed (`"30s"`): how long a
     /// host that dies holds the others up.
     pub lease: Option<String>,
+    /// Whether the store's connection may go unencrypted to a host that is not this machine
+    /// (`sslmode=disable`, or `prefer`/`allow` with a server that declines TLS): the password
+    /// then travels in the clear. Off unless asked for.
+    #[serde(default)]
+    pub plaintext: bool,
 }
 
 /// The keys of the document that are each host's own: how it retries and where it writes its

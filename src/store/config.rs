@@ -73,11 +73,12 @@ impl StoreConfig {
         flag: Option<&str>,
         config_file: &Path,
     ) -> Result<Option<Self>> {
-        let (url, name, lease) = match (section, flag) {
+        let (url, name, lease, plaintext) = match (section, flag) {
             (None, None) => return Ok(None),
             (section, flag) => {
-                let section = section.unwrap_or(StoreSection { postgres: None, directory: None, lease: None });
-                (flag.map(str::to_string).or(section.postgres), section.directory, section.lease)
+                let section =
+                    section.unwrap_or(StoreSection { postgres: None, directory: None, lease: None, plaintext: false });
+                (flag.map(str::to_string).or(section.postgres), section.directory, section.lease, section.plaintext)
             }
         };
         let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
@@ -111,7 +112,8 @@ impl StoreConfig {
                 ))
             })?,
         };
-        let (pg, tls) = connection(&url, &Env::process())?;
+        let (pg, mut tls) = connection(&url, &Env::process())?;
+        insist_on_tls(&pg, &mut tls, plaintext)?;
         let server = Server { pg, tls };
         Ok(Some(StoreConfig { name, server, timing: Timing { duration }, session: Arc::default() }))
     }
@@ -284,6 +286,45 @@ impl Env {
     }
 }
 
+/// A store on another host than this one gets the password over TLS, or not at all, unless
+/// `store.plaintext` asks otherwise: `sslmode=disable` to such a host is refused (exit 3), and
+/// `prefer` (libpq's default) or `allow` require TLS there (a server, or a man in the middle,
+/// that declines it is not sent the password). On this machine (loopback, a Unix socket)
+/// libpq's modes stand.
+fn insist_on_tls(pg: &tokio_postgres::Config, tls: &mut Tls, plaintext: bool) -> Result<()> {
+    let remote: Vec<String> = pg
+        .get_hosts()
+        .iter()
+        .filter_map(|h| match h {
+            Host::Tcp(name) if !is_local(name) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    if plaintext || remote.is_empty() {
+        return Ok(());
+    }
+    if tls.mode == super::tls::Mode::Disable {
+        return Err(invalid(format!(
+            "the store's sslmode is disable, and {} is not this machine: the password would travel in the clear",
+            remote.join(", ")
+        ))
+        .hint("use sslmode=verify-full (README \"TLS\"), or, on a network you trust, set \"plaintext\": true in the store section of infrakit-tf.json; nothing was changed")
+        .into());
+    }
+    tls.insist();
+    Ok(())
+}
+
+/// Whether `host` is this machine: `localhost`, a loopback address.
+pub(super) fn is_local(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The connection settings of `url`, completed from the environment as libpq would.
 pub(super) fn connection(url: &str, env: &Env) -> Result<(tokio_postgres::Config, Tls)> {
     let (url, ssl) = take_ssl(url);
@@ -312,7 +353,7 @@ pub(super) fn connection(url: &str, env: &Env) -> Result<(tokio_postgres::Config
     if pg.get_password().is_none() {
         if let Some(password) = env.get("PGPASSWORD") {
             pg.password(password);
-        } else if let Some(password) = passfile(&pg, env) {
+        } else if let Some(password) = passfile(&pg, env)? {
             pg.password(password);
         }
     }
@@ -407,13 +448,31 @@ fn percent_decoded(text: &str) -> String {
 
 /// The password the password file gives for this connection: lines
 /// `host:port:database:user:password`, `*` matching anything, `\:` and `\\` escaped; the first
-/// match wins, as in libpq.
-fn passfile(pg: &tokio_postgres::Config, env: &Env) -> Option<String> {
-    let path = match env.get("PGPASSFILE") {
-        Some(p) => PathBuf::from(p),
-        None => env.home.as_ref()?.join(".pgpass"),
+/// match wins, as in libpq. A file that others may read or write is refused (exit 3), as libpq
+/// and psql refuse it: whoever could read it has the password, whoever could write it chooses it.
+fn passfile(pg: &tokio_postgres::Config, env: &Env) -> Result<Option<String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = match (env.get("PGPASSFILE"), env.home.as_ref()) {
+        (Some(p), _) => PathBuf::from(p),
+        (None, Some(home)) => home.join(".pgpass"),
+        (None, None) => return Ok(None),
     };
-    let text = std::fs::read_to_string(path).ok()?;
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    let mode = std::fs::metadata(&path).map_or(0, |m| m.permissions().mode());
+    if mode & 0o077 != 0 {
+        return Err(invalid(format!(
+            "the password file `{}` is readable or writable by others (mode {:o}): it is not used, as libpq does not use it",
+            path.display(),
+            mode & 0o777
+        ))
+        .hint(format!("make it yours alone: `chmod 600 {}`; nothing was changed", path.display()))
+        .into());
+    }
+    Ok(passfile_match(pg, &text))
+}
+
+/// The password `text` (a password file) gives for this connection.
+fn passfile_match(pg: &tokio_postgres::Config, text: &str) -> Option<String> {
     let host = match pg.get_hosts().first()? {
         Host::Tcp(h) => h.clone(),
         Host::Unix(_) => "localhost".to_string(),
@@ -508,6 +567,12 @@ mod tests {
         crate::fsio::write_atomic(&tmp.path().join(".pgpass"), b"*:*:*:*:home\n", crate::fsio::Perms::Private).unwrap();
         let (pg, _) = connection(url, &env(&[], Some(tmp.path()))).unwrap();
         assert_eq!(pg.get_password(), Some(&b"home"[..]));
+        // One others may read is refused, as libpq refuses it; not when it is not needed.
+        crate::fsio::write_atomic(&tmp.path().join(".pgpass"), b"*:*:*:*:theirs\n", crate::fsio::Perms::Exact(0o644))
+            .unwrap();
+        let refused = connection(url, &env(&[], Some(tmp.path()))).map(drop).unwrap_err();
+        assert!(refused.to_string().contains("readable or writable by others (mode 644)"), "{refused}");
+        assert!(connection(url, &env(&[("PGPASSWORD", "env")], Some(tmp.path()))).is_ok());
     }
 
     #[test]
@@ -537,11 +602,42 @@ mod tests {
         assert_eq!(display(&pg), "postgresql://u@h/infra");
     }
 
+    // The password goes over TLS to a host that is not this machine, unless plain text is asked
+    // for: sslmode=disable there is refused, and prefer (the default) requires TLS there.
+    #[test]
+    fn a_store_on_another_host_gets_the_password_over_tls_only() {
+        use tokio_postgres::config::SslMode;
+        let file = Path::new("infrakit-tf.json");
+        let resolve = |url: &str, plaintext: bool| {
+            let section =
+                StoreSection { postgres: Some(url.into()), directory: Some("web".into()), lease: None, plaintext };
+            StoreConfig::resolve(Some(section), None, file).map(|c| c.unwrap())
+        };
+        let refused = resolve("postgresql://u@db.example/d?sslmode=disable", false).err().unwrap();
+        assert!(format!("{refused:#}").contains("the password would travel in the clear"), "{refused:#}");
+        assert!(resolve("postgresql://u@db.example/d?sslmode=disable", true).is_ok(), "asked for");
+        for local in ["127.0.0.1", "localhost", "[::1]"] {
+            assert!(resolve(&format!("postgresql://u@{local}/d?sslmode=disable"), false).is_ok(), "{local}");
+        }
+        let remote = resolve("postgresql://u@db.example/d", false).unwrap();
+        let host = tokio_postgres::config::Host::Tcp("db.example".into());
+        assert_eq!(remote.server.tls.for_host(&host), SslMode::Require, "prefer requires TLS there");
+        let local = resolve("postgresql://u@127.0.0.1/d", false).unwrap();
+        let here = tokio_postgres::config::Host::Tcp("127.0.0.1".into());
+        assert_eq!(local.server.tls.for_host(&here), SslMode::Prefer, "libpq's default on this machine");
+    }
+
     #[test]
     fn a_store_needs_a_url_and_a_name() {
         let file = Path::new("infrakit-tf.json");
         let section = |url: Option<&str>, name: Option<&str>| {
-            Some(StoreSection { postgres: url.map(str::to_string), directory: name.map(str::to_string), lease: None })
+            // Plain text allowed: these hosts are made up, and TLS is not the point here.
+            Some(StoreSection {
+                postgres: url.map(str::to_string),
+                directory: name.map(str::to_string),
+                lease: None,
+                plaintext: true,
+            })
         };
         assert!(StoreConfig::resolve(None, None, file).unwrap().is_none());
         let err = |s, f| format!("{:#}", StoreConfig::resolve(s, f, file).err().unwrap());
@@ -556,6 +652,7 @@ mod tests {
                 postgres: Some("postgresql://h/d".into()),
                 directory: Some("web".into()),
                 lease: Some(lease.into()),
+                plaintext: false,
             });
             StoreConfig::resolve(section, None, file).map(|c| c.unwrap().timing.duration)
         };

@@ -152,6 +152,8 @@ pub(crate) struct Tls {
     client: Option<(PathBuf, PathBuf)>,
     /// Built once; `None` for `disable`.
     config: Option<Arc<rustls::ClientConfig>>,
+    /// TLS is required with a host that is not this machine (see [`Tls::insist`]).
+    insist: bool,
 }
 
 /// [`Tls`] as it is passed to another process of ours: what was resolved, not the built
@@ -161,12 +163,14 @@ pub(super) struct Parts {
     mode: String,
     roots: Roots,
     client: Option<(PathBuf, PathBuf)>,
+    #[serde(default)]
+    insist: bool,
 }
 
 impl Tls {
     /// No TLS.
     pub(crate) fn disabled() -> Tls {
-        Tls { mode: Mode::Disable, roots: Roots::Unchecked, client: None, config: None }
+        Tls { mode: Mode::Disable, roots: Roots::Unchecked, client: None, config: None, insist: false }
     }
 
     /// The settings `given` (from the connection string), else `env`'s, else libpq's files
@@ -244,7 +248,7 @@ impl Tls {
             }
             _ => None,
         };
-        let mut tls = Tls { mode, roots, client, config: None };
+        let mut tls = Tls { mode, roots, client, config: None, insist: false };
         tls.config = Some(Arc::new(tls.client_config()?));
         Ok(tls)
     }
@@ -252,7 +256,12 @@ impl Tls {
     /// The settings as another process of ours is given them (the relay, `relay`): files
     /// named, never read here, no secret.
     pub(super) fn parts(&self) -> Parts {
-        Parts { mode: self.mode.name().to_string(), roots: self.roots.clone(), client: self.client.clone() }
+        Parts {
+            mode: self.mode.name().to_string(),
+            roots: self.roots.clone(),
+            client: self.client.clone(),
+            insist: self.insist,
+        }
     }
 
     /// The settings [`Tls::parts`] gave, ready to connect with (their files read again).
@@ -261,7 +270,7 @@ impl Tls {
         if mode == Mode::Disable {
             return Ok(Tls::disabled());
         }
-        let mut tls = Tls { mode, roots: parts.roots, client: parts.client, config: None };
+        let mut tls = Tls { mode, roots: parts.roots, client: parts.client, config: None, insist: parts.insist };
         tls.config = Some(Arc::new(tls.client_config()?));
         Ok(tls)
     }
@@ -319,10 +328,22 @@ impl Tls {
     pub(super) fn for_host(&self, host: &tokio_postgres::config::Host) -> tokio_postgres::config::SslMode {
         use tokio_postgres::config::SslMode;
         match (host, self.mode) {
-            (tokio_postgres::config::Host::Unix(_), _) | (_, Mode::Disable | Mode::Allow) => SslMode::Disable,
+            (tokio_postgres::config::Host::Unix(_), _) | (_, Mode::Disable) => SslMode::Disable,
+            (tokio_postgres::config::Host::Tcp(name), Mode::Allow | Mode::Prefer)
+                if self.insist && !super::config::is_local(name) =>
+            {
+                SslMode::Require
+            }
+            (_, Mode::Allow) => SslMode::Disable,
             (_, Mode::Prefer) => SslMode::Prefer,
             _ => SslMode::Require,
         }
+    }
+
+    /// TLS is required with a host that is not this machine, whatever `prefer` or `allow` say
+    /// (see `config::insist_on_tls`).
+    pub(super) fn insist(&mut self) {
+        self.insist = true;
     }
 
     /// The connector for one connection; `used` is set when the handshake is done.
