@@ -66,9 +66,12 @@ impl HealthRecord {
         bytes
     }
 
-    /// Notes that `id` is created, at `now` (seconds since the epoch), if it is new.
+    /// Notes that `id` is created, at `now` (seconds since the epoch), if it is new. A time in
+    /// the future (a host whose clock ran ahead wrote it) is taken for now: `InitialDelay`
+    /// counts from there, not from a time that has not come.
     pub fn seen(&mut self, id: &str, now: u64) {
-        self.members.entry(id.to_string()).or_insert(MemberHealth { first_seen: now, ..MemberHealth::default() });
+        let m = self.members.entry(id.to_string()).or_insert(MemberHealth { first_seen: now, ..MemberHealth::default() });
+        m.first_seen = m.first_seen.min(now);
     }
 
     /// Forgets every member `keep` does not keep (destroyed, or no longer created): a
@@ -118,6 +121,11 @@ mod tests {
         assert!(!r.due("instance-1", 1599, Duration::from_secs(600)));
         assert!(r.due("instance-1", 1600, Duration::from_secs(600)));
         assert!(!r.due("instance-9", 5000, Duration::ZERO), "unknown: not due");
+        // A first sight in the future (a clock ahead wrote it) counts from now.
+        r.members.get_mut("instance-1").unwrap().first_seen = 9_000;
+        r.seen("instance-1", 5_000);
+        assert_eq!(r.members["instance-1"].first_seen, 5_000);
+        assert!(!r.due("instance-1", 5_010, Duration::from_secs(60)), "within InitialDelay of now");
         r.note("instance-1", false);
         r.note("instance-1", false);
         assert_eq!(r.health("instance-1", 3), Some(Health::Failing { failures: 2, of: 3 }));

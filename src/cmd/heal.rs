@@ -12,7 +12,6 @@
 //! it reads the record, and a repair the record calls for is pending (exit 10).
 
 use std::collections::BTreeSet;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 
@@ -75,7 +74,8 @@ pub(crate) fn check(
     if groups.is_empty() {
         return Ok(Vec::new());
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // The clock the hosts share (the store's, with several hosts): the record is shared too.
+    let now = ws.now_ms()? / 1000;
     // What the record keeps: the created members of the healed groups, and anything this run
     // does not converge (another group's members, kept for its own runs).
     let healed_members: BTreeSet<String> =

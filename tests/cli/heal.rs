@@ -342,3 +342,34 @@ fn a_sick_pet_is_repaired_under_its_logical_id() {
     assert_eq!(g["repaired"][0]["new"], after["db-b"].as_str(), "the replacement is db-b: {after:?}");
     assert_ne!(after["db-b"], before["db-b"]);
 }
+
+// One clock: the health record is shared through the store, and its times come from the
+// store's clock. A host whose own clock is two hours ahead (libfaketime) never checks, nor
+// repairs, a member inside its InitialDelay.
+#[test]
+fn a_host_two_hours_ahead_repairs_nothing_inside_the_initial_delay() {
+    let lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+    assert!(std::path::Path::new(lib).exists(), "{lib} is missing: .ci/test installs Debian's faketime");
+    let db = crate::store::Db::new();
+    let (a, b) = crate::store::hosts_at(&db.url());
+    let text = spec_text(&a, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "10m"}));
+    let (on_a, on_b) = (a.s.write_outside("api.json", &text), b.s.write_outside("api.json", &text));
+    reconcile(&a, &on_a, 0);
+    // a sees them created: first seen now, by the store's clock.
+    reconcile(&a, &on_a, 0);
+    let before = members(&a);
+    for id in before.keys() {
+        sick(&a, id);
+    }
+    let ahead = [
+        ("LD_PRELOAD", lib),
+        ("FAKETIME", "+2h"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ("FAKETIME_SKIP_CMDS", "terraform,terraform-provider-fakecloud,tofu,sh"),
+    ];
+    let run = b.run_env(&["reconcile", "--group", &on_b, "--output", "json"], &ahead).ok();
+    let report = run.json();
+    assert_eq!(report["groups"][0]["replaced"], json!([]), "{report}");
+    assert!(!a.s.root.path().join("checked").exists(), "nothing was checked: {}", run.stderr);
+    assert_eq!(members(&a), before, "nothing repaired");
+}
