@@ -107,6 +107,7 @@ impl Directory {
         for entry in entries {
             let entry = entry.with_context(|| format!("failed to list `{}`", abs.display()))?;
             if let Ok(name) = entry.file_name().into_string() {
+                refuse_special(&abs, &name, &entry)?;
                 names.insert(name, std::os::unix::fs::DirEntryExt::ino(&entry));
             }
         }
@@ -462,6 +463,36 @@ impl Directory {
             }
         }
     }
+}
+
+/// Refuses (exit 3) a FIFO, a socket or a device (or a link to one) where infrakit-tf or
+/// terraform reads a file: a managed file or record, or a configuration file (`*.tf`,
+/// `*.tf.json`, variable files, the lock file). Opening one would hang the command (a FIFO
+/// nobody writes) or read what it should not; it is never opened.
+fn refuse_special(dir: &Path, name: &str, entry: &std::fs::DirEntry) -> Result<()> {
+    let read = names::is_ours(name)
+        || [".tf", ".tf.json", ".tfvars", ".tfvars.json", ".terraform.lock.hcl"].iter().any(|s| name.ends_with(s));
+    if !read {
+        return Ok(());
+    }
+    let kind = match entry.file_type() {
+        Ok(t) if t.is_symlink() => std::fs::metadata(dir.join(name)).map(|m| m.file_type()),
+        other => other,
+    };
+    let Ok(kind) = kind else { return Ok(()) }; // a dangling link: reading it says so
+    use std::os::unix::fs::FileTypeExt;
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        return Ok(());
+    };
+    Err(invalid(format!("`{name}` in `{}` is {what}, not a file: it is never opened", dir.display()))
+        .hint("remove it (or rename it); nothing was changed")
+        .into())
 }
 
 #[cfg(test)]

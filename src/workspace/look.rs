@@ -309,7 +309,7 @@ impl Workspace<'_> {
     /// runs makes the next run plan again.
     pub(crate) fn digest(&self, state: &str) -> String {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        config_files(self.dir.path(), 0, &mut h);
+        config_files(self.dir.path(), &mut h);
         let modules = self.dir.path().join(".terraform/modules/modules.json");
         std::fs::read(modules).unwrap_or_default().hash(&mut h);
         let mut vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("TF_VAR_")).collect();
@@ -343,26 +343,42 @@ impl Workspace<'_> {
     }
 }
 
-/// Hashes the names and bytes of the configuration files under `dir` (its non-hidden
-/// subdirectories too: local modules), in name order.
-fn config_files(dir: &Path, depth: u32, h: &mut impl Hasher) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut entries: Vec<(String, std::fs::FileType)> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.file_type().ok()?)))
+/// Hashes the names and bytes of the configuration files terraform reads for `dir`: those of
+/// `dir` itself, then those of each local module `init` recorded (`.terraform/modules/
+/// modules.json`, a module linked into the directory included), each directory once, in name
+/// order. Nothing else is followed (a link to `.` or to `/` costs nothing), and only regular
+/// files are read (a FIFO is never opened).
+fn config_files(dir: &Path, h: &mut impl Hasher) {
+    let mut seen: BTreeSet<std::path::PathBuf> = BTreeSet::new();
+    let modules = std::fs::read(dir.join(".terraform/modules/modules.json")).unwrap_or_default();
+    let listed: Vec<String> = serde_json::from_slice::<Value>(&modules)
+        .ok()
+        .and_then(|v| v.get("Modules").and_then(Value::as_array).cloned())
+        .into_iter()
+        .flatten()
+        .filter_map(|m| Some(m.get("Dir")?.as_str()?.to_string()))
         .collect();
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, kind) in entries {
+    for sub in std::iter::once(".".to_string()).chain(listed) {
+        let path = dir.join(&sub);
+        let Ok(real) = std::fs::canonicalize(&path) else { continue };
+        if seen.insert(real) {
+            sub.hash(h);
+            files_in(&path, h);
+        }
+    }
+}
+
+/// [`config_files`] of one directory: its configuration files, not its subdirectories.
+fn files_in(dir: &Path, h: &mut impl Hasher) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut names: Vec<String> =
+        entries.filter_map(Result::ok).filter_map(|e| e.file_name().into_string().ok()).collect();
+    names.sort();
+    for name in names {
+        let wanted =
+            [".tf", ".tf.json", ".tfvars", ".tfvars.json", ".terraform.lock.hcl"].iter().any(|s| name.ends_with(s));
         let path = dir.join(&name);
-        // A link to a directory (a module kept elsewhere) is followed.
-        let is_dir = kind.is_dir() || kind.is_symlink() && path.is_dir();
-        if is_dir && !name.starts_with('.') && depth < 8 {
-            name.hash(h);
-            config_files(&path, depth + 1, h);
-        } else if [".tf", ".tf.json", ".tfvars", ".tfvars.json", ".terraform.lock.hcl"]
-            .iter()
-            .any(|s| name.ends_with(s))
-        {
+        if wanted && std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
             name.hash(h);
             std::fs::read(&path).unwrap_or_default().hash(h);
         }
