@@ -247,7 +247,7 @@ fn stale_temp_dir(name: &str, alive: impl Fn(u32, u64) -> bool, age: impl Fn() -
     let random = |s: &str| s.len() == 6 && s.bytes().all(|b| b.is_ascii_alphanumeric());
     // `terraform`: the file terraform's output is followed through, unlinked once open.
     // `snapshot`: what an older release called a reader's `view`.
-    if !["plan", "mirror", "view", "snapshot", "state", "terraform"].contains(&kind) {
+    if !["plan", "mirror", "view", "snapshot", "state", "terraform", "relay"].contains(&kind) {
         return false;
     }
     match rest.split_once('-') {

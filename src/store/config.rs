@@ -49,7 +49,7 @@ struct Session {
     /// connects through the relay (`relay`), started the first time it is asked for and
     /// listening on this port until we exit.
     relayed: bool,
-    relay: Mutex<Option<u16>>,
+    relay: Mutex<Option<PathBuf>>,
 }
 
 /// The lease when `store.lease` does not say.
@@ -156,7 +156,7 @@ impl StoreConfig {
     /// every write. Behind a pooler, only `application_name`: PgBouncer refuses other keys
     /// (or drops them), and passes that one on, epoch and all, to the fence. Behind one that
     /// refuses lib/pq's startup packet, the connection is our relay's (`relay`), started here
-    /// the first time, in `dir` (terraform's): `host=127.0.0.1`, its port, `sslmode=disable`
+    /// the first time, in `dir` (terraform's): `host=` its socket's directory, `sslmode=disable`
     /// (the relay makes the TLS connection ours made); an error when it cannot start.
     pub(crate) fn terraform_env(&self, dir: &Path) -> Result<Vec<(String, String)>> {
         let mut conn = self.base_conn(self.relay(dir)?);
@@ -175,9 +175,9 @@ impl StoreConfig {
         Ok(self.env_with(conn))
     }
 
-    /// The port of the relay terraform's connections go through, started now if it is not
-    /// yet: `None` when they need none.
-    fn relay(&self, dir: &Path) -> Result<Option<u16>> {
+    /// The socket directory of the relay terraform's connections go through, started now if
+    /// it is not yet: `None` when they need none.
+    fn relay(&self, dir: &Path) -> Result<Option<PathBuf>> {
         let Some(session) = self.session.get().filter(|s| s.relayed) else { return Ok(None) };
         let mut relay = session.relay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if relay.is_none() {
@@ -189,7 +189,7 @@ impl StoreConfig {
                 // The orphan grace (`crate::lease::watch`), and a margin.
                 linger: self.timing.renew_deadline() + Duration::from_secs(10),
             };
-            let port = super::relay::start(upstream, dir).map_err(|e| {
+            let socket = super::relay::start(upstream, dir).map_err(|e| {
                 Failure::new(
                     Code::StoreUnavailable,
                     format!(
@@ -198,18 +198,18 @@ impl StoreConfig {
                     ),
                 )
             })?;
-            *relay = Some(port);
+            *relay = Some(socket);
         }
-        Ok(*relay)
+        Ok(relay.clone())
     }
 
-    /// The connection as `key=value` pairs: where, who, which database; at the `relay`'s port
-    /// on loopback, plain, when there is one.
-    fn base_conn(&self, relay: Option<u16>) -> Vec<(&'static str, String)> {
+    /// The connection as `key=value` pairs: where, who, which database; at the `relay`'s
+    /// socket, plain, when there is one.
+    fn base_conn(&self, relay: Option<PathBuf>) -> Vec<(&'static str, String)> {
         let mut conn = Vec::new();
-        if let Some(port) = relay {
-            conn.push(("host", "127.0.0.1".to_string()));
-            conn.push(("port", port.to_string()));
+        if let Some(socket) = relay {
+            conn.push(("host", socket.display().to_string()));
+            conn.push(("port", super::relay::PORT.to_string()));
             conn.extend(self.who());
             conn.push(("sslmode", "disable".to_string()));
             return conn;
@@ -701,18 +701,17 @@ mod tests {
             tf["PG_CONN_STR"],
             "host=h1 port=6432 user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'"
         );
-        // Behind one that refuses lib/pq's startup packet: our relay, on loopback, plain; a hint
-        // for a person names the pooler.
+        // Behind one that refuses lib/pq's startup packet: our relay, its Unix socket, plain; a
+        // hint for a person names the pooler.
         let cfg = StoreConfig::resolve(section(Some("postgresql://u@h1:6432/d"), Some("web")), None, file);
         let cfg = cfg.unwrap().unwrap();
         cfg.connected(&(Host::Tcp("h1".into()), 6432), true, true, true, true);
         // (Started already: a test binary is no relay; tests/cli/pooler.rs runs it.)
-        let port = 54321;
-        *cfg.session.get().unwrap().relay.lock().unwrap() = Some(port);
+        *cfg.session.get().unwrap().relay.lock().unwrap() = Some(PathBuf::from("/tmp/infrakit-tf-relay-1.2-abcdef"));
         let tf: std::collections::BTreeMap<_, _> = cfg.terraform_env(file).unwrap().into_iter().collect();
         assert_eq!(
             tf["PG_CONN_STR"],
-            format!("host=127.0.0.1 port={port} user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'")
+            "host=/tmp/infrakit-tf-relay-1.2-abcdef port=5432 user=u dbname=d sslmode=disable application_name='infrakit-tf tf web'"
         );
         let again: std::collections::BTreeMap<_, _> = cfg.terraform_env(file).unwrap().into_iter().collect();
         assert_eq!(again["PG_CONN_STR"], tf["PG_CONN_STR"], "one relay");

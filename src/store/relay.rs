@@ -1,9 +1,13 @@
-//! A relay on loopback between terraform and a pooler that refuses its driver's startup
-//! packet. Terraform's driver (lib/pq) puts `extra_float_digits=2` in every startup packet
-//! (a default no connection string can remove), and PgBouncer as Debian installs it refuses
-//! that parameter (`unsupported startup parameter: extra_float_digits`) unless its
+//! A relay between terraform and a pooler that refuses its driver's startup packet.
+//! Terraform's driver (lib/pq) puts `extra_float_digits=2` in every startup packet (a default
+//! no connection string can remove), and PgBouncer as Debian installs it refuses that
+//! parameter (`unsupported startup parameter: extra_float_digits`) unless its
 //! `ignore_startup_parameters` names it. So behind such a pooler terraform is pointed here
-//! instead (`127.0.0.1`, a port the kernel picks, plain text): each connection's startup
+//! instead: a Unix socket (`.s.PGSQL.5432`, as PostgreSQL names its own) in a temporary
+//! directory of this user's alone (0700), plain text. No other local user can connect: the
+//! relay opens its upstream connection with our TLS settings and client certificate, and a
+//! port on loopback would have handed those to anyone (a bare startup packet, and the store
+//! was theirs while terraform ran). Each connection's startup
 //! packet is passed on without that one pair, everything else byte for byte, to the pooler
 //! our own connection reached, over TLS when ours is; then bytes are copied both ways until
 //! either side closes. Authentication (md5, SCRAM) is between terraform and the pooler: the
@@ -16,7 +20,8 @@
 //! interrupts saves its state through it. Its stdin is a pipe from us, nothing else of ours
 //! (every other descriptor is close-on-exec): one line of JSON, where to and how (the TLS
 //! settings' files, no secret: it needs none), then, when we end normally, `done`; its stdout
-//! gives its port, one line, and is closed; its stderr is `/dev/null`; its own process group
+//! gives its socket's directory, one line, and is closed (the directory goes when it ends, and
+//! a killed relay's is swept by the next run, as the other temporary directories); its stderr is `/dev/null`; its own process group
 //! (a terminal's Ctrl-C is terraform's, the relay serves terraform's stop); what others left
 //! open for us (not close-on-exec) it closes first thing. It ends:
 //! - after `done`, once no connection is open (our terraform runs are over);
@@ -28,7 +33,6 @@
 //! lock): a relay with no connection for [`QUIET`] after we died serves nobody.
 
 use std::io::{self, BufRead, Write};
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{UnixListener, UnixStream};
 use tokio_postgres::config::Host;
 
 use super::pooler;
@@ -91,12 +95,16 @@ const DROPPED: &[u8] = b"extra_float_digits";
 /// The longest first message taken: libpq's own limit for a startup packet (10000 bytes).
 const MAX_STARTUP: usize = 10_000;
 
+/// The port terraform is given, which names the socket (`.s.PGSQL.<port>`) in the directory
+/// it is given as its host.
+pub(super) const PORT: u16 = 5432;
+
 /// Starts the relay to `upstream`, in `dir` (terraform's, so that a process still working
-/// there is seen): the port it listens on, on `127.0.0.1`.
+/// there is seen): the directory of the socket it listens on ([`PORT`]'s).
 // Our own binary again, not a program of the user's: its own process so that it outlives us
 // (see the module's comment); terraform's runner (`terraform::supervise`) spawns terraform.
 #[expect(clippy::disallowed_methods, reason = "the relay is our own binary, spawned here alone")]
-pub(super) fn start(upstream: Upstream, dir: &Path) -> io::Result<u16> {
+pub(super) fn start(upstream: Upstream, dir: &Path) -> io::Result<PathBuf> {
     use std::os::unix::process::CommandExt;
     let (host, unix) = match &upstream.host {
         Host::Tcp(name) => (name.clone(), false),
@@ -122,16 +130,17 @@ pub(super) fn start(upstream: Upstream, dir: &Path) -> io::Result<u16> {
     let mut line = serde_json::to_vec(&wire)?;
     line.push(b'\n');
     lifeline.write_all(&line)?;
-    let mut port = String::new();
-    io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut port)?;
-    let port = port.trim().parse().map_err(|_| {
+    let mut socket = String::new();
+    io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut socket)?;
+    let socket = PathBuf::from(socket.trim());
+    if !socket.is_absolute() {
         let _ = child.kill();
         let _ = child.wait();
-        io::Error::other("it did not start")
-    })?;
+        return Err(io::Error::other("it did not start"));
+    }
     // Never waited for: it outlives us, or ends after `done`, when we are about to exit.
     *LIFELINE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lifeline);
-    Ok(port)
+    Ok(socket)
 }
 
 /// Tells the relay, if we started one, that we are ending normally: it ends once no
@@ -150,7 +159,8 @@ enum Ending {
     Orphaned,
 }
 
-/// The relay process (`__relay`): reads its [`Wire`] on stdin, writes its port on stdout,
+/// The relay process (`__relay`): reads its [`Wire`] on stdin, writes its socket's directory
+/// on stdout,
 /// serves until it may end (see the module's comment). Nothing is printed: its stderr is
 /// `/dev/null`, and a relay that cannot start is an EOF where its port was awaited.
 pub(crate) fn run() -> std::process::ExitCode {
@@ -169,14 +179,15 @@ fn serve_here() -> anyhow::Result<()> {
     let host = if wire.unix { Host::Unix(PathBuf::from(&wire.host)) } else { Host::Tcp(wire.host) };
     let tls = wire.tls.map(Tls::from_parts).transpose()?;
     let upstream = Arc::new(Upstream { host, port: wire.port, tls, limit: wire.limit, linger: wire.linger });
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    // This user's alone (0700, see the module's comment), removed when the relay ends.
+    let home = crate::fsio::temp_dir("relay")?;
+    let listener = std::os::unix::net::UnixListener::bind(home.path().join(format!(".s.PGSQL.{PORT}")))?;
     listener.set_nonblocking(true)?;
-    let port = listener.local_addr()?.port();
-    // The port, then stdout is `/dev/null`: nothing of ours holds the pipe.
+    // The directory, then stdout is `/dev/null`: nothing of ours holds the pipe.
     {
         // SAFETY: fd 1 is our stdout; the `File` is forgotten, never closing it.
         let mut out = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
-        out.write_all(format!("{port}\n").as_bytes())?;
+        out.write_all(format!("{}\n", home.path().display()).as_bytes())?;
         let null = std::fs::File::open("/dev/null")?;
         // SAFETY: dup2(2) of descriptors we hold.
         if unsafe { libc::dup2(null.as_raw_fd(), 1) } < 0 {
@@ -191,8 +202,9 @@ fn serve_here() -> anyhow::Result<()> {
     })?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
-        let listener = TcpListener::from_std(listener)?;
+        let listener = UnixListener::from_std(listener)?;
         relay(listener, upstream, ending).await;
+        drop(home);
         Ok(())
     })
 }
@@ -216,7 +228,7 @@ fn close_inherited() {
 }
 
 /// Serves `listener`'s connections until it may end (see the module's comment).
-async fn relay(listener: TcpListener, upstream: Arc<Upstream>, ending: tokio::sync::oneshot::Receiver<Ending>) {
+async fn relay(listener: UnixListener, upstream: Arc<Upstream>, ending: tokio::sync::oneshot::Receiver<Ending>) {
     let open = Arc::new(AtomicUsize::new(0));
     let last_closed = Arc::new(Mutex::new(Instant::now()));
     let mut ending = std::pin::pin!(ending);
@@ -226,7 +238,6 @@ async fn relay(listener: TcpListener, upstream: Arc<Upstream>, ending: tokio::sy
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, _)) => {
-                    let _ = client.set_nodelay(true);
                     let (upstream, open, last_closed) = (upstream.clone(), open.clone(), last_closed.clone());
                     open.fetch_add(1, Ordering::SeqCst);
                     tokio::spawn(async move {
@@ -261,7 +272,7 @@ async fn relay(listener: TcpListener, upstream: Arc<Upstream>, ending: tokio::sy
 /// One of terraform's connections: its first message, rewritten, to the pooler, then bytes
 /// both ways. A pooler that cannot be reached is told to terraform as an error of the
 /// protocol's, so that its message says why.
-async fn serve(mut client: TcpStream, upstream: &Upstream) {
+async fn serve(mut client: UnixStream, upstream: &Upstream) {
     let Ok(Some(first)) = first_message(&mut client).await else { return };
     let reached = tokio::time::timeout(upstream.limit, async {
         pooler::raw(&upstream.host, upstream.port, upstream.tls.as_ref()).await
@@ -284,7 +295,7 @@ async fn serve(mut client: TcpStream, upstream: &Upstream) {
 /// The client's first message as the pooler gets it (see [`pass_on`]), after answering any
 /// request for TLS or GSSAPI encryption with `N` (terraform is given `sslmode=disable`, so
 /// none should come); `None` when the client goes or sends what is not a first message.
-async fn first_message(client: &mut TcpStream) -> io::Result<Option<Vec<u8>>> {
+async fn first_message(client: &mut UnixStream) -> io::Result<Option<Vec<u8>>> {
     loop {
         let len = client.read_i32().await?;
         if !(8..=MAX_STARTUP as i32).contains(&len) {

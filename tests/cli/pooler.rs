@@ -339,3 +339,56 @@ fn terraform_reaches_a_tls_pooler_that_refuses_its_drivers_startup_parameter_thr
     assert_eq!(db.state(), declared(&db.files()), "terraform's state written through the pooler");
     no_relay_left(&[&a, &b]);
 }
+
+// No other local user reaches the store through the relay (which connects upstream with our
+// credentials: with a pooler that authenticates by client certificate, a bare startup packet
+// was enough): it listens on no port, only on a Unix socket in a directory of this user's
+// alone, which another user can neither enter nor connect to.
+#[test]
+fn another_local_user_cannot_use_the_relay() {
+    let db = Db::new();
+    let (a, _) = hosts_at(&through(&db, "session").0);
+    let tmp = crate::security::shared_tmp(&a.s);
+    a.delay_creates(4000);
+    let mut started = a.start(&["provision", &a.spec()], &[("TMPDIR", tmp.to_str().unwrap())]);
+    assert!(started.wait_for("creating").is_some(), "{:?}", started.seen);
+    let relay = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            cmdline.split(|b| *b == 0).any(|arg| arg == b"__relay")
+                && std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd == a.s.dir)
+        })
+        .expect("the relay runs while terraform does");
+    let inodes: Vec<String> = std::fs::read_dir(relay.path().join("fd"))
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_string))
+        .collect();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            assert!(
+                !(f.get(3) == Some(&"0A") && f.get(9).is_some_and(|i| inodes.contains(&i.to_string()))),
+                "the relay listens on a port: {line}"
+            );
+        }
+    }
+    let sockets: Vec<std::path::PathBuf> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("infrakit-tf-relay-"))
+        .map(|e| e.path().join(".s.PGSQL.5432"))
+        .collect();
+    assert_eq!(sockets.len(), 1, "{sockets:?}");
+    let script = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\"",
+        sockets[0].display()
+    );
+    let (_, said) = crate::security::as_nobody(&script, &tmp);
+    assert!(!said.contains("CONNECTED") && said.contains("Permission denied"), "another user: {said}");
+    let run = started.finish();
+    assert_eq!(run.code, 0, "{run:?}");
+}

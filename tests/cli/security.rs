@@ -184,7 +184,7 @@ fn a_hook_never_sees_the_stores_secrets() {
 
 /// Runs `script` with `sh -c` as another local user (`nobody`: CI runs as root), in `cwd`:
 /// (exit code, stdout and stderr).
-fn as_nobody(script: &str, cwd: &std::path::Path) -> (i32, String) {
+pub fn as_nobody(script: &str, cwd: &std::path::Path) -> (i32, String) {
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "sh", "-c", script])
         .current_dir(cwd)
@@ -195,7 +195,7 @@ fn as_nobody(script: &str, cwd: &std::path::Path) -> (i32, String) {
 }
 
 /// A temporary directory every user may write, as `/tmp` is (1777), for one test.
-fn shared_tmp(s: &Scratch) -> std::path::PathBuf {
+pub fn shared_tmp(s: &Scratch) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let tmp = s.root.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
