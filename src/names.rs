@@ -18,6 +18,11 @@ pub const IMPORT_FILE: &str = "infrakit-tf-import.tf.json";
 /// While `sweep-orphans --strays` destroys twins, they are imported into addresses of their own
 /// in this file (see `workspace::strays`). Not a managed name: never listed, described or swept.
 pub const STRAYS_FILE: &str = "infrakit-tf-strays.tf.json";
+/// An empty configuration (`{}`), kept while a directory has no other file terraform reads
+/// but its state may still hold machines: without it terraform refuses to plan ("No
+/// configuration files") and what the state holds could never be destroyed (see
+/// `Workspace::keep_configuration`). Not a managed name: never listed, described or swept.
+pub const EMPTY_FILE: &str = "infrakit-tf-empty.tf.json";
 /// The highest instance number whose file was removed (see `Directory::last_issued`).
 pub const LAST_ID: &str = ".infrakit-tf-last-id";
 /// The health record: each healed member's failed checks in a row and when it was first seen
@@ -44,7 +49,16 @@ pub fn is_ours(name: &str) -> bool {
         || name == CLOUD_RECORD
         || name == IMPORT_FILE
         || name == STRAYS_FILE
+        || name == EMPTY_FILE
         || split_file_name(name).and_then(|(base, _)| classify(base)).is_some()
+}
+
+/// Whether terraform reads `name` as configuration: `*.tf` or `*.tf.json` (and OpenTofu's
+/// `*.tofu`, `*.tofu.json`), not hidden, not an editor's backup (terraform's
+/// `configs.IsIgnoredFile`).
+pub fn is_configuration(name: &str) -> bool {
+    let ignored = name.starts_with('.') || name.ends_with('~') || (name.starts_with('#') && name.ends_with('#'));
+    !ignored && [".tf", LIVE, ".tofu", ".tofu.json"].iter().any(|s| name.ends_with(s))
 }
 
 /// A cloud ID as part of a terraform name: every character but ASCII letters, digits, `-` and
@@ -257,6 +271,7 @@ mod tests {
             ".infrakit-tf-cloud.json",
             "infrakit-tf-import.tf.json",
             "infrakit-tf-strays.tf.json",
+            "infrakit-tf-empty.tf.json",
         ] {
             assert!(is_ours(kept), "{kept}");
         }
@@ -270,6 +285,16 @@ mod tests {
             "a_dedicated_x/y.tf.json",
         ] {
             assert!(!is_ours(local), "{local}");
+        }
+    }
+
+    #[test]
+    fn configuration_is_what_terraform_reads() {
+        for read in ["main.tf", "instance-1.tf.json", "net.tofu", "infrakit-tf-empty.tf.json", "a#b.tf"] {
+            assert!(is_configuration(read), "{read}");
+        }
+        for ignored in ["instance-1.tf.json.new", ".hidden.tf", "main.tf~", "#main.tf#", "vars.tfvars", "x.tf.bak"] {
+            assert!(!is_configuration(ignored), "{ignored}");
         }
     }
 

@@ -10,7 +10,7 @@ use crate::cli::ProvisionArgs;
 use crate::cmd::instances::NewInstances;
 use crate::cmd::load_spec;
 use crate::context::Ctx;
-use crate::exit::invalid;
+use crate::exit::{invalid, Failure};
 use crate::names::{self, InstanceId};
 use crate::workspace::{ChangeSet, CommitMode, Committed, Outcome, Workspace};
 
@@ -69,5 +69,18 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     } else {
         ctx.printer.data(&list.join("\n"))?;
     }
-    failure.map_or(Ok(()), Err)
+    failure.map_or(Ok(()), |e| Err(undo_hint(e, &list)))
+}
+
+/// A failed apply keeps the new instances' files (it may have made part of their machines):
+/// the failure says what to do next, unless it says so already.
+fn undo_hint(mut err: anyhow::Error, ids: &[String]) -> anyhow::Error {
+    if let Some(failure) = err.downcast_mut::<Failure>().filter(|f| f.hint.is_none()) {
+        failure.hint = Some(format!(
+            "the files of {} were kept: fix the spec or the directory's configuration and run `infrakit-tf reconcile`, or undo with `infrakit-tf destroy {} --yes`",
+            ids.join(" "),
+            ids.join(" ")
+        ));
+    }
+    err
 }

@@ -62,8 +62,7 @@ fn user_config(dir: &Path) -> Result<BTreeMap<String, (u64, u64)>> {
         let Ok(name) = entry.file_name().into_string() else { continue };
         let is_config =
             [".tf", ".tf.json", ".tofu", ".tofu.json"].iter().any(|s| name.ends_with(s)) || name == LOCK_FILE;
-        let managed = names::split_file_name(&name).and_then(|(b, _)| names::classify(b)).is_some();
-        if is_config && !managed && name != names::IMPORT_FILE {
+        if is_config && !names::is_ours(&name) {
             let meta = entry.metadata()?;
             let mtime = meta
                 .modified()

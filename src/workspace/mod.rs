@@ -529,7 +529,49 @@ impl<'a> Workspace<'a> {
         if let Some(n) = highest_removed.filter(|n| !matches!(dir.last_issued(), Some(last) if last >= *n)) {
             ops.push(FileOp { name: LAST_ID.to_string(), after: Some((format!("{n}\n").into_bytes(), Perms::Public)) });
         }
+        ops.extend(self.placeholder(&ops));
         (ops, files)
+    }
+
+    /// What `ops` call for of the empty configuration ([`names::EMPTY_FILE`]): written, in the
+    /// same change, when they remove a file and leave no file terraform reads (the last
+    /// instance of a directory without configuration of its own: terraform must still be able
+    /// to destroy its machine); removed when a managed file is there again (a queued one is
+    /// live before terraform next plans: `promote`). Decided by the managed files alone once it
+    /// is there, which every host of a store shares.
+    fn placeholder(&self, ops: &[FileOp]) -> Option<FileOp> {
+        let mut after: BTreeSet<&str> = self.dir.names().collect();
+        for op in ops {
+            match op.after {
+                Some(_) => after.insert(&op.name),
+                None => after.remove(op.name.as_str()),
+            };
+        }
+        let has = after.contains(names::EMPTY_FILE);
+        let removes = ops.iter().any(|op| op.after.is_none());
+        let configured = after.iter().any(|n| *n != names::EMPTY_FILE && names::is_configuration(n));
+        let managed =
+            after.iter().any(|n| names::split_file_name(n).and_then(|(base, _)| names::classify(base)).is_some());
+        if !has && removes && !configured {
+            Some(FileOp { name: names::EMPTY_FILE.to_string(), after: Some((b"{}\n".to_vec(), Perms::Public)) })
+        } else if has && managed {
+            Some(FileOp { name: names::EMPTY_FILE.to_string(), after: None })
+        } else {
+            None
+        }
+    }
+
+    /// Gives a directory that has no file terraform reads, but may have state, the empty
+    /// configuration ([`names::EMPTY_FILE`]): one left so by a version before it, whose state
+    /// still holds machines terraform would otherwise never plan to destroy.
+    pub(crate) fn keep_configuration(&mut self) -> Result<()> {
+        if !self.dir.may_have_state() || self.dir.names().any(names::is_configuration) {
+            return Ok(());
+        }
+        self.ctx
+            .printer
+            .status(&format!("the directory has no configuration: writing an empty `{}`", names::EMPTY_FILE));
+        self.change(&[FileOp { name: names::EMPTY_FILE.to_string(), after: Some((b"{}\n".to_vec(), Perms::Public)) }])
     }
 
     /// Writes the health record (`health_record`) as the other records are written: all or

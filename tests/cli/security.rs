@@ -395,3 +395,62 @@ fn links_to_the_directory_do_not_multiply_the_digest() {
     assert!(out.status.success(), "{report}");
     assert_eq!(report["reads"]["whole_plan"], true, "the digest was taken: {report}");
 }
+
+// A directory with no configuration of its own (a self-contained spec, no main.tf): destroying
+// its last instance destroys its machine, and leaves nothing in the state (before, terraform
+// found no configuration at all, exit 7, and the machine stayed, with no file to find it by).
+#[test]
+fn the_last_instance_of_a_directory_without_configuration_of_its_own_is_destroyed() {
+    let s = Scratch::new();
+    let spec = s.write_outside(
+        "alone.json",
+        r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"size": "small"}}}}}}"#,
+    );
+    let id = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    s.run(&["destroy", &id, "--yes"]).ok();
+    assert!(state(&s).is_empty(), "nothing left in the state: {:?}", state(&s));
+    s.run(&["reconcile", "--check"]).ok();
+    assert_eq!(s.run(&["sweep-orphans", "--dry-run"]).ok().code, 0);
+    // The empty configuration that made it possible goes once an instance is back.
+    assert!(s.dir.join("infrakit-tf-empty.tf.json").exists());
+    let again = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    assert!(!s.dir.join("infrakit-tf-empty.tf.json").exists(), "the placeholder stays only while needed");
+    assert_eq!(state(&s).len(), 1, "{again} is in the state");
+}
+
+// A directory an earlier version left with a machine in its state and no configuration at all:
+// the next reconcile destroys that machine (before, every reconcile failed: "No configuration
+// files", exit 7, and nothing could clean it up).
+#[test]
+fn a_directory_left_without_configuration_is_cleaned_up_by_reconcile() {
+    let s = Scratch::new();
+    let spec = s.write_outside(
+        "alone.json",
+        r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"size": "small"}}}}}}"#,
+    );
+    let id = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    std::fs::remove_file(s.dir.join(format!("{id}.tf.json"))).unwrap();
+    s.run(&["reconcile"]).ok();
+    assert!(state(&s).is_empty(), "the machine was destroyed: {:?}", state(&s));
+}
+
+// A first provision whose apply fails (here, the directory's own main.tf was forgotten and the
+// spec references its network) keeps the instance's files and says what to fix and how to undo;
+// the undo it names works.
+#[test]
+fn a_failed_first_provision_says_how_to_fix_or_undo() {
+    let s = Scratch::new();
+    let spec = s.write_outside(
+        "web.json",
+        r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"net": "${terraform_data.net.id}"}}}}}}"#,
+    );
+    let out = s.run(&["provision", &spec]).code(7);
+    let id = out.stdout.trim().to_string();
+    assert!(id.starts_with("instance-"), "the ID is printed: {}", out.stdout);
+    let undo = format!("infrakit-tf destroy {id} --yes");
+    assert!(out.stderr.contains("hint: ") && out.stderr.contains("reconcile"), "{}", out.stderr);
+    assert!(out.stderr.contains(&undo), "names the undo: {}", out.stderr);
+    s.run(&["destroy", &id, "--yes"]).ok();
+    assert!(!s.dir.join(format!("{id}.tf.json")).exists());
+    assert!(state(&s).is_empty(), "{:?}", state(&s));
+}

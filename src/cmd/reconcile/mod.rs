@@ -494,6 +494,7 @@ impl Run<'_> {
         report.promoted = ws.promote()?;
         // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
         let importing = ws.settle_imports()?;
+        ws.keep_configuration()?;
         ws.init_if_needed(&ws.providers(instances))?;
         let read_at = ws.now_ms()?;
         let mut seen = self.look(ws, report)?;
