@@ -183,6 +183,17 @@ pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
         .map_err(|e| error(e, "open", path))
 }
 
+/// Opens an existing file held only for its `flock`, never through a link, never blocking (a
+/// FIFO planted there is not waited on) and only if it is a regular file.
+pub(crate) fn open_existing_lock_file(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other(format!("`{}` is not a regular file", path.display())));
+    }
+    Ok(file)
+}
+
 /// A symbolic link at `link` to `target` (the dry-run mirror).
 pub(crate) fn symlink(target: &Path, link: &Path) -> Result<()> {
     fault::point(|| format!("symlink {}", link.display()));

@@ -27,7 +27,7 @@ pub(crate) struct Generation {
 /// the file ([`made_changes`]): a command that fails leaves nothing behind.
 pub(crate) fn changing(dir: &Path) -> Result<Option<Generation>> {
     let path = dir.join(GENERATION);
-    let Ok(file) = File::open(&path) else { return Ok(None) };
+    let Ok(file) = fsio::open_existing_lock_file(&path) else { return Ok(None) };
     FileExt::lock_exclusive(&file).with_context(|| format!("failed to lock `{}`", path.display()))?;
     Ok(Some(Generation { _file: file }))
 }
@@ -43,7 +43,7 @@ pub(crate) fn made_changes(dir: &Path, held: &Option<Generation>) {
 /// For a reader, while it lists and reads the managed files. `None` when no writer ever made
 /// the lock file (no change to order against), or it cannot be opened.
 pub(crate) fn reading(dir: &Path) -> Option<Generation> {
-    let file = File::open(dir.join(GENERATION)).ok()?;
+    let file = fsio::open_existing_lock_file(&dir.join(GENERATION)).ok()?;
     FileExt::lock_shared(&file).ok()?;
     Some(Generation { _file: file })
 }

@@ -296,7 +296,7 @@ fn insist_on_tls(pg: &tokio_postgres::Config, tls: &mut Tls, plaintext: bool) ->
         .get_hosts()
         .iter()
         .filter_map(|h| match h {
-            Host::Tcp(name) if !is_local(name) => Some(name.clone()),
+            Host::Tcp(name) if !super::tls::is_local(name) => Some(name.clone()),
             _ => None,
         })
         .collect();
@@ -313,16 +313,6 @@ fn insist_on_tls(pg: &tokio_postgres::Config, tls: &mut Tls, plaintext: bool) ->
     }
     tls.insist();
     Ok(())
-}
-
-/// Whether `host` is this machine: `localhost`, a loopback address.
-pub(super) fn is_local(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The connection settings of `url`, completed from the environment as libpq would.

@@ -159,8 +159,8 @@ impl Store {
             }
             _ => schema::create(&mut conn, limit).map_err(unavailable)?,
         }
-        if !probe.state_sequence {
-            schema::create_state_sequence(&mut conn, limit).map_err(unavailable)?;
+        if !probe.state_table {
+            schema::create_state_table(&mut conn, limit, &config.state_schema()).map_err(unavailable)?;
         }
         let owner = format!(
             "{}/{}/{}",

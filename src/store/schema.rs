@@ -50,9 +50,9 @@ pub(super) struct Probe {
     pub(super) version: Option<i32>,
     /// A privilege the role lacks, as the `GRANT` that gives it.
     pub(super) missing: Option<String>,
-    /// Whether terraform's pg backend's shared sequence (`public.global_states_id_seq`) exists:
-    /// see [`create_state_sequence`].
-    pub(super) state_sequence: bool,
+    /// Whether terraform's pg backend's shared sequence (`public.global_states_id_seq`) and
+    /// this directory's state table exist: see [`create_state_table`].
+    pub(super) state_table: bool,
     /// Whether the fence is this build's ([`FENCE`]).
     pub(super) fence: bool,
     /// The session's `idle_in_transaction_session_timeout` in milliseconds: not the one the
@@ -84,7 +84,8 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
                              WHEN NOT has_schema_privilege('infrakit_tf', 'USAGE') THEN false \
                              WHEN to_regclass('infrakit_tf.leases') IS NULL THEN true \
                              ELSE has_table_privilege('infrakit_tf.leases', 'SELECT, INSERT, UPDATE, DELETE') END, \
-                        to_regclass('public.global_states_id_seq') IS NOT NULL, \
+                        to_regclass('public.global_states_id_seq') IS NOT NULL \
+                            AND to_regclass(quote_ident($1) || '.states') IS NOT NULL, \
                         obj_description(to_regprocedure('infrakit_tf.fence()'), 'pg_proc') IS NOT DISTINCT FROM $2, \
                         (SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout')",
                 &params,
@@ -95,7 +96,7 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
         let (public, database, schemas_exist): (bool, bool, bool) = (row.get(0), row.get(1), row.get(2));
         let (db, role): (String, String) = (row.get(3), row.get(4));
         let ours: bool = row.get(5);
-        let (state_sequence, fence, in_transaction): (bool, bool, i64) = (row.get(6), row.get(7), row.get(8));
+        let (state_table, fence, in_transaction): (bool, bool, i64) = (row.get(6), row.get(7), row.get(8));
         let missing = if !database && !schemas_exist {
             Some(format!("GRANT CREATE ON DATABASE {db} TO {role}"))
         } else if !ours {
@@ -116,16 +117,43 @@ pub(super) fn probe(conn: &mut Conn, limit: Duration, state_schema: &str) -> Out
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => None,
             Err(e) => return Err(e),
         };
-        Ok(Probe { version, missing, state_sequence, fence, in_transaction })
+        Ok(Probe { version, missing, state_table, fence, in_transaction })
     })
 }
 
-/// Creates terraform's pg backend's shared sequence, one host at a time. Every directory's
-/// first `terraform init` creates it (`CREATE SEQUENCE IF NOT EXISTS`), and two at once in one
-/// database race: one fails ("duplicate key value violates unique constraint
-/// pg_class_relname_nsp_index"). Made here first, each init finds it.
-pub(super) fn create_state_sequence(conn: &mut Conn, limit: Duration) -> Outcome<()> {
-    one_host_at_a_time(conn, limit, "CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint")
+/// Creates what terraform's pg backend needs, as its `configure` does, one host at a time: the
+/// shared sequence (`public.global_states_id_seq`), then this directory's `state_schema` (when
+/// it does not exist: `CREATE SCHEMA` asks for the privilege even when it does), its `states`
+/// table and the table's index. Every terraform creates them on its first run (`IF NOT
+/// EXISTS`), which is not safe against itself in PostgreSQL: two hosts' first `init` at once
+/// fail one ("duplicate key value violates unique constraint pg_type_typname_nsp_index").
+/// Made here first, under our lock, every terraform finds them.
+pub(super) fn create_state_table(conn: &mut Conn, limit: Duration, state_schema: &str) -> Outcome<()> {
+    let schema = quote(state_schema);
+    let table = format!(
+        "CREATE TABLE IF NOT EXISTS {schema}.states (
+             id bigint NOT NULL DEFAULT nextval('public.global_states_id_seq') PRIMARY KEY,
+             name text UNIQUE,
+             data text);
+         CREATE UNIQUE INDEX IF NOT EXISTS states_by_name ON {schema}.states (name)"
+    );
+    conn.call(limit, async |c| {
+        let tx = c.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1, 0)", &[&CLASS]).await?;
+        tx.batch_execute("CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint").await?;
+        let missing: bool = tx
+            .query_typed_one(
+                "SELECT to_regnamespace($1) IS NULL",
+                &[(&state_schema, tokio_postgres::types::Type::TEXT)],
+            )
+            .await?
+            .get(0);
+        if missing {
+            tx.batch_execute(&format!("CREATE SCHEMA {schema}")).await?;
+        }
+        tx.batch_execute(&table).await?;
+        tx.commit().await
+    })
 }
 
 /// Runs `sql` in a transaction under our advisory lock, so that hosts starting at once take
@@ -232,8 +260,7 @@ pub(super) fn upgrade_fence(conn: &mut Conn, limit: Duration) -> Outcome<()> {
 
 /// Puts the fence on terraform's state table in `schema` (once: it stays), so that a state
 /// write by a terraform whose lease was lost is refused by the database itself. Nothing when
-/// the table does not exist yet (terraform creates it on its first run: the next command
-/// fences it). `directory` is the store directory the state belongs to.
+/// the table does not exist (`create_state_table` makes it when a host connects). `directory` is the store directory the state belongs to.
 pub(super) fn fence_state(conn: &mut Conn, limit: Duration, schema: &str, directory: &str) -> Outcome<()> {
     let table = format!("{}.states", quote(schema));
     let sql = format!(

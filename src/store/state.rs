@@ -34,7 +34,7 @@ pub(crate) struct StateFacts {
 
 impl Store {
     /// The state's stamp now and as recorded, in one query. Under the lease, its table is
-    /// fenced first if it is not yet (terraform created it on its first run).
+    /// fenced first if it is not yet (`Store::connect` created it).
     pub(crate) fn state_facts(&mut self) -> Result<StateFacts> {
         let (name, table) = (self.config.name.clone(), self.state_table());
         let recorded = "(SELECT state_lineage FROM infrakit_tf.directories WHERE name = $1), \

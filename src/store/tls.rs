@@ -329,9 +329,7 @@ impl Tls {
         use tokio_postgres::config::SslMode;
         match (host, self.mode) {
             (tokio_postgres::config::Host::Unix(_), _) | (_, Mode::Disable) => SslMode::Disable,
-            (tokio_postgres::config::Host::Tcp(name), Mode::Allow | Mode::Prefer)
-                if self.insist && !super::config::is_local(name) =>
-            {
+            (tokio_postgres::config::Host::Tcp(name), Mode::Allow | Mode::Prefer) if self.insist && !is_local(name) => {
                 SslMode::Require
             }
             (_, Mode::Allow) => SslMode::Disable,
@@ -615,6 +613,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Stream<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_shutdown(cx)
     }
+}
+
+/// Whether `host` is this machine: `localhost`, a loopback address.
+pub(super) fn is_local(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

@@ -277,6 +277,12 @@ impl<'a> Workspace<'a> {
                 f.name = format!("{base}{}", names::LIVE);
             }
         }
+        if !self.dir.may_have_state() && !self.dir.names().any(names::is_configuration) {
+            // Nothing left to apply, and nothing applied before (a failed first provision
+            // undone): terraform would refuse a directory without configuration.
+            outcome.applied = true;
+            return Ok(Committed { outcome, failure: None });
+        }
         let started = Instant::now();
         let applied = self.init_if_needed(&providers).and_then(|()| {
             let what =
@@ -534,10 +540,12 @@ impl<'a> Workspace<'a> {
     }
 
     /// What `ops` call for of the empty configuration ([`names::EMPTY_FILE`]): written, in the
-    /// same change, when they remove a file and leave no file terraform reads (the last
-    /// instance of a directory without configuration of its own: terraform must still be able
-    /// to destroy its machine); removed when a managed file is there again (a queued one is
-    /// live before terraform next plans: `promote`). Decided by the managed files alone once it
+    /// same change, when they remove a file and leave no file terraform reads nor a managed one,
+    /// and terraform may have state (the last instance of a directory without configuration of
+    /// its own: terraform must still be able to destroy its machine); removed when a managed
+    /// file is there again (a queued one is live before terraform next plans: `promote`). An
+    /// empty state is still a state: the file stays, and a `reconcile` of the empty directory
+    /// plans nothing rather than fail for want of configuration. Decided by the managed files alone once it
     /// is there, which every host of a store shares.
     fn placeholder(&self, ops: &[FileOp]) -> Option<FileOp> {
         let mut after: BTreeSet<&str> = self.dir.names().collect();
@@ -552,7 +560,7 @@ impl<'a> Workspace<'a> {
         let configured = after.iter().any(|n| *n != names::EMPTY_FILE && names::is_configuration(n));
         let managed =
             after.iter().any(|n| names::split_file_name(n).and_then(|(base, _)| names::classify(base)).is_some());
-        if !has && removes && !configured {
+        if !has && removes && !configured && !managed && self.dir.may_have_state() {
             Some(FileOp { name: names::EMPTY_FILE.to_string(), after: Some((b"{}\n".to_vec(), Perms::Public)) })
         } else if has && managed {
             Some(FileOp { name: names::EMPTY_FILE.to_string(), after: None })
@@ -710,6 +718,7 @@ impl<'a> Workspace<'a> {
     /// the settle time when that is no longer than `--settle-wait`, and otherwise applies the
     /// rest, or, when nothing is left, fails as the try did.
     fn apply_adopting(&mut self, what: Apply<'_>) -> Result<Changes> {
+        self.keep_configuration()?;
         let tf = self.terraform()?.clone();
         let held = self.holding_back(&what)?;
         let what = match &held {

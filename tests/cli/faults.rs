@@ -26,6 +26,7 @@ fn garbage_output_is_an_error() {
 running terraform init (first use, new provider or changed configuration)
 provisioned (apply failed) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` printed output that is not its JSON stream (2 line(s)): neither is this
+hint: the files of instance-[..] were kept: fix the spec or the directory's configuration and run `infrakit-tf reconcile`, or undo with `infrakit-tf destroy instance-[..] --yes`
 
 "#]]);
 }
@@ -116,6 +117,7 @@ running terraform init (first use, new provider or changed configuration)
   Error message: open terraform.tfstate: read-only file system
 provisioned (apply failed) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` failed (exit 1): Error acquiring the state lock: Error message: open terraform.tfstate: read-only file system
+hint: the files of instance-[..] were kept: fix the spec or the directory's configuration and run `infrakit-tf reconcile`, or undo with `infrakit-tf destroy instance-[..] --yes`
 
 "#]]);
 }

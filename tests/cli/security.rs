@@ -360,6 +360,15 @@ fn a_fifo_where_a_file_is_expected_is_refused_not_opened() {
     fifo(&s.dir.join("extra.tf"));
     let run = within(&s, &["reconcile"], &[], minute).expect("reconcile hung");
     assert_eq!(run.code, infrakit_tf::exit::Code::Invalid as i32, "{run:?}");
+    // A FIFO in place of the lock file readers and writers share is never waited on either.
+    std::fs::remove_file(s.dir.join("extra.tf")).unwrap();
+    let lock = s.dir.join(".infrakit-tf-generation.lock");
+    let _ = std::fs::remove_file(&lock);
+    fifo(&lock);
+    for args in [&["describe"][..], &["label", &id, "k=v"]] {
+        let run = within(&s, args, &[], minute).unwrap_or_else(|| panic!("{args:?} hung"));
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+    }
 }
 
 // Links to the directory itself cost the configuration's digest nothing more: before, each
@@ -396,26 +405,45 @@ fn links_to_the_directory_do_not_multiply_the_digest() {
     assert_eq!(report["reads"]["whole_plan"], true, "the digest was taken: {report}");
 }
 
-// A directory with no configuration of its own (a self-contained spec, no main.tf): destroying
-// its last instance destroys its machine, and leaves nothing in the state (before, terraform
-// found no configuration at all, exit 7, and the machine stayed, with no file to find it by).
-#[test]
-fn the_last_instance_of_a_directory_without_configuration_of_its_own_is_destroyed() {
+/// A directory without configuration of its own, one instance provisioned from a spec that
+/// needs nothing else: the scratch, the spec's path, the instance's ID.
+fn alone() -> (Scratch, String, String) {
     let s = Scratch::new();
     let spec = s.write_outside(
         "alone.json",
         r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"size": "small"}}}}}}"#,
     );
     let id = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    (s, spec, id)
+}
+
+// A directory with no configuration of its own (a self-contained spec, no main.tf): destroying
+// its last instance destroys its machine, and leaves nothing in the state (before, terraform
+// found no configuration at all, exit 7, and the machine stayed, with no file to find it by).
+#[test]
+fn the_last_instance_of_a_directory_without_configuration_of_its_own_is_destroyed() {
+    let (s, spec, id) = alone();
     s.run(&["destroy", &id, "--yes"]).ok();
     assert!(state(&s).is_empty(), "nothing left in the state: {:?}", state(&s));
     s.run(&["reconcile", "--check"]).ok();
     assert_eq!(s.run(&["sweep-orphans", "--dry-run"]).ok().code, 0);
-    // The empty configuration that made it possible goes once an instance is back.
-    assert!(s.dir.join("infrakit-tf-empty.tf.json").exists());
-    let again = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
-    assert!(!s.dir.join("infrakit-tf-empty.tf.json").exists(), "the placeholder stays only while needed");
-    assert_eq!(state(&s).len(), 1, "{again} is in the state");
+    // The empty configuration that made it possible goes with the next managed file.
+    assert!(s.files().contains(&"infrakit-tf-empty.tf.json".to_string()), "{:?}", s.files());
+    s.run(&["provision", "--no-apply", &spec]).ok();
+    assert!(!s.files().contains(&"infrakit-tf-empty.tf.json".to_string()), "{:?}", s.files());
+}
+
+// Destroyed without an apply, the last instance's machine stays in the state for the next
+// apply: the directory keeps a configuration terraform can plan that destroy from.
+#[test]
+fn the_last_instance_destroyed_without_an_apply_is_destroyed_by_reconcile() {
+    let (s, _, id) = alone();
+    s.run(&["destroy", "--no-apply", &id, "--yes"]).ok();
+    assert!(s.files().contains(&"infrakit-tf-empty.tf.json".to_string()), "kept while the state holds the machine");
+    assert_eq!(state(&s).len(), 1);
+    s.run(&["reconcile"]).ok();
+    assert!(state(&s).is_empty(), "nothing left in the state: {:?}", state(&s));
+    s.run(&["reconcile"]).ok();
 }
 
 // A directory an earlier version left with a machine in its state and no configuration at all:
@@ -423,12 +451,7 @@ fn the_last_instance_of_a_directory_without_configuration_of_its_own_is_destroye
 // files", exit 7, and nothing could clean it up).
 #[test]
 fn a_directory_left_without_configuration_is_cleaned_up_by_reconcile() {
-    let s = Scratch::new();
-    let spec = s.write_outside(
-        "alone.json",
-        r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"size": "small"}}}}}}"#,
-    );
-    let id = s.run(&["provision", &spec]).ok().stdout.trim().to_string();
+    let (s, _, id) = alone();
     std::fs::remove_file(s.dir.join(format!("{id}.tf.json"))).unwrap();
     s.run(&["reconcile"]).ok();
     assert!(state(&s).is_empty(), "the machine was destroyed: {:?}", state(&s));

@@ -461,6 +461,39 @@ fn reconcile_no_wait_on_both_hosts_at_once_runs_one() {
     assert_eq!(census(&a), (1, 1, 1));
 }
 
+// Two hosts' first command on a store nobody has used: both create terraform's state table at
+// once in `terraform init` (`CREATE TABLE IF NOT EXISTS`, not safe against itself in
+// PostgreSQL: "duplicate key value violates unique constraint pg_type_typname_nsp_index"),
+// unless the store made it first, one host at a time. Twenty new stores, each run once by both.
+#[test]
+fn two_hosts_first_reconcile_on_a_new_store_never_races() {
+    for round in 0..20 {
+        let db = Db::new();
+        let (a, b) = hosts(&db);
+        // Each host's first reconcile, and a describe on each (a reader sets terraform's
+        // working directory up too, without the lease).
+        let (runs, reads): (Vec<Run>, Vec<Run>) = std::thread::scope(|s| {
+            let hosts = [&a, &b];
+            let runs = hosts.map(|h| s.spawn(move || h.run(&["reconcile", "--no-wait"])));
+            let reads = hosts.map(|h| s.spawn(move || h.run(&["describe"])));
+            (
+                runs.into_iter().map(|t| t.join().unwrap()).collect(),
+                reads.into_iter().map(|t| t.join().unwrap()).collect(),
+            )
+        });
+        // Refused only by the other's lock (a describe that sets `.terraform` up holds its
+        // host's directory lock a moment): the next cron run goes on.
+        for run in &runs {
+            assert!(run.code == 0 || run.code == LOCKED, "round {round}: {run:#?}");
+        }
+        for read in reads {
+            read.ok();
+        }
+        a.run(&["reconcile"]).ok();
+        b.run(&["reconcile"]).ok();
+    }
+}
+
 /// A server of the test's own (`.ci/postgres`), to restart or stop: the shared one serves the
 /// other tests.
 pub(crate) struct OwnServer {
@@ -941,6 +974,7 @@ fn the_password_may_come_from_pgpassword_and_is_never_printed() {
     assert!(refused.stderr.contains("password"), "{}", refused.stderr);
     // From a password file, and the URL from INFRAKIT_TF_STORE over a wrong one in the file.
     let passfile = a.s.write_outside("pgpass", &format!("*:*:*:*:{password}\n"));
+    std::fs::set_permissions(&passfile, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     point_at(&a, "postgresql://nobody@127.0.0.1:1/nothing");
     let url = db.url_without_password();
     let from_file =
