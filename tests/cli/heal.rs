@@ -16,7 +16,7 @@ const REPAIR_HALTED: i32 = 18;
 /// A group `api` of `size` VMs, each with a dedicated volume, healed by a check that fails
 /// while `sick-<ID>` exists (and logs `ID` to `checked`), with `healing` over that command;
 /// written beside the directory, its path returned.
-fn spec(c: &Cloud, size: u64, healing: Value) -> String {
+pub(crate) fn spec(c: &Cloud, size: u64, healing: Value) -> String {
     c.s.write_outside("api.json", &spec_text(c, size, healing))
 }
 

@@ -116,6 +116,21 @@ fn a_drain_that_hangs_is_killed_whole_before_its_member_is_destroyed() {
     assert_eq!(run.as_array().map(Vec::len), Some(0), "destroyed: {run}");
 }
 
+// A health check that hangs is killed whole at its Timeout, with what it started: before, only
+// its `sh` was, and the command it ran stayed (one orphan per member per run).
+#[test]
+fn a_health_check_that_hangs_leaves_nothing_running() {
+    let c = crate::cloud::Cloud::new();
+    let marker = format!("31{}", std::process::id());
+    let spec =
+        crate::heal::spec(&c, 2, serde_json::json!({"Command": format!("sleep {marker}; true"), "Timeout": "1s"}));
+    c.run(&["reconcile", "--group", &spec]).ok();
+    // The members the first run made are checked by the second: both checks time out.
+    let run = c.run(&["reconcile", "--group", &spec]).ok();
+    assert!(run.stderr.contains("check failed"), "{}", run.stderr);
+    assert!(running(&format!("sleep {marker}")).is_empty(), "left running: {:?}", running(&marker));
+}
+
 // A hook's output is relayed bounded (its first and last 64 KiB, a line saying how much was
 // left out), and infrakit-tf's memory stays bounded whatever it prints.
 #[test]
