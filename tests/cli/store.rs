@@ -974,9 +974,12 @@ fn the_password_may_come_from_pgpassword_and_is_never_printed() {
     assert!(refused.stderr.contains("password"), "{}", refused.stderr);
     // From a password file, and the URL from INFRAKIT_TF_STORE over a wrong one in the file.
     let passfile = a.s.write_outside("pgpass", &format!("*:*:*:*:{password}\n"));
-    std::fs::set_permissions(&passfile, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     point_at(&a, "postgresql://nobody@127.0.0.1:1/nothing");
     let url = db.url_without_password();
+    // Readable by others (0644), it is refused, as libpq refuses it.
+    let open = a.run_env(&["provision", &a.spec()], &[("PGPASSFILE", &passfile), ("INFRAKIT_TF_STORE", &url)]).code(3);
+    assert!(open.stderr.contains(&format!("chmod 600 {passfile}")), "{}", open.stderr);
+    std::fs::set_permissions(&passfile, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let from_file =
         a.run_env(&["provision", &a.spec()], &[("PGPASSFILE", &passfile), ("INFRAKIT_TF_STORE", &url)]).ok();
     for r in [&run, &described, &refused, &from_file] {
