@@ -68,6 +68,13 @@ pub(super) fn build_with(
         fsio::write_atomic(&live, &crate::tfconfig::to_bytes(doc), Perms::Private)?;
     }
     imports::settle(m)?;
+    // A directory left with no configuration (its last file removed by `changes`, or none
+    // ever): terraform plans the empty one, as the real directory would get it
+    // (`Workspace::placeholder`), rather than refuse.
+    let listed = std::fs::read_dir(m).with_context(|| format!("failed to list `{}`", m.display()))?;
+    if !listed.filter_map(Result::ok).any(|e| e.file_name().to_str().is_some_and(names::is_configuration)) {
+        fsio::write_scratch(&m.join(names::EMPTY_FILE), b"{}\n", 0o600)?;
+    }
     Ok(mirror)
 }
 

@@ -569,11 +569,13 @@ impl<'a> Workspace<'a> {
         }
     }
 
-    /// Gives a directory that has no file terraform reads, but may have state, the empty
-    /// configuration ([`names::EMPTY_FILE`]): one left so by a version before it, whose state
-    /// still holds machines terraform would otherwise never plan to destroy.
+    /// Gives a directory that has no file terraform reads the empty configuration
+    /// ([`names::EMPTY_FILE`]) before terraform plans or applies in it: one left so by a
+    /// version before it, whose state still holds machines terraform would otherwise never
+    /// plan to destroy, or a new one whose group has no member yet (terraform refuses to plan
+    /// a directory without configuration).
     pub(crate) fn keep_configuration(&mut self) -> Result<()> {
-        if !self.dir.may_have_state() || self.dir.names().any(names::is_configuration) {
+        if self.dir.names().any(names::is_configuration) {
             return Ok(());
         }
         self.ctx

@@ -491,4 +491,40 @@ fn a_failed_first_provision_says_how_to_fix_or_undo() {
     s.run(&["destroy", &id, "--yes"]).ok();
     assert!(!s.dir.join(format!("{id}.tf.json")).exists());
     assert!(state(&s).is_empty(), "{:?}", state(&s));
+    s.run(&["reconcile"]).ok();
+}
+
+// A group in a directory without configuration of its own: its first reconcile makes its
+// members (before, terraform refused to plan the empty directory: exit 7 on every run), a
+// dry run of destroying them all plans, and scaled to zero it empties the state.
+#[test]
+fn a_group_in_a_directory_without_configuration_of_its_own_grows_and_empties() {
+    let s = Scratch::new();
+    let group = |size: u32| {
+        serde_json::json!({"ID": "web", "Properties": {
+            "Allocation": {"Size": size},
+            "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
+                "terraform_data": {"vm": {"input": {"size": "small"}}}}}}}})
+        .to_string()
+    };
+    s.write("web.json", &group(2));
+    s.write("infrakit-tf.json", r#"{"groups": ["web.json"]}"#);
+    s.run(&["reconcile"]).ok();
+    assert_eq!(state(&s).len(), 2);
+    let ids: Vec<String> = s
+        .run(&["describe", "--output", "json"])
+        .ok()
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ID"].as_str().unwrap().to_string())
+        .collect();
+    let mut dry = vec!["destroy", "--dry-run", "--yes"];
+    dry.extend(ids.iter().map(String::as_str));
+    s.run(&dry).ok();
+    s.write("web.json", &group(0));
+    s.run(&["reconcile", "--max-destroy", "2"]).ok();
+    assert!(state(&s).is_empty(), "{:?}", state(&s));
+    s.run(&["reconcile", "--check"]).ok();
 }
