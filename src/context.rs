@@ -232,9 +232,12 @@ impl Ctx {
 
 /// The configuration file `file`, parsed; `None` when there is none.
 fn read_config(file: &Path) -> Result<Option<Config>> {
-    match std::fs::read_to_string(file) {
+    match crate::fsio::read_to_string(file) {
         Ok(text) => Ok(Some(Config::parse(&text, file)?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            Err(crate::exit::invalid(e.to_string()).hint("replace it with the configuration file").into())
+        }
         Err(e) => Err(e).with_context(|| format!("failed to read `{}`", file.display())),
     }
 }

@@ -123,7 +123,7 @@ impl Directory {
     pub(crate) fn bytes(&self, name: &str) -> io::Result<Vec<u8>> {
         match &self.contents {
             Some(contents) => contents.get(name).cloned().ok_or_else(|| io::ErrorKind::NotFound.into()),
-            None => std::fs::read(self.path.join(name)),
+            None => crate::fsio::read(self.path.join(name)),
         }
     }
 
@@ -455,7 +455,7 @@ impl Directory {
             }
             Ok(meta) if !meta.is_file() => refuse("is not a regular file: infrakit-tf does not replace it".into()),
             Ok(_) => {
-                let bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+                let bytes = crate::fsio::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
                 match serde_json::from_slice(&bytes) {
                     Ok(old) => Ok(Some(old)),
                     Err(e) => refuse(format!("is not valid JSON ({e}): infrakit-tf does not replace it")),
@@ -466,15 +466,35 @@ impl Directory {
 }
 
 /// Refuses (exit 3) a FIFO, a socket or a device (or a link to one) where infrakit-tf or
-/// terraform reads a file: a managed file or record, or a configuration file (`*.tf`,
-/// `*.tf.json`, variable files, the lock file). Opening one would hang the command (a FIFO
-/// nobody writes) or read what it should not; it is never opened.
+/// terraform reads a file: a managed file, any file of ours (`infrakit-tf*`, `.infrakit-tf*`:
+/// records, markers, the configuration), a configuration file (`*.tf`, `*.tf.json`, variable
+/// files, the lock file), terraform's state. Opening one would hang the command (a FIFO
+/// nobody writes) or read what it should not; it is never opened. Under `.terraform`, where
+/// only files and directories belong, any of them is refused.
 fn refuse_special(dir: &Path, name: &str, entry: &std::fs::DirEntry) -> Result<()> {
     let read = names::is_ours(name)
+        || name.starts_with("infrakit-tf")
+        || name.starts_with(".infrakit-tf")
+        || name.starts_with("terraform.tfstate")
+        || name == "errored.tfstate"
         || [".tf", ".tf.json", ".tfvars", ".tfvars.json", ".terraform.lock.hcl"].iter().any(|s| name.ends_with(s));
+    if name == ".terraform" && entry.file_type().is_ok_and(|t| t.is_dir()) {
+        let inner = dir.join(name);
+        for entry in std::fs::read_dir(&inner).into_iter().flatten().filter_map(Result::ok) {
+            if let Ok(inner_name) = entry.file_name().into_string() {
+                special(&inner, &inner_name, &entry)?;
+            }
+        }
+        return Ok(());
+    }
     if !read {
         return Ok(());
     }
+    special(dir, name, entry)
+}
+
+/// [`refuse_special`] of one entry it reads.
+fn special(dir: &Path, name: &str, entry: &std::fs::DirEntry) -> Result<()> {
     let kind = match entry.file_type() {
         Ok(t) if t.is_symlink() => std::fs::metadata(dir.join(name)).map(|m| m.file_type()),
         other => other,
@@ -550,8 +570,8 @@ mod tests {
         }
         let kept = |p: &str| std::fs::symlink_metadata(dir.path().join(p)).unwrap().file_type().is_symlink();
         assert!(kept("instance-1.tf.json") && kept("w_dedicated_1.tf.json.new") && kept("w_global.tf.json"));
-        assert_eq!(std::fs::read(tmp.path().join("json")).unwrap(), b"{}");
-        assert_eq!(std::fs::read(dir.path().join("w_dedicated_2.tf.json")).unwrap(), b"not json");
+        assert_eq!(crate::fsio::read(tmp.path().join("json")).unwrap(), b"{}");
+        assert_eq!(crate::fsio::read(dir.path().join("w_dedicated_2.tf.json")).unwrap(), b"not json");
         assert!(dir.check_replaceable("absent.tf.json").is_ok());
     }
 

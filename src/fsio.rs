@@ -91,7 +91,7 @@ pub(crate) fn write_unsynced(path: &Path, bytes: &[u8], perms: Perms) -> Result<
 }
 
 fn replace(path: &Path, bytes: &[u8], perms: Perms, durable: bool) -> Result<Written> {
-    let existing = match fs::read(path) {
+    let existing = match read(path) {
         Ok(old) if old == bytes => return Ok(Written::Unchanged),
         Ok(_) => Some(fs::metadata(path).map_err(|e| error(e, "stat", path))?),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -181,6 +181,48 @@ pub(crate) fn open_lock_file(path: &Path) -> Result<File> {
         .mode(0o666)
         .open(path)
         .map_err(|e| error(e, "open", path))
+}
+
+/// Reads a regular file whole. Anything else (a FIFO, a socket, a device, through a link or
+/// not) is an error of kind `InvalidInput`, found without waiting (the open does not block)
+/// and never read: a FIFO planted where we read a record must not hang the command, nor a
+/// link to `/dev/zero` fill its memory.
+pub(crate) fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let path = path.as_ref();
+    let not_a_file = |meta: &fs::Metadata| {
+        let kind = meta.file_type();
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_dir() {
+            "a directory"
+        } else {
+            "a device"
+        };
+        io::Error::new(io::ErrorKind::InvalidInput, format!("`{}` is {what}, not a file: it is never read", path.display()))
+    };
+    // Looked at before it is opened (a socket cannot be), and again once open (it may have
+    // been replaced in between).
+    let meta = fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(not_a_file(&meta));
+    }
+    let mut file = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(not_a_file(&meta));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read`], as UTF-8 text.
+pub(crate) fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
+    String::from_utf8(read(path)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// Opens an existing file held only for its `flock`, never through a link, never blocking (a

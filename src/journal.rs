@@ -90,7 +90,7 @@ pub(crate) fn commit(dir: &Path, ops: &[FileOp]) -> Result<()> {
 /// command left half done. Returns the names of the files put back.
 pub(crate) fn recover(dir: &Path) -> Result<Vec<String>> {
     let journal_path = dir.join(JOURNAL);
-    let bytes = match std::fs::read(&journal_path) {
+    let bytes = match crate::fsio::read(&journal_path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", journal_path.display())),
@@ -118,7 +118,7 @@ pub(crate) type Was = (String, Option<Vec<u8>>);
 /// when no change is pending.
 pub(crate) fn pending(dir: &Path) -> Result<Option<Vec<Was>>> {
     let path = dir.join(JOURNAL);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::fsio::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("failed to read `{}`", path.display())),
@@ -149,7 +149,7 @@ fn save(dir: &Path, name: &str) -> Result<Before> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("failed to stat `{}`", path.display())),
         Ok(meta) => {
-            let bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+            let bytes = crate::fsio::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
             let mode = meta.permissions().mode() & 0o7777;
             Some(Saved { mode, base64: base64::engine::general_purpose::STANDARD.encode(bytes) })
         }
@@ -240,7 +240,7 @@ mod tests {
             .unwrap()
             .map(|e| {
                 let e = e.unwrap();
-                (e.file_name().into_string().unwrap(), std::fs::read_to_string(e.path()).ok())
+                (e.file_name().into_string().unwrap(), crate::fsio::read_to_string(e.path()).ok())
             })
             .filter(|(name, _)| name != crate::lock::generation::GENERATION) // the readers' lock, not a change
             .collect();

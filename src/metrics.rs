@@ -225,7 +225,7 @@ const FAMILIES: &[(&str, &str, bool)] = &[
 /// share the file take turns: call it during this process's turn (`lock::turn_at`), so that
 /// none loses another's series.
 pub(crate) fn write(path: &Path, run: &Run<'_>) -> Result<()> {
-    let old = match std::fs::read(path) {
+    let old = match crate::fsio::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(anyhow::Error::new(e).context(format!("failed to read `{}`", path.display()))),

@@ -77,7 +77,7 @@ pub(crate) fn check(dir: &Directory, env: Option<&str>) -> Result<()> {
         return Ok(());
     }
     let recorded: Option<Stamp> =
-        std::fs::read(dir.path().join(RECORD)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        crate::fsio::read(dir.path().join(RECORD)).ok().and_then(|b| serde_json::from_slice(&b).ok());
     let observed = observe(&path);
     let first_cut_short = observed == Observed::Empty && recorded.is_none() && !backup_of(&path).exists();
     let problem = if first_cut_short { None } else { judge(&observed, recorded.as_ref()) };
@@ -383,7 +383,7 @@ fn local_state(dir: &Path) -> Option<PathBuf> {
         backend: Option<Backend>,
     }
     let default = Some(dir.join("terraform.tfstate"));
-    let Ok(bytes) = std::fs::read(dir.join(".terraform/terraform.tfstate")) else { return default };
+    let Ok(bytes) = crate::fsio::read(dir.join(".terraform/terraform.tfstate")) else { return default };
     match serde_json::from_slice::<BackendState>(&bytes).ok().and_then(|s| s.backend) {
         None => default,
         Some(b) if b.kind == "local" => match b.config.get("path").and_then(|p| p.as_str()) {
@@ -395,7 +395,7 @@ fn local_state(dir: &Path) -> Option<PathBuf> {
 }
 
 fn observe(path: &Path) -> Observed {
-    match std::fs::read(path) {
+    match crate::fsio::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Observed::Missing,
         Err(e) => Observed::Unreadable(e.to_string()),
         Ok(bytes) => Observed::of(&bytes),
@@ -444,7 +444,7 @@ mod tests {
         let places = places_in(&gone, Some(&state_home), &tmpdir);
         let Kept::File(kept) = keep_in(&places, &state) else { panic!("kept nowhere") };
         assert!(kept.starts_with(state_home.join("infrakit-tf/errored")), "{}", kept.display());
-        assert_eq!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(&kept).unwrap()).unwrap(), state);
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&crate::fsio::read(&kept).unwrap()).unwrap(), state);
         // A state directory that cannot be made (a file in its way): the temporary directory.
         fsio::write_atomic(&tmp.path().join("file"), b"", fsio::Perms::Public).unwrap();
         let places = places_in(&gone, Some(&tmp.path().join("file")), &tmpdir);

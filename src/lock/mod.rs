@@ -82,10 +82,16 @@ pub(crate) struct Turn {
 /// Waits for this process's turn at `path`: an exclusive `flock` on `PATH.lock`, beside it
 /// (the metrics file: runs that share it take turns, so that none loses another's series; a
 /// collector reads `*.prom` only).
-pub(crate) fn turn_at(path: &Path) -> Result<Turn> {
+/// Waits until `wait`'s deadline (`--lock-timeout`): a holder that never lets go (another
+/// user's process, where the file is in a directory others can write) costs the metrics, not
+/// the run.
+pub(crate) fn turn_at(path: &Path, wait: Wait, printer: &Printer) -> Result<Turn> {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     let file = crate::fsio::open_lock_file(Path::new(&name))?;
-    FileExt::lock_exclusive(&file).with_context(|| format!("failed to lock `{}`", path.display()))?;
+    let mut polite = wait::Polite::new(wait, printer, format!("`{}`", path.display()), POLL);
+    while !FileExt::try_lock_exclusive(&file).with_context(|| format!("failed to lock `{}`", path.display()))? {
+        polite.wait_for("another run")?;
+    }
     Ok(Turn { _file: file })
 }

@@ -101,7 +101,7 @@ pub(crate) fn note_created(created: &[(String, String)]) -> Result<()> {
 /// What the marker in `dir` says applies created ([`CREATED`]); nothing when there is none (or
 /// it cannot be read: atomic writes make a torn one impossible).
 pub(crate) fn created(dir: &Path) -> Vec<(String, String)> {
-    std::fs::read(dir.join(CREATED)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    crate::fsio::read(dir.join(CREATED)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
 }
 
 /// Writes the marker ([`UNSETTLED`]): `why`, noted now.
@@ -114,7 +114,7 @@ fn write_marker(dir: &Path, why: &str) -> Result<()> {
 /// and when that was noted (a marker that does not say: when it was written).
 pub(crate) fn unsettled(dir: &Path) -> Option<Evidence> {
     let path = dir.join(UNSETTLED);
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = crate::fsio::read_to_string(&path).ok()?;
     let written = std::fs::metadata(&path).and_then(|m| m.modified()).map_or(0, crate::process::epoch_ms);
     Some(Evidence::parse(&text, written))
 }
@@ -127,7 +127,7 @@ pub(crate) fn note_done() -> Result<()> {
 }
 
 fn read_running(path: &Path) -> Option<Running> {
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = crate::fsio::read(path).ok()?;
     // A record that does not parse was cut by a crash of its write: atomic writes make that
     // impossible, so treat it as no record rather than wedge the directory.
     Some(serde_json::from_slice(&bytes).unwrap_or(Running { pid: 0, start: 0, command: String::new() }))

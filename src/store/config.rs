@@ -447,7 +447,7 @@ fn passfile(pg: &tokio_postgres::Config, env: &Env) -> Result<Option<String>> {
         (None, Some(home)) => home.join(".pgpass"),
         (None, None) => return Ok(None),
     };
-    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    let Ok(text) = crate::fsio::read_to_string(&path) else { return Ok(None) };
     let mode = std::fs::metadata(&path).map_or(0, |m| m.permissions().mode());
     if mode & 0o077 != 0 {
         return Err(invalid(format!(

@@ -469,7 +469,7 @@ fn read_key(cert: &Path, key: &Path) -> Result<PrivateKeyDer<'static>> {
         .hint(format!("chmod 600 {}", key.display()))
         .into());
     }
-    let text = std::fs::read(key).map_err(|e| invalid(format!("the store's sslkey {}: {e}", key.display())))?;
+    let text = crate::fsio::read(key).map_err(|e| invalid(format!("the store's sslkey {}: {e}", key.display())))?;
     if text.windows(9).any(|w| w == b"ENCRYPTED") {
         return Err(invalid(format!(
             "the store's private key file {} is encrypted, which infrakit-tf cannot read (sslpassword is not supported)",
@@ -708,7 +708,7 @@ mod tests {
         let pg = home.path().join(".postgresql");
         crate::fsio::create_dir_all(&pg).unwrap();
         for (from, to) in [(&ca, "root.crt"), (&cert, "postgresql.crt"), (&key, "postgresql.key")] {
-            crate::fsio::write_atomic(&pg.join(to), &std::fs::read(from).unwrap(), crate::fsio::Perms::Private)
+            crate::fsio::write_atomic(&pg.join(to), &crate::fsio::read(from).unwrap(), crate::fsio::Perms::Private)
                 .unwrap();
         }
         let tls = resolve(&[("sslmode", "require")], &[("PGSSLMODE", "disable")], Some(home.path())).unwrap();

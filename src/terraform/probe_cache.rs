@@ -22,7 +22,7 @@ struct Entry {
 /// The version probed for `program` before, if it is still the same binary.
 pub(super) fn lookup(program: &Path) -> Option<String> {
     let key = key(program)?;
-    let entry: Entry = serde_json::from_slice(&std::fs::read(file(&key)?).ok()?).ok()?;
+    let entry: Entry = serde_json::from_slice(&crate::fsio::read(file(&key)?).ok()?).ok()?;
     (entry.key == key).then_some(entry.version)
 }
 

@@ -33,7 +33,7 @@ impl Workspace<'_> {
         if facts.errored.as_ref().is_some_and(|host| *host != me) {
             return Ok(());
         }
-        let (bytes, ours) = match std::fs::read(&file) {
+        let (bytes, ours) = match crate::fsio::read(&file) {
             Ok(bytes) => {
                 let ours = Observed::of(&bytes);
                 (bytes, ours)

@@ -43,7 +43,7 @@ pub(super) fn settled(path: &Path) -> Result<(usize, Option<FileOp>)> {
 /// The import blocks in `path` whose target `keep` keeps: how many, and the change of the
 /// file that drops the others (none when every block stays; its removal when none does).
 pub(super) fn keeping(path: &Path, keep: impl Fn(&str) -> bool) -> (usize, Option<FileOp>) {
-    let Ok(bytes) = std::fs::read(path.join(names::IMPORT_FILE)) else { return (0, None) };
+    let Ok(bytes) = crate::fsio::read(path.join(names::IMPORT_FILE)) else { return (0, None) };
     let blocks: Vec<Value> = serde_json::from_slice::<Value>(&bytes)
         .ok()
         .and_then(|doc| doc.get("import")?.as_array().cloned())
@@ -73,7 +73,7 @@ mod tests {
     }
 
     fn blocks(dir: &Path) -> Option<Value> {
-        std::fs::read(dir.join(names::IMPORT_FILE)).ok().map(|b| serde_json::from_slice(&b).unwrap())
+        crate::fsio::read(dir.join(names::IMPORT_FILE)).ok().map(|b| serde_json::from_slice(&b).unwrap())
     }
 
     #[test]

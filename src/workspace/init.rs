@@ -52,7 +52,7 @@ pub(super) fn record(dir: &Path, providers: &BTreeSet<String>) -> Result<()> {
 }
 
 fn read_marker(dir: &Path) -> Option<InitMarker> {
-    std::fs::read(dir.join(MARKER)).ok().and_then(|b| serde_json::from_slice(&b).ok())
+    crate::fsio::read(dir.join(MARKER)).ok().and_then(|b| serde_json::from_slice(&b).ok())
 }
 
 fn user_config(dir: &Path) -> Result<BTreeMap<String, (u64, u64)>> {

@@ -72,7 +72,7 @@ impl Workspace<'_> {
             return Ok(store.state_document()?.unwrap_or_default());
         }
         if let Some(path) = crate::state_guard::local_state_path(self.dir.path()) {
-            return match std::fs::read_to_string(&path) {
+            return match crate::fsio::read_to_string(&path) {
                 Ok(text) => Ok(text),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
                 Err(e) => Err(anyhow::Error::new(e).context(format!("failed to read `{}`", path.display()))),
@@ -265,7 +265,7 @@ impl Workspace<'_> {
         self.dir
             .names()
             .filter(|n| (n.ends_with(".tf") || n.ends_with(".tf.json")) && !names::is_ours(n))
-            .filter_map(|n| Some((n.to_string(), std::fs::read_to_string(self.dir.path().join(n)).ok()?)))
+            .filter_map(|n| Some((n.to_string(), crate::fsio::read_to_string(self.dir.path().join(n)).ok()?)))
             .collect()
     }
 
@@ -293,7 +293,7 @@ impl Workspace<'_> {
     /// host that found nothing to do: then a whole plan without refreshing would find nothing
     /// either (what your data sources read aside: the slice sees that within its period).
     pub(crate) fn planned_before(&self, digest: &str) -> bool {
-        std::fs::read_to_string(self.dir.path().join(PLANNED)).is_ok_and(|d| d.trim() == digest)
+        crate::fsio::read_to_string(self.dir.path().join(PLANNED)).is_ok_and(|d| d.trim() == digest)
     }
 
     /// Marks `digest`, taken before a whole plan that found nothing to do, as planned (see
@@ -311,7 +311,7 @@ impl Workspace<'_> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         config_files(self.dir.path(), &mut h);
         let modules = self.dir.path().join(".terraform/modules/modules.json");
-        std::fs::read(modules).unwrap_or_default().hash(&mut h);
+        crate::fsio::read(modules).unwrap_or_default().hash(&mut h);
         let mut vars: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("TF_VAR_")).collect();
         vars.sort();
         vars.hash(&mut h);
@@ -350,7 +350,7 @@ impl Workspace<'_> {
 /// files are read (a FIFO is never opened).
 fn config_files(dir: &Path, h: &mut impl Hasher) {
     let mut seen: BTreeSet<std::path::PathBuf> = BTreeSet::new();
-    let modules = std::fs::read(dir.join(".terraform/modules/modules.json")).unwrap_or_default();
+    let modules = crate::fsio::read(dir.join(".terraform/modules/modules.json")).unwrap_or_default();
     let listed: Vec<String> = serde_json::from_slice::<Value>(&modules)
         .ok()
         .and_then(|v| v.get("Modules").and_then(Value::as_array).cloned())
@@ -380,7 +380,7 @@ fn files_in(dir: &Path, h: &mut impl Hasher) {
         let path = dir.join(&name);
         if wanted && std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
             name.hash(h);
-            std::fs::read(&path).unwrap_or_default().hash(h);
+            crate::fsio::read(&path).unwrap_or_default().hash(h);
         }
     }
 }

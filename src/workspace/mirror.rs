@@ -83,7 +83,7 @@ pub(super) fn build_with(
 pub(super) fn own_lock_file(mirror: &std::path::Path) -> Result<()> {
     let lock = mirror.join(super::init::LOCK_FILE);
     if lock.is_symlink() {
-        let bytes = std::fs::read(&lock).with_context(|| format!("failed to read `{}`", super::init::LOCK_FILE))?;
+        let bytes = crate::fsio::read(&lock).with_context(|| format!("failed to read `{}`", super::init::LOCK_FILE))?;
         fsio::remove(&lock)?;
         fsio::write_atomic(&lock, &bytes, Perms::Public)?;
     }

@@ -995,7 +995,7 @@ impl<'a> Workspace<'a> {
             .into_iter()
             .map(|name| {
                 let path = self.dir.path().join(&name);
-                let before = std::fs::read(&path).ok().zip(std::fs::metadata(&path).ok()).map(|(bytes, meta)| {
+                let before = crate::fsio::read(&path).ok().zip(std::fs::metadata(&path).ok()).map(|(bytes, meta)| {
                     use std::os::unix::fs::PermissionsExt;
                     Saved { bytes, mode: meta.permissions().mode() & 0o7777 }
                 });

@@ -50,7 +50,7 @@ fn listing(dir: &Directory) -> Option<String> {
 
 /// The store directory row and revision the managed files here are, if known.
 fn known_revision(dir: &Directory, name: &str) -> Option<(i64, String)> {
-    let text = std::fs::read_to_string(dir.path().join(REVISION)).ok()?;
+    let text = crate::fsio::read_to_string(dir.path().join(REVISION)).ok()?;
     let mut parts = text.trim_end().rsplitn(4, ':');
     (parts.next()? == listing(dir)?).then_some(())?;
     let revision = parts.next()?.to_string();
@@ -117,7 +117,7 @@ pub(super) fn pull(store: &mut Store, dir: &mut Directory, printer: &Printer) ->
     }
     let copy_of = format!("{}:{}\n", store.name(), stored.id);
     let marker = dir.path().join(COPY_OF);
-    let follows = std::fs::read(&marker).is_ok_and(|m| m == copy_of.as_bytes());
+    let follows = crate::fsio::read(&marker).is_ok_and(|m| m == copy_of.as_bytes());
     if !follows {
         if let Some(first) = replaced.first() {
             return Err(invalid(format!(
@@ -241,7 +241,7 @@ pub(super) fn base_config(dir: &Directory) -> Result<BTreeMap<String, String>> {
             continue;
         }
         let path = dir.path().join(name);
-        let mut bytes = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+        let mut bytes = crate::fsio::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
         if name == CONFIG_FILE {
             // As a JSON document, not a `Config`: hosts compare the document itself (its layout
             // aside), by the fingerprint earlier releases stored.
@@ -331,7 +331,7 @@ fn local_entry(dir: &Path, name: &str) -> Result<Local> {
         Err(e) => Err(e).with_context(|| format!("failed to read `{}`", path.display())),
         Ok(meta) if !meta.is_file() => Ok(Local::NotAFile),
         Ok(meta) => {
-            let content = std::fs::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
+            let content = crate::fsio::read(&path).with_context(|| format!("failed to read `{}`", path.display()))?;
             Ok(Local::File(StoredFile { content, mode: store::mode(meta.permissions().mode()) }))
         }
     }

@@ -39,7 +39,7 @@ pub(super) fn local(path: &Path) -> Result<View> {
     let mut dir = Directory::open(path)?; // listed under the lock
     let mut contents = BTreeMap::new();
     for name in dir.names().filter(|n| names::is_ours(n)) {
-        match std::fs::read(dir.path().join(name)) {
+        match crate::fsio::read(dir.path().join(name)) {
             Ok(bytes) => {
                 contents.insert(name.to_string(), bytes);
             }
@@ -117,7 +117,7 @@ pub(super) fn store(store: &mut Store, dir: &Path, printer: &Printer) -> Result<
 fn copy_state(path: &Path) -> Option<Vec<u8>> {
     let mut backup = path.as_os_str().to_owned();
     backup.push(".backup");
-    let whole = |p: &Path| std::fs::read(p).ok().filter(|b| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok());
+    let whole = |p: &Path| crate::fsio::read(p).ok().filter(|b| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok());
     if !path.exists() {
         return None;
     }

@@ -325,6 +325,30 @@ fn the_metrics_lock_is_never_opened_through_a_link() {
     assert!(!target.exists(), "the link was followed");
 }
 
+// A metrics file in a directory every user may write (as /tmp is): what another user plants
+// there (a FIFO, a link to /dev/zero, a lock held for ever) costs the metrics, with a
+// warning, never the run (before: it hung for ever, or read until memory ran out).
+#[test]
+fn a_metrics_file_another_user_plants_never_holds_a_run_up() {
+    let s = Scratch::example();
+    let tmp = shared_tmp(&s);
+    let marker = format!("32{}", std::process::id());
+    let (code, said) = as_nobody(
+        &format!("mkfifo fifo.prom && ln -s /dev/zero zero.prom && (flock held.prom.lock sleep {marker} >/dev/null 2>&1 &)"),
+        &tmp,
+    );
+    assert_eq!(code, 0, "{said}");
+    let minute = std::time::Duration::from_secs(60);
+    for name in ["fifo.prom", "zero.prom", "held.prom"] {
+        let metrics = tmp.join(name);
+        let args = ["reconcile", "--lock-timeout", "1s", "--metrics-file", metrics.to_str().unwrap()];
+        let run = within(&s, &args, &[], minute).unwrap_or_else(|| panic!("{name}: the run hung"));
+        assert_eq!(run.code, 0, "{name}: {run:?}");
+        assert!(run.stderr.contains("metrics not written"), "{name}: {}", run.stderr);
+    }
+    let _ = std::process::Command::new("pkill").args(["-f", &format!("sleep {marker}")]).status();
+}
+
 /// Runs `args` in `s`, killed after `limit`: `None` when it did not end by then (it hung).
 fn within(s: &Scratch, args: &[&str], env: &[(&str, &str)], limit: std::time::Duration) -> Option<crate::support::Run> {
     let mut cmd = crate::support::command(&s.cli_config());
@@ -375,14 +399,36 @@ fn a_fifo_where_a_file_is_expected_is_refused_not_opened() {
     fifo(&s.dir.join("extra.tf"));
     let run = within(&s, &["reconcile"], &[], minute).expect("reconcile hung");
     assert_eq!(run.code, infrakit_tf::exit::Code::Invalid as i32, "{run:?}");
-    // A FIFO in place of the lock file readers and writers share is never waited on either.
+    // Where any other file of ours or terraform's is read: refused, the file as it was after.
     std::fs::remove_file(s.dir.join("extra.tf")).unwrap();
+    std::fs::write(s.dir.join("infrakit-tf.json"), "{}").unwrap();
+    for name in ["infrakit-tf.json", ".infrakit-tf-unsettled", "terraform.tfstate", ".terraform/terraform.tfstate"] {
+        let path = s.dir.join(name);
+        let kept = std::fs::read(&path).ok();
+        let _ = std::fs::remove_file(&path);
+        fifo(&path);
+        for args in [&["describe"][..], &["reconcile"]] {
+            let run = within(&s, args, &[], minute).unwrap_or_else(|| panic!("{args:?} hung on {name}"));
+            assert_eq!(run.code, infrakit_tf::exit::Code::Invalid as i32, "{name}: {args:?}: {run:?}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        if let Some(bytes) = kept {
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let socket = std::os::unix::net::UnixListener::bind(s.dir.join("instance-9.tf.json")).unwrap();
+    let run = within(&s, &["describe"], &[], minute).expect("describe hung");
+    assert_eq!(run.code, infrakit_tf::exit::Code::Invalid as i32, "{run:?}");
+    assert!(run.stderr.contains("is a socket, not a file"), "{}", run.stderr);
+    drop(socket);
+    std::fs::remove_file(s.dir.join("instance-9.tf.json")).unwrap();
+    // Nor in place of the lock file readers and writers share.
     let lock = s.dir.join(".infrakit-tf-generation.lock");
     let _ = std::fs::remove_file(&lock);
     fifo(&lock);
     for args in [&["describe"][..], &["label", &id, "k=v"]] {
         let run = within(&s, args, &[], minute).unwrap_or_else(|| panic!("{args:?} hung"));
-        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+        assert_eq!(run.code, infrakit_tf::exit::Code::Invalid as i32, "{args:?}: {run:?}");
     }
 }
 
