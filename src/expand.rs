@@ -139,17 +139,22 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
 
     // Tags: property tags < spec Tags < --tag < the ones we own. What the command line gives
     // (--tag, the logical ID) is data: written so that terraform reads it literally
-    // (`tfconfig::literal`); the spec's own are the user's terraform, as written.
-    let mut tags = spec.tags.clone();
-    tags.extend(req.tags.iter().map(|(k, v)| (tfconfig::literal(k), tfconfig::literal(v))));
-    tags.entry(NAME_TAG.into()).or_insert_with(|| id.clone());
+    // (`tfconfig::literal`), and merged after the templates are rendered (`{{` in a tag is
+    // text); the spec's own are the user's terraform, as written, templates and all.
+    let mut late: BTreeMap<String, String> =
+        req.tags.iter().map(|(k, v)| (tfconfig::literal(k), tfconfig::literal(v))).collect();
+    if !spec.tags.contains_key(NAME_TAG) {
+        late.entry(NAME_TAG.into()).or_insert_with(|| id.clone());
+    }
     if let Some(lid) = req.logical_id {
-        tags.insert(LOGICAL_ID_TAG.into(), tfconfig::literal(lid));
+        late.insert(LOGICAL_ID_TAG.into(), tfconfig::literal(lid));
     }
     let attach: BTreeSet<&str> = placed.iter().map(|p| p.file.as_str()).filter(|f| *f != id).collect();
     if !attach.is_empty() {
-        tags.insert(ATTACH_TAG.into(), attach.into_iter().collect::<Vec<_>>().join(","));
+        late.insert(ATTACH_TAG.into(), attach.into_iter().collect::<Vec<_>>().join(","));
     }
+    let mut tags = spec.tags.clone();
+    tags.extend(late.iter().map(|(k, v)| (k.clone(), v.clone())));
 
     let vars = Vars {
         inst_id: id.clone(),
@@ -162,7 +167,7 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
     for (i, Placed { file, rtype, name, spec_name, mut props }) in placed.into_iter().enumerate() {
         let is_vm = i == spec.vm;
         if is_vm {
-            tfconfig::merge_tags(&mut props, profile, &tags);
+            tfconfig::merge_tags(&mut props, profile, &spec.tags);
             if !spec.init.is_empty() {
                 // Checked by spec::parse: the slot is absent or a string.
                 if let Some(slot) = lookup_mut(&mut props, &profile.init, true) {
@@ -190,6 +195,7 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
             }
         }
         if is_vm {
+            tfconfig::merge_tags(&mut props, profile, &late);
             platform(&mut props, req, &id);
         }
         files.entry(file).or_default().push((rtype, name, Value::Object(props)));

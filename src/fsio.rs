@@ -202,7 +202,10 @@ pub(crate) fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
         } else {
             "a device"
         };
-        io::Error::new(io::ErrorKind::InvalidInput, format!("`{}` is {what}, not a file: it is never read", path.display()))
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{}` is {what}, not a file: it is never read", path.display()),
+        )
     };
     // Looked at before it is opened (a socket cannot be), and again once open (it may have
     // been replaced in between).

@@ -544,7 +544,7 @@ fn allocation(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> 
                 match lid.as_str() {
                     None => problem(&at, "each logical ID must be a string".into()),
                     Some(s) => {
-                        if let Err(e) = names::check_path_component(s, "logical ID") {
+                        if let Err(e) = names::check_logical_id(s) {
                             problem(&at, e);
                         } else if !seen.insert(s) {
                             problem(&at, format!("logical ID `{}` is listed twice", crate::text::short(s)));

@@ -247,6 +247,21 @@ pub fn check_path_component(s: &str, what: &str) -> Result<(), String> {
     }
 }
 
+/// Checks a logical ID: a path component ([`check_path_component`]) of ASCII letters,
+/// digits, `.`, `-`, `_`, `:` and `@` only (names, IP addresses). A template may render it
+/// anywhere in a spec, inside a terraform expression too, where no escape keeps a quote, a
+/// brace or a parenthesis from being code.
+pub fn check_logical_id(s: &str) -> Result<(), String> {
+    check_path_component(s, "logical ID")?;
+    match s.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '@'))) {
+        Some(c) => Err(format!(
+            "logical ID `{}` must not contain `{c}`: letters, digits, `.`, `-`, `_`, `:` and `@` only",
+            short(s)
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Terraform 1.x resource names: a letter or `_`, then letters, digits, `_` or `-`.
 pub fn is_terraform_name(s: &str) -> bool {
     let mut bytes = s.bytes();
@@ -351,6 +366,16 @@ mod tests {
         }
         for good in ["mgr1", "logical:id-2", "logical.id-1", "LID1"] {
             assert!(check_path_component(good, "logical ID").is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn logical_ids_are_names_never_code() {
+        for good in ["mgr1", "10.0.0.1", "fe80::1", "w_1-a", "db@east"] {
+            assert_eq!(check_logical_id(good), Ok(()), "{good}");
+        }
+        for bad in ["x\",file(\"/etc/hostname\")}", "a${b}", "a%{b}", "a'b", "a(b)", "a,b", "a=b", "../x", ""] {
+            assert!(check_logical_id(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -142,7 +142,7 @@ impl Parser<'_> {
         let logical_id = match rest.get("LogicalID") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s.is_empty() => None,
-            Some(Value::String(s)) => match names::check_path_component(s, "logical ID") {
+            Some(Value::String(s)) => match names::check_logical_id(s) {
                 Ok(()) => Some(s.clone()),
                 Err(e) => {
                     self.problem("/LogicalID", e);

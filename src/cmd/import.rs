@@ -91,7 +91,7 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
         return print(ctx, &report);
     }
     if let Some(lid) = &spec.logical_id {
-        names::check_path_component(lid, "logical ID").map_err(invalid)?;
+        names::check_logical_id(lid).map_err(invalid)?;
         ws.dir().check_logical_id_free(&profiles, lid)?;
     }
     let slots = if spec.needs_slot() {

@@ -144,9 +144,12 @@ pub(crate) fn load_groups(
         // A spec infrakit-tf.json lists is a file of the directory's, read by every cron run:
         // only a regular file is (one given on the command line may be a pipe of yours).
         if configured && std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-            return Err(invalid(format!("group spec `{}` (listed in infrakit-tf.json) is not a regular file: it is never read", path.display()))
-                .hint("replace it with the spec's file")
-                .into());
+            return Err(invalid(format!(
+                "group spec `{}` (listed in infrakit-tf.json) is not a regular file: it is never read",
+                path.display()
+            ))
+            .hint("replace it with the spec's file")
+            .into());
         }
         let (label, text) = read_spec(&path)?;
         let (members, group) = parse_spec(&text, profiles).map_err(|p| problems_error(&label, &p, &ctx.printer))?;
@@ -191,7 +194,8 @@ pub(crate) fn record_metrics(ctx: &Ctx, command: &str, code: u8, started: std::t
         .display()
         .to_string();
     let run = crate::metrics::Run { command, directory, exit_code: code, started, duration, instances, counts };
-    let written = crate::lock::turn_at(&path, crate::lock::Wait::new(ctx.lock_timeout), &ctx.printer).and_then(|_turn| crate::metrics::write(&path, &run));
+    let written = crate::lock::turn_at(&path, crate::lock::Wait::new(ctx.lock_timeout), &ctx.printer)
+        .and_then(|_turn| crate::metrics::write(&path, &run));
     if let Err(e) = written {
         ctx.printer.warn(&format!("metrics not written to `{}`: {e:#}", path.display()));
     }

@@ -36,7 +36,7 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         args.logical_id.iter().cloned().map(Some).collect()
     };
     for lid in logical_ids.iter().flatten() {
-        names::check_path_component(lid, "logical ID").map_err(invalid)?;
+        names::check_logical_id(lid).map_err(invalid)?;
     }
     let tags: BTreeMap<String, String> = args.tags.iter().cloned().collect();
     let mode = CommitMode::from_flags(args.no_apply, args.dry_run);

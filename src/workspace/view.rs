@@ -117,7 +117,8 @@ pub(super) fn store(store: &mut Store, dir: &Path, printer: &Printer) -> Result<
 fn copy_state(path: &Path) -> Option<Vec<u8>> {
     let mut backup = path.as_os_str().to_owned();
     backup.push(".backup");
-    let whole = |p: &Path| crate::fsio::read(p).ok().filter(|b| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok());
+    let whole =
+        |p: &Path| crate::fsio::read(p).ok().filter(|b| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok());
     if !path.exists() {
         return None;
     }

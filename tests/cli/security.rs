@@ -23,9 +23,10 @@ fn state(s: &Scratch) -> std::collections::BTreeMap<String, Value> {
         .collect()
 }
 
-// Data stays data: a value given on the command line (`--tag`, `label`'s values, a logical
-// ID) that holds `${...}` or `%{...}` is written so that terraform reads it literally, and
-// reads back as given; what the spec says (its `${...}`) is still the user's terraform.
+// Data stays data: a value given on the command line (`--tag`, `label`'s values) that holds
+// `${...}` or `%{...}` is written so that terraform reads it literally, and reads back as
+// given; a logical ID that could be code is refused; what the spec says (its `${...}`) is
+// still the user's terraform.
 #[test]
 fn values_from_the_command_line_are_never_evaluated_by_terraform() {
     let s = Scratch::example();
@@ -42,34 +43,42 @@ fn values_from_the_command_line_are_never_evaluated_by_terraform() {
             &format!("read={read}"),
             "--tag",
             &format!("if={directive}"),
+            "--tag",
+            "tpl={{ var `/self/instId` }}",
+            "--tag",
+            "open={{",
         ])
         .ok()
         .stdout
         .trim()
         .to_string();
-    // A pet whose logical ID holds an expression (a spec of a VM alone: no file is named by it).
+    // A logical ID is a name: one that could be code where a template renders it (inside the
+    // spec's own expression, where no escape helps) is refused, and nothing is written.
     let pet = s.write_outside(
         "pet.json",
-        r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"who": "{{ var `/self/logicalId` }}"}}}}}}"#,
+        r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"ip": "${lookup({a = \"1\"}, \"{{ var `/self/logicalId` }}\", \"none\")}"}}}}}}"#,
     );
-    let pet_id = s.run(&["provision", &pet, "--logical-id", "web-${upper(\"x\")}"]).ok().stdout.trim().to_string();
+    let files = s.files();
+    for lid in ["web-${upper(\"x\")}", "x\",file(base64decode(\"L2V0Yy9ob3N0bmFtZQ==\")))}"] {
+        let run = s.run(&["provision", &pet, "--logical-id", lid]).code(3);
+        assert!(run.stderr.contains("letters, digits, `.`, `-`, `_`, `:` and `@` only"), "{}", run.stderr);
+    }
+    assert_eq!(s.files(), files, "nothing written");
     s.run(&["label", &id, &format!("later={read}")]).ok();
     let vm = state(&s)[&format!("terraform_data.{id}")].clone();
     let tags = &vm["input"]["tags"];
     assert_eq!(tags["read"], read.as_str(), "{vm}");
     assert_eq!(tags["later"], read.as_str(), "{vm}");
     assert_eq!(tags["if"], directive, "{vm}");
+    assert_eq!(tags["tpl"], "{{ var `/self/instId` }}", "a tag is no template: {vm}");
+    assert_eq!(tags["open"], "{{", "{vm}");
     assert!(!vm.to_string().contains("the host's secret"), "{vm}");
-    let pet_vm = state(&s)[&format!("terraform_data.{pet_id}")].clone();
-    assert_eq!(pet_vm["input"]["tags"]["infrakit.logical_id"], "web-${upper(\"x\")}", "{pet_vm}");
-    assert_eq!(pet_vm["input"]["who"], "web-${upper(\"x\")}", "rendered into the spec's string, literally: {pet_vm}");
     // The spec's own references are still terraform's: the network's CIDR, interpolated.
     assert_eq!(vm["input"]["network"], "10.0.0.0/16", "{vm}");
     // describe reads the tags back as they were given.
     let rows = s.run(&["describe", "--output", "json"]).ok().json();
     let row = |id: &str| rows.as_array().unwrap().iter().find(|r| r["ID"] == id).unwrap().clone();
     assert_eq!(row(&id)["Tags"]["read"], read.as_str());
-    assert_eq!(row(&pet_id)["LogicalID"], "web-${upper(\"x\")}");
     let label = s.run(&["label", &id, "again=1", "--output", "json"]).ok().json();
     assert_eq!(label["Tags"]["later"], read.as_str(), "a round trip is exact: {label}");
 }
@@ -334,7 +343,9 @@ fn a_metrics_file_another_user_plants_never_holds_a_run_up() {
     let tmp = shared_tmp(&s);
     let marker = format!("32{}", std::process::id());
     let (code, said) = as_nobody(
-        &format!("mkfifo fifo.prom && ln -s /dev/zero zero.prom && (flock held.prom.lock sleep {marker} >/dev/null 2>&1 &)"),
+        &format!(
+            "mkfifo fifo.prom && ln -s /dev/zero zero.prom && (flock held.prom.lock sleep {marker} >/dev/null 2>&1 &)"
+        ),
         &tmp,
     );
     assert_eq!(code, 0, "{said}");
