@@ -1,4 +1,4 @@
-//! Ctrl-C and SIGTERM. While terraform runs, the interrupt belongs to it: a terminal's Ctrl-C
+//! Ctrl-C and SIGTERM (and SIGHUP, taken as SIGTERM). While terraform runs, the interrupt belongs to it: a terminal's Ctrl-C
 //! already reaches terraform (same process group), so SIGINT is only recorded here, never sent
 //! again (a second interrupt makes terraform exit at once and can lose state). SIGTERM is
 //! recorded and forwarded to terraform once, as the graceful SIGINT. With no child running,
@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 struct Flags {
     /// No child is running: signals take their default action.
@@ -33,8 +33,11 @@ fn flags() -> &'static Flags {
             interrupted: Arc::new(AtomicBool::new(false)),
             terminated: Arc::new(AtomicBool::new(false)),
         };
-        // Registration only fails for forbidden signals; these two are not.
-        for (signal, flag) in [(SIGINT, &flags.interrupted), (SIGTERM, &flags.terminated)] {
+        // Registration only fails for forbidden signals; these are not. A hangup (the
+        // terminal closed) is a SIGTERM: what runs is stopped, hooks' groups included (they
+        // are no longer in the terminal's group to get it themselves).
+        for (signal, flag) in [(SIGINT, &flags.interrupted), (SIGTERM, &flags.terminated), (SIGHUP, &flags.terminated)]
+        {
             signal_hook::flag::register_conditional_default(signal, flags.idle.clone()).expect("register");
             signal_hook::flag::register(signal, flag.clone()).expect("register");
         }

@@ -140,6 +140,35 @@ fn a_health_check_that_hangs_leaves_nothing_running() {
     assert!(running(&format!("sleep {marker}")).is_empty(), "left running: {:?}", running(&marker));
 }
 
+// A hangup (the terminal closed) while a drain runs stops the run and the drain's whole group:
+// before, infrakit-tf died of it and left the drain running (its own group no longer gets the
+// terminal's hangup).
+#[test]
+fn a_hangup_during_a_drain_leaves_nothing_running() {
+    let s = Scratch::example();
+    let id = one_instance(&s);
+    let marker = format!("33{}", std::process::id());
+    let drain = format!("trap '' TERM INT HUP; sleep {marker}");
+    let mut cmd = crate::support::command(&s.cli_config());
+    cmd.arg("--dir").arg(&s.dir).args(["destroy", &id, "--yes", "--no-apply", "--drain-cmd", &drain]);
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while running(&format!("sleep {marker}")).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the drain never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(running(&format!("sleep {marker}")).is_empty(), "left running: {:?}", running(&marker));
+    assert!(s.dir.join(format!("{id}.tf.json")).exists(), "nothing destroyed");
+}
+
 // A hook's output is relayed bounded (its first and last 64 KiB, a line saying how much was
 // left out), and infrakit-tf's memory stays bounded whatever it prints.
 #[test]
