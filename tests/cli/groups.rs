@@ -367,15 +367,7 @@ fn sigterm_stops_a_rolling_update_and_the_next_run_goes_on() {
     };
     let v1 = s.write_outside("v1.json", &spec("1", "true"));
     s.run(&["reconcile", "--group", &v1]).ok();
-    let old: Vec<String> = s
-        .run(&["describe", "--output", "json"])
-        .ok()
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["ID"].as_str().unwrap().to_string())
-        .collect();
+    let old = s.described_ids();
     let v2 = s.write_outside("v2.json", &spec("2", &slow));
 
     let mut cmd = crate::support::command(&s.cli_config());

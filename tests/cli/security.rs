@@ -83,6 +83,12 @@ fn values_from_the_command_line_are_never_evaluated_by_terraform() {
     assert_eq!(label["Tags"]["later"], read.as_str(), "a round trip is exact: {label}");
 }
 
+/// Starts `cmd` with no input and its output dropped.
+fn quiet(mut cmd: std::process::Command) -> std::process::Child {
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+}
+
 /// The processes whose command line holds `marker`.
 fn running(marker: &str) -> Vec<String> {
     let out = std::process::Command::new("ps").args(["-eo", "pid=,stat=,args="]).output().unwrap();
@@ -151,12 +157,7 @@ fn a_hangup_during_a_drain_leaves_nothing_running() {
     let drain = format!("trap '' TERM INT HUP; sleep {marker}");
     let mut cmd = crate::support::command(&s.cli_config());
     cmd.arg("--dir").arg(&s.dir).args(["destroy", &id, "--yes", "--no-apply", "--drain-cmd", &drain]);
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = quiet(cmd);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while running(&format!("sleep {marker}")).is_empty() {
         assert!(std::time::Instant::now() < deadline, "the drain never started");
@@ -301,12 +302,7 @@ fn another_user_reads_nothing_a_run_keeps_in_the_temporary_directory() {
     );
     let mut cmd = crate::support::command(&s.cli_config());
     cmd.arg("--dir").arg(&s.dir).args(["reconcile"]).env("TMPDIR", &tmp);
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = quiet(cmd);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut seen = 0;
     while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
@@ -597,15 +593,7 @@ fn a_group_in_a_directory_without_configuration_of_its_own_grows_and_empties() {
     s.write("infrakit-tf.json", r#"{"groups": ["web.json"]}"#);
     s.run(&["reconcile"]).ok();
     assert_eq!(state(&s).len(), 2);
-    let ids: Vec<String> = s
-        .run(&["describe", "--output", "json"])
-        .ok()
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["ID"].as_str().unwrap().to_string())
-        .collect();
+    let ids = s.described_ids();
     let mut dry = vec!["destroy", "--dry-run", "--yes"];
     dry.extend(ids.iter().map(String::as_str));
     s.run(&dry).ok();

@@ -91,6 +91,12 @@ impl Run {
 }
 
 impl Scratch {
+    /// The IDs `describe` lists, in its order.
+    pub fn described_ids(&self) -> Vec<String> {
+        let rows = self.run(&["describe", "--output", "json"]).ok().json();
+        rows.as_array().unwrap().iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect()
+    }
+
     /// Checks what `run` printed on stderr against a snapshot (`snapbox::str![]`; rewrite with
     /// `SNAPSHOTS=overwrite`): `[ROOT]` is the scratch root, `[TIME]` a timestamp, `[..]` anything
     /// within a line.
