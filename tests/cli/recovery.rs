@@ -162,6 +162,7 @@ fn an_interrupt_during_the_plan_prevents_the_apply() {
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
+the directory has no configuration: writing an empty `infrakit-tf-empty.tf.json`
 running terraform init (first use, new provider or changed configuration)
 [TIME] plan: 1 to add, 0 to change, 0 to destroy
 error: interrupted: `plan-interrupts apply -auto-approve -input=false -json [..]/plan` was not started
