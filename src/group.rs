@@ -708,7 +708,10 @@ mod tests {
         let with = |lifecycle: &str| {
             parsed(&base.replace(r#""Instance""#, &format!(r#""Lifecycle":{lifecycle},"Instance""#)))
         };
-        let g = with(r#"{"Drain":"kubectl drain $INFRAKIT_TF_ID","DrainTimeout":"90s","OnDrainFailure":"Continue"}"#)
+        // Go's duration grammar, as InfraKit's specs are read.
+        let go = with(r#"{"Drain":"true","DrainTimeout":"2m30.5s"}"#).unwrap();
+        assert_eq!(go.lifecycle.unwrap().drain_timeout, Some(Duration::from_millis(150_500)));
+        let g = with(r#"{"Drain":"kubectl drain $INFRAKIT_TF_ID","DrainTimeout":"1m30s","OnDrainFailure":"Continue"}"#)
             .unwrap();
         let l = g.lifecycle.clone().unwrap();
         assert_eq!(l.drain.as_deref(), Some("kubectl drain $INFRAKIT_TF_ID"));

@@ -48,32 +48,44 @@ pub fn short_pointer(pointer: &str) -> String {
 /// A duration in Go's `time.ParseDuration` grammar, as InfraKit's specs are read: one or more
 /// decimal numbers, each with a unit (`ns`, `us` or `µs`, `ms`, `s`, `m`, `h`), such as `300ms`,
 /// `1m30s`, `2m30.5s` or `1.5h`; `0` alone; and, as this tool always took, a bare number of
-/// seconds (`30`). Negative durations are refused: none of ours can be.
+/// seconds (`30`). The arithmetic is Go's, step for step (a fraction is weighed in floating
+/// point, so `0.3333333333333333333h` is 20 minutes, as in Go), and so is the largest value
+/// (2^63 - 1 nanoseconds). Negative durations are refused: none of ours can be.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    const MAX: u64 = 1 << 63;
     let s = s.trim();
     let bad = |why: &str| format!("`{}` is not a duration ({why}): use e.g. `30s`, `1m30s`, `500ms`, `1.5h`", short(s));
     if s.starts_with('-') {
         return Err(bad("it is negative"));
     }
-    let text = s.strip_prefix('+').unwrap_or(s);
-    if text.is_empty() {
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
         return Err(bad("it is empty"));
     }
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        let n: u64 = text.parse().map_err(|_| bad("too large"))?;
-        return Ok(Duration::from_secs(n));
+    if rest.bytes().all(|b| b.is_ascii_digit()) {
+        return rest.parse().map(Duration::from_secs).map_err(|_| bad("too large"));
     }
-    let mut nanos: u128 = 0;
-    let mut rest = text;
+    let mut total: u64 = 0;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
-        let (number, after) = rest.split_at(digits);
-        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+        let (whole, after) = leading_int(rest).ok_or_else(|| bad("too large"))?;
+        let pre = after.len() != rest.len();
+        // `post`: digits after a point, as `5.s` has none and `.5s` has one.
+        let (fraction, scale, post, after) = match after.strip_prefix('.') {
+            Some(tail) => {
+                let (fraction, scale, after) = leading_fraction(tail);
+                (fraction, scale, after.len() != tail.len(), after)
+            }
+            None => (0, 1.0, false, after),
+        };
+        if !pre && !post {
             return Err(bad("a number is missing"));
         }
         let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_len);
-        let per: u128 = match unit {
+        let per: u64 = match unit {
             "ns" => 1,
             "us" | "µs" | "μs" => 1_000,
             "ms" => 1_000_000,
@@ -89,20 +101,51 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
                 ))
             }
         };
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| bad("too large"))? };
-        let mut part = whole.checked_mul(per).ok_or_else(|| bad("too large"))?;
-        // The fraction, digit by digit, as Go does: exact to the nanosecond.
-        let mut scale = per;
-        for digit in fraction.bytes().map(|b| u128::from(b - b'0')) {
-            scale /= 10;
-            part += digit * scale;
+        if whole > MAX / per {
+            return Err(bad("too large"));
         }
-        nanos = nanos.checked_add(part).ok_or_else(|| bad("too large"))?;
+        let mut part = whole * per;
+        if fraction > 0 {
+            // Go weighs the fraction in floating point: nanosecond-accurate for fractions of an
+            // hour, and what Go's own vectors expect.
+            part += (fraction as f64 * (per as f64 / scale)) as u64;
+        }
+        total = total.checked_add(part).filter(|t| *t < MAX).ok_or_else(|| bad("too large"))?;
         rest = next;
     }
-    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad("too large"))?;
-    Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
+    Ok(Duration::from_nanos(total))
+}
+
+/// The leading `[0-9]*` of `s` and what follows; `None` when it passes 2^63, as Go's
+/// `leadingInt`.
+fn leading_int(s: &str) -> Option<(u64, &str)> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let mut x: u64 = 0;
+    for b in s[..digits].bytes() {
+        x = x.checked_mul(10)?.checked_add(u64::from(b - b'0')).filter(|x| *x <= 1 << 63)?;
+    }
+    Some((x, &s[digits..]))
+}
+
+/// The leading `[0-9]*` of a fraction as Go's `leadingFraction` reads it: the digits that fit
+/// in 63 bits, the power of ten they are over, and what follows (later digits only lose
+/// precision).
+fn leading_fraction(s: &str) -> (u64, f64, &str) {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (mut x, mut scale, mut overflow) = (0u64, 1.0f64, false);
+    for b in s[..digits].bytes() {
+        if overflow {
+            continue;
+        }
+        match x.checked_mul(10).map(|y| y + u64::from(b - b'0')).filter(|y| *y <= 1 << 63) {
+            Some(y) if x <= ((1 << 63) - 1) / 10 => {
+                x = y;
+                scale *= 10.0;
+            }
+            _ => overflow = true,
+        }
+    }
+    (x, scale, &s[digits..])
 }
 
 /// `secs` (seconds since the epoch) as an RFC 3339 UTC time.
@@ -148,22 +191,71 @@ mod tests {
         assert!(parse_duration("5d").is_err());
     }
 
-    // Go's time.ParseDuration grammar, which InfraKit's specs are read with.
+    // Go's own vectors (src/time/time_test.go, parseDurationTests), but for the negative ones:
+    // no duration of ours can be negative.
     #[test]
     fn go_durations() {
-        let ok = |s: &str| parse_duration(s).unwrap_or_else(|e| panic!("{s}: {e}"));
-        assert_eq!(ok("1m30s"), Duration::from_secs(90));
-        assert_eq!(ok("2m30.5s"), Duration::from_millis(150_500));
-        assert_eq!(ok("1.5h"), Duration::from_secs(5400));
-        assert_eq!(ok("1h2m3s4ms5us6ns"), Duration::new(3723, 4_005_006));
-        assert_eq!(ok("300µs"), Duration::from_micros(300));
-        assert_eq!(ok(".5s"), Duration::from_millis(500));
-        assert_eq!(ok("+90s"), Duration::from_secs(90));
-        assert_eq!(ok("1.000000001s"), Duration::new(1, 1));
-        for bad in ["", "s", "1.2.3s", "-1s", "1m30", "1d", "1 m", "."] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} was taken");
+        const S: u64 = 1_000_000_000;
+        const M: u64 = 60 * S;
+        const H: u64 = 60 * M;
+        let vectors: &[(&str, u64)] = &[
+            ("0", 0),
+            ("5s", 5 * S),
+            ("30s", 30 * S),
+            ("1478s", 1478 * S),
+            ("+5s", 5 * S),
+            ("+0", 0),
+            ("5.0s", 5 * S),
+            ("5.6s", 5 * S + 600_000_000),
+            ("5.s", 5 * S),
+            (".5s", 500_000_000),
+            ("1.0s", S),
+            ("1.00s", S),
+            ("1.004s", S + 4_000_000),
+            ("1.0040s", S + 4_000_000),
+            ("100.00100s", 100 * S + 1_000_000),
+            ("10ns", 10),
+            ("11us", 11_000),
+            ("12µs", 12_000),
+            ("12μs", 12_000),
+            ("13ms", 13_000_000),
+            ("14s", 14 * S),
+            ("15m", 15 * M),
+            ("16h", 16 * H),
+            ("3h30m", 3 * H + 30 * M),
+            ("10.5s4m", 4 * M + 10 * S + 500_000_000),
+            ("1h2m3s4ms5us6ns", H + 2 * M + 3 * S + 4_000_000 + 5_000 + 6),
+            ("39h9m14.425s", 39 * H + 9 * M + 14 * S + 425_000_000),
+            ("52763797000ns", 52_763_797_000),
+            ("0.3333333333333333333h", 20 * M),
+            ("9007199254740993ns", (1 << 53) + 1),
+            ("9223372036854775807ns", (1 << 63) - 1),
+            ("9223372036854775.807us", (1 << 63) - 1),
+            ("9223372036s854ms775us807ns", (1 << 63) - 1),
+            ("0.100000000000000000000h", 6 * M),
+            ("0.830103483285477580700h", 49 * M + 48 * S + 372_539_827),
+            // The issue's own: InfraKit specs' Timeout and DrainTimeout.
+            ("1m30s", 90 * S),
+            ("2m30.5s", 150 * S + 500_000_000),
+            ("1.5h", 90 * M),
+            ("300ms", 300_000_000),
+            ("2h45m", 2 * H + 45 * M),
+        ];
+        for (text, nanos) in vectors {
+            assert_eq!(parse_duration(text), Ok(Duration::from_nanos(*nanos)), "{text}");
+        }
+        // Go's invalid ones, and the largest values plus one.
+        let invalid = [
+            "", "-", "s", ".", "-.", ".s", "+.s", "1d", "\u{85}\u{85}", "\u{ff}ff", "hello \u{ff}ff world",
+            "9223372036854775810ns", "9223372036854775808ns", "9223372036854775.808us",
+            "9223372036854ms775us808ns", "1.2.3s", "1m30", "1 m", "-1s", "-2m3.4s",
+        ];
+        for text in invalid {
+            assert!(parse_duration(text).is_err(), "{text:?} was taken");
         }
         assert!(parse_duration("1x").unwrap_err().contains("unknown unit `x`"));
+        // This tool's own: a bare number is seconds.
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
     }
 
     use super::*;
