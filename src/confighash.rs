@@ -168,67 +168,17 @@ fn write_number(out: &mut String, n: &Number) {
     }
 }
 
-/// SHA-1 (FIPS 180-4) of `data`.
+/// SHA-1 (FIPS 180-4) of `data`, as InfraKit's `crypto/sha1` computes it (ring's, which names it
+/// legacy: here it is a fingerprint, not a security boundary).
 fn sha1(data: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
-    let mut message = data.to_vec();
-    message.push(0x80);
-    while message.len() % 64 != 56 {
-        message.push(0);
-    }
-    message.extend_from_slice(&(data.len() as u64).wrapping_mul(8).to_be_bytes());
-    for block in message.chunks_exact(64) {
-        let mut w = [0u32; 80];
-        for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
-            *word = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        }
-        for t in 16..80 {
-            w[t] = (w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]).rotate_left(1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        for (t, &wt) in w.iter().enumerate() {
-            let (f, k) = match t {
-                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
-                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
-                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
-                _ => (b ^ c ^ d, 0xCA62_C1D6),
-            };
-            let temp = a.rotate_left(5).wrapping_add(f).wrapping_add(e).wrapping_add(k).wrapping_add(wt);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = temp;
-        }
-        for (hi, v) in h.iter_mut().zip([a, b, c, d, e]) {
-            *hi = hi.wrapping_add(v);
-        }
-    }
-    let mut digest = [0u8; 20];
-    for (bytes, word) in digest.chunks_exact_mut(4).zip(h) {
-        bytes.copy_from_slice(&word.to_be_bytes());
-    }
-    digest
+    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, data);
+    digest.as_ref().try_into().expect("a SHA-1 digest is 20 bytes")
 }
 
 /// Base32 (RFC 4648, the standard alphabet) lower-cased and without `=` padding, as InfraKit
 /// turns `base32.StdEncoding` into a tag value.
 fn base32_lower(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
-    let (mut buffer, mut bits) = (0u16, 0u32);
-    for &byte in bytes {
-        buffer = (buffer << 8) | u16::from(byte);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(char::from(ALPHABET[usize::from((buffer >> bits) & 31)]));
-        }
-    }
-    if bits > 0 {
-        out.push(char::from(ALPHABET[usize::from((buffer << (5 - bits)) & 31)]));
-    }
-    out
+    data_encoding::BASE32_NOPAD.encode(bytes).to_ascii_lowercase()
 }
 
 #[cfg(test)]

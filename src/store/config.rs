@@ -415,25 +415,10 @@ fn key_values(text: &str) -> Option<Vec<(String, String)>> {
     }
 }
 
-/// A URL component with its `%XX` escapes decoded.
+/// A URL component with its `%XX` escapes decoded (bytes that are not UTF-8 replaced, as a
+/// value in a message would be).
 fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
 /// The password the password file gives for this connection: lines
