@@ -35,6 +35,20 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// The keys of a resource that are infrakit-tf's, not terraform's: `@scope` on any resource,
+/// `@hostname_prefix` on a SoftLayer/IBM VM (left in the file on any other type, as InfraKit did).
+const META_KEYS: [&str; 2] = ["@scope", "@hostname_prefix"];
+
+/// "unknown key `key`", with the known key it is a slip of (two edits at most, case aside), or
+/// else `otherwise`.
+fn unknown_key(key: &str, known: &[&str], otherwise: &str) -> String {
+    let lower = key.to_ascii_lowercase();
+    match known.iter().find(|k| strsim::damerau_levenshtein(&lower, &k.to_ascii_lowercase()) <= 2) {
+        Some(near) => format!("unknown key `{}`: did you mean `{near}`?", short(key)),
+        None => format!("unknown key `{}`: {otherwise}", short(key)),
+    }
+}
+
 /// One resource of the spec, `@scope` removed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {
@@ -111,7 +125,7 @@ impl Parser<'_> {
                 }
                 None => self.problem(
                     format!("/{}", pointer_escape(&key)),
-                    format!("unknown key `{}`: a spec has `Properties`, `Tags`, `Init`, `LogicalID`", short(&key)),
+                    unknown_key(&key, &TOP_KEYS, "a spec has `Properties`, `Tags`, `Init`, `LogicalID`"),
                 ),
             }
         }
@@ -262,6 +276,15 @@ impl Parser<'_> {
                 return None;
             }
         };
+        // `@` marks infrakit-tf's own keys; terraform has no attribute so named. One misspelt
+        // would otherwise be written into the file, and `@scop` would leave the resource in the
+        // default scope.
+        let unknown: Vec<&String> = body.keys().filter(|k| k.starts_with('@') && !META_KEYS.contains(&k.as_str())).collect();
+        if let Some(key) = unknown.first() {
+            let why = unknown_key(key, &META_KEYS, "the keys infrakit-tf reads in a resource are `@scope` and `@hostname_prefix`");
+            self.problem(format!("{ptr}/{}", pointer_escape(key)), why);
+            return None;
+        }
         let scope = match body.remove("@scope") {
             None => Scope::Default,
             Some(Value::String(s)) => match Scope::parse(&s) {
@@ -450,6 +473,18 @@ mod tests {
         // VMs are counted once every resource could be read.
         let two = problems(
             r#"{"Properties": {"resource": {"aws_instance": {"b": {}}, "google_compute_instance": {"c": {}}}}}"#,
+        );
+        // A misspelt `@scope` is named, not taken for a second VM.
+        let typo = problems(r#"{"Properties": {"resource": {"aws_instance": {"a": {}, "b": {"@scop": "x"}}}}}"#);
+        assert_eq!(typo, ["/Properties/resource/aws_instance/b/@scop: unknown key `@scop`: did you mean `@scope`?"]);
+        assert_eq!(
+            problems(r#"{"Properties": {"resource": {"aws_instance": {"a": {}}}}, "Tag": {}}"#),
+            ["/Tag: unknown key `Tag`: did you mean `Tags`?"]
+        );
+        let odd = problems(r#"{"Properties": {"resource": {"aws_instance": {"a": {"@count": 2}}}}}"#);
+        assert_eq!(
+            odd,
+            ["/Properties/resource/aws_instance/a/@count: unknown key `@count`: the keys infrakit-tf reads in a resource are `@scope` and `@hostname_prefix`"]
         );
         assert_eq!(two, ["/Properties/resource: 2 VMs (aws_instance.b, google_compute_instance.c): a spec has exactly one; give the others an `@scope`"]);
     }

@@ -41,6 +41,18 @@ pub(crate) fn spec_name(path: &Path) -> String {
     }
 }
 
+/// "spec file ... does not exist", saying where a relative path was looked for: the current
+/// directory, which a user who gave `--dir` may not expect.
+fn missing_spec(path: &Path, label: &str) -> String {
+    match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => format!(
+            "spec file {label} does not exist in the current directory `{}` (a spec path is not relative to --dir)",
+            short(&cwd.display().to_string())
+        ),
+        _ => format!("spec file {label} does not exist"),
+    }
+}
+
 /// Reads a spec from a path or `-` (stdin). Returns (how to name it in messages, text).
 pub(crate) fn read_spec(path: &Path) -> Result<(String, String)> {
     let (label, bytes) = if path == Path::new("-") {
@@ -55,7 +67,7 @@ pub(crate) fn read_spec(path: &Path) -> Result<(String, String)> {
         match std::fs::read(path) {
             Ok(bytes) => (label, bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(not_found(format!("spec file {label} does not exist")).into())
+                return Err(not_found(missing_spec(path, &label)).into())
             }
             Err(e) => return Err(e).with_context(|| format!("failed to read spec {label}")),
         }
