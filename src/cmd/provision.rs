@@ -47,14 +47,30 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let ids =
         logical_ids.iter().map(|lid| new.add(&spec, lid.as_deref(), &tags)).collect::<Result<Vec<InstanceId>>>()?;
     let Committed { outcome, failure } = ws.commit(ChangeSet::writing(new.writes), mode)?;
+    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    // An apply that failed may still have made some of the machines: each instance whose VM
+    // (the resource named by its ID) was created is provisioned, the rest not; only the first
+    // are printed on stdout, so that a script never holds an ID of nothing.
+    let made = |id: &String| outcome.created.iter().any(|a| a.rsplit_once('.').is_some_and(|(_, n)| n == id));
+    let (printed, not_made): (Vec<String>, Vec<String>) = match (mode, &failure) {
+        (CommitMode::Apply, Some(_)) => list.iter().cloned().partition(made),
+        _ => (list.clone(), Vec::new()),
+    };
     let verb = match mode {
         CommitMode::DryRun => "would provision",
         CommitMode::Queue => "provisioned (queued)",
         CommitMode::Apply if failure.is_some() => "provisioned (apply failed)",
         CommitMode::Apply => "provisioned",
     };
-    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    ctx.printer.status(&format!("{verb} {}", list.join(" ")));
+    if !printed.is_empty() {
+        ctx.printer.status(&format!("{verb} {}", printed.join(" ")));
+    }
+    if !not_made.is_empty() {
+        ctx.printer.status(&format!(
+            "not provisioned yet (the apply failed before its VM was created) {}",
+            not_made.join(" ")
+        ));
+    }
     let several = args.count.is_some() || args.logical_id.len() > 1;
     if ctx.printer.json_output() && several {
         // One element per instance, each in the single provision's shape.
@@ -66,8 +82,8 @@ pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
         ctx.printer.json(&reports)?;
     } else if ctx.printer.json_output() {
         ctx.printer.json(&Report { id: list[0].clone(), logical_id: logical_ids[0].clone(), outcome: &outcome })?;
-    } else {
-        ctx.printer.data(&list.join("\n"))?;
+    } else if !printed.is_empty() {
+        ctx.printer.data(&printed.join("\n"))?;
     }
     failure.map_or(Ok(()), |e| Err(undo_hint(e, &list)))
 }

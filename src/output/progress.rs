@@ -14,6 +14,9 @@ pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     plain: bool,
     verbose: bool,
+    /// The diagnostics shown: terraform repeats some (an interrupted apply says "execution
+    /// halted" once per graph walk), and each is shown once.
+    shown: std::collections::HashSet<String>,
 }
 
 impl Progress {
@@ -30,12 +33,18 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        Progress { bar, plain: !tty && !quiet, verbose }
+        Progress { bar, plain: !tty && !quiet, verbose, shown: Default::default() }
     }
 
     pub(crate) fn on_event(&mut self, event: &Event) {
         match event {
-            Event::Diagnostic(d) => self.println(&render_diagnostic(d)),
+            Event::Diagnostic(d) => {
+                let text = render_diagnostic(d);
+                if !self.shown.contains(&text) {
+                    self.println(&text);
+                    self.shown.insert(text);
+                }
+            }
             Event::Summary(c) if c.operation == crate::tfoutput::Operation::Plan => {
                 if let Some(bar) = &self.bar {
                     bar.set_length(c.total());

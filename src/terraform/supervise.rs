@@ -179,12 +179,8 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     // the dump's (`state_guard::keep_dump`), which every later run refuses to go past.
     let mut noted = true;
     let failed_apply = inv.is_apply() && tf.records_state && !status.success() && collected.dump.is_none();
-    if let Some(first) = collected.creating.first().filter(|_| failed_apply) {
-        let why = match collected.creating.len() - 1 {
-            0 => format!("terraform apply failed while creating {first}"),
-            more => format!("terraform apply failed while creating {first} and {more} more"),
-        };
-        noted = lock::running::note_unsettled(&why).is_ok();
+    if failed_apply && !collected.creating.is_empty() {
+        noted = lock::running::note_unsettled(&unfinished_creates(&collected.creating, &collected.created)).is_ok();
     }
     // What an apply created, noted as it ended, before its record goes (the same way): the
     // workspace moves it into the cloud record with the time (a read that calls one of those
@@ -356,6 +352,28 @@ impl Policy {
     }
 }
 
+/// Why a failed apply that began creating leaves evidence: the creates it did not finish (those
+/// may exist in no state), and how many it did; or, when it finished them all, that it failed
+/// after them (their record may still be lost with the state terraform could not write).
+fn unfinished_creates(creating: &[String], created: &[(String, String)]) -> String {
+    let done = |address: &String| created.iter().any(|(a, _)| a == address);
+    let (finished, unfinished): (Vec<&String>, Vec<&String>) = creating.iter().partition(|a| done(a));
+    let some = |list: &[&String]| match list {
+        [one] => one.to_string(),
+        [first, rest @ ..] => format!("{first} and {} more", rest.len()),
+        [] => String::new(),
+    };
+    match (unfinished.as_slice(), finished.len()) {
+        ([], _) => format!("terraform apply failed after creating {}", some(&finished)),
+        (left, 0) => format!("terraform apply failed while creating {}", some(left)),
+        (left, made) => format!(
+            "terraform apply failed while creating {} ({made} other{} created)",
+            some(left),
+            if made == 1 { " was" } else { "s were" }
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,6 +382,26 @@ mod tests {
     const QUIET: Seen = Seen { terminated: false, stop_requested: false };
     const INT: Seen = Seen { terminated: false, stop_requested: true };
     const TERM: Seen = Seen { terminated: true, stop_requested: true };
+
+    #[test]
+    fn the_evidence_names_the_creates_that_did_not_finish() {
+        let addresses = |list: &[&str]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let made = |list: &[&str]| list.iter().map(|a| (a.to_string(), "id".to_string())).collect::<Vec<_>>();
+        let creating = addresses(&["d.nfs", "d.vm", "d.data", "d.extra"]);
+        assert_eq!(
+            unfinished_creates(&creating, &made(&["d.nfs", "d.data", "d.extra"])),
+            "terraform apply failed while creating d.vm (3 others were created)"
+        );
+        assert_eq!(
+            unfinished_creates(&creating, &made(&["d.nfs"])),
+            "terraform apply failed while creating d.vm and 2 more (1 other was created)"
+        );
+        assert_eq!(unfinished_creates(&creating, &[]), "terraform apply failed while creating d.nfs and 3 more");
+        assert_eq!(
+            unfinished_creates(&addresses(&["d.vm"]), &made(&["d.vm"])),
+            "terraform apply failed after creating d.vm"
+        );
+    }
 
     #[test]
     fn a_run_over_time_is_interrupted_once_then_killed_after_the_grace() {

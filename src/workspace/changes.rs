@@ -145,6 +145,9 @@ pub(crate) struct Outcome {
     /// (`{address, id}`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) adopted: Vec<crate::lookup::Adopted>,
+    /// What an apply that failed still created (addresses), as terraform reported each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) created: Vec<String>,
     /// The error, in the JSON report, when terraform failed after the files were written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,

@@ -86,6 +86,9 @@ pub(crate) struct Workspace<'a> {
     /// The command changes nothing though it holds the lock (`reconcile --check`): a state
     /// terraform could not save is not pushed (`heal`), only refused.
     check_only: bool,
+    /// The addresses this workspace's applies created (noted as each ended): what a commit
+    /// whose apply failed still made.
+    created: Vec<String>,
 }
 
 /// The situation a workspace is opened for (`open.rs`): the one answer to "is there a store".
@@ -284,6 +287,7 @@ impl<'a> Workspace<'a> {
             return Ok(Committed { outcome, failure: None });
         }
         let started = Instant::now();
+        self.created.clear(); // what a killed run made is not this apply's
         let applied = self.init_if_needed(&providers).and_then(|()| {
             let what =
                 if targets.is_empty() { Apply::Configuration { refresh: false } } else { Apply::Targets(&targets) };
@@ -303,6 +307,7 @@ impl<'a> Workspace<'a> {
             }
             Err(e) => {
                 outcome.error = Some(format!("{e:#}"));
+                outcome.created = std::mem::take(&mut self.created);
                 Ok(Committed { outcome, failure: Some(e) })
             }
         }
@@ -786,6 +791,7 @@ impl<'a> Workspace<'a> {
         if created.is_empty() {
             return Ok(());
         }
+        self.created.extend(created.iter().map(|(address, _)| address.clone()));
         let at = self.now_ms()?;
         let profiles = self.ctx.profiles()?;
         let mut record = self.cloud_record();

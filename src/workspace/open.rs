@@ -59,6 +59,7 @@ impl<'a> Workspace<'a> {
             held_back: BTreeSet::new(),
             held_until: None,
             check_only: false,
+            created: Vec::new(),
         })
     }
 
@@ -107,6 +108,7 @@ impl<'a> Workspace<'a> {
             held_back: BTreeSet::new(),
             held_until: None,
             check_only: false,
+            created: Vec::new(),
         })
     }
 

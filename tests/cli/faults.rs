@@ -24,7 +24,7 @@ fn garbage_output_is_an_error() {
     let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
-provisioned (apply failed) instance-[..]
+not provisioned yet (the apply failed before its VM was created) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` printed output that is not its JSON stream (2 line(s)): neither is this
 hint: the files of instance-[..] were kept: fix the spec or the directory's configuration and run `infrakit-tf reconcile`, or undo with `infrakit-tf destroy instance-[..] --yes`
 
@@ -46,7 +46,7 @@ fn crash_mid_stream_is_named() {
         snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 [TIME] plan: 1 to add, 0 to change, 0 to destroy
-provisioned (apply failed) instance-[..]
+not provisioned yet (the apply failed before its VM was created) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` was killed by signal 9 (SIGKILL)
 hint: terraform's last words:
   panic: runtime error
@@ -96,7 +96,7 @@ running terraform init (first use, new provider or changed configuration)
   Lock Info:
     ID:        1e66a691
     Path:      terraform.tfstate
-provisioned (apply failed) instance-[..]
+not provisioned yet (the apply failed before its VM was created) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` failed: the Terraform state is locked by another process
 hint: wait for the other terraform run to finish; `terraform force-unlock` only if it is dead
 
@@ -115,7 +115,7 @@ fn a_lock_that_cannot_be_written_is_not_a_held_lock() {
 running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
   Error message: open terraform.tfstate: read-only file system
-provisioned (apply failed) instance-[..]
+not provisioned yet (the apply failed before its VM was created) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` failed (exit 1): Error acquiring the state lock: Error message: open terraform.tfstate: read-only file system
 hint: the files of instance-[..] were kept: fix the spec or the directory's configuration and run `infrakit-tf reconcile`, or undo with `infrakit-tf destroy instance-[..] --yes`
 

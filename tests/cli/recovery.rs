@@ -112,7 +112,7 @@ fn a_hung_terraform_is_stopped() {
     let run = s.run(&["provision", &vm, "--terraform", &tf, "--terraform-timeout", "1s"]).code(TIMEOUT);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
-provisioned (apply failed) instance-[..]
+not provisioned yet (the apply failed before its VM was created) instance-[..]
 error: `fake-terraform apply -auto-approve -input=false -json -refresh=false -target=terraform_data.instance-[..]` ran longer than --terraform-timeout (1s): it was interrupted, then killed
 hint: raise --terraform-timeout if it was just slow; terraform printed nothing on stderr
 

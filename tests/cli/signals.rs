@@ -15,6 +15,12 @@ use crate::terraform::terraform;
 /// A VM whose create touches `started` beside the directory, then waits for `release` there
 /// (at most `seconds`; terraform stops it sooner when interrupted).
 fn slow(s: &Scratch, seconds: u32) -> String {
+    slow_with(s, seconds, serde_json::json!({}), serde_json::json!({}))
+}
+
+/// [`slow`], with other resources beside the VM (`siblings`: name to body) and the VM's
+/// `input` (through which it may wait for them).
+fn slow_with(s: &Scratch, seconds: u32, siblings: serde_json::Value, input: serde_json::Value) -> String {
     let (started, release) = (s.root.path().join("started"), s.root.path().join("release"));
     let command = format!(
         "touch {}; i=0; while [ ! -e {} ] && [ $i -lt {} ]; do sleep 0.1; i=$((i+1)); done",
@@ -22,8 +28,9 @@ fn slow(s: &Scratch, seconds: u32) -> String {
         release.display(),
         seconds * 10
     );
-    let spec = serde_json::json!({"Properties": {"resource": {"terraform_data": {"vm": {
-        "provisioner": [{"local-exec": {"command": command}}]}}}}});
+    let mut resources = siblings;
+    resources["vm"] = serde_json::json!({"input": input, "provisioner": [{"local-exec": {"command": command}}]});
+    let spec = serde_json::json!({"Properties": {"resource": {"terraform_data": resources}}});
     s.write_outside("slow.json", &spec.to_string())
 }
 
@@ -33,9 +40,21 @@ fn slow(s: &Scratch, seconds: u32) -> String {
 /// provisioner finish; returns the exit code, stderr and how long the exit took.
 fn interrupt(s: &Scratch, seconds: u32, signal: i32, to_group: bool, release: bool) -> (i32, String, Duration) {
     let spec = slow(s, seconds);
+    let (code, _, stderr, elapsed) = interrupt_spec(s, &spec, signal, to_group, release);
+    (code, stderr, elapsed)
+}
+
+/// [`interrupt`] of a provision of `spec` (made by [`slow_with`]); also returns stdout.
+fn interrupt_spec(
+    s: &Scratch,
+    spec: &str,
+    signal: i32,
+    to_group: bool,
+    release: bool,
+) -> (i32, String, String, Duration) {
     let mut cmd = crate::support::command(&s.cli_config());
-    cmd.args(["--dir", s.dir.to_str().unwrap(), "provision", &spec]).process_group(0);
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    cmd.args(["--dir", s.dir.to_str().unwrap(), "provision", spec]).process_group(0);
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut seen = String::new();
     let mut line = String::new();
@@ -60,7 +79,38 @@ fn interrupt(s: &Scratch, seconds: u32, signal: i32, to_group: bool, release: bo
     let elapsed = start.elapsed();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    (status.code().unwrap_or(-1), seen + &rest, elapsed)
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    (status.code().unwrap_or(-1), stdout, seen + &rest, elapsed)
+}
+
+// Ctrl-C while the VM is still being created, after its siblings were: the summary names the
+// create that did not finish and counts those that did, each error is shown once, and no ID
+// is printed for the instance that was not provisioned (a script must not hold an ID of
+// nothing). The next run finishes it.
+#[test]
+fn an_interrupt_says_what_was_created_and_prints_no_id_of_nothing() {
+    let s = Scratch::new();
+    let spec = slow_with(
+        &s,
+        60,
+        serde_json::json!({"data": {"@scope": "@dedicated-web", "input": 1}, "nfs": {"@scope": "web", "input": 2}}),
+        // The VM's create starts only once its siblings are created.
+        serde_json::json!({"after": ["${terraform_data.web-1-data.id}", "${terraform_data.web-nfs.id}"]}),
+    );
+    let (code, stdout, stderr, _) = interrupt_spec(&s, &spec, libc::SIGINT, true, false);
+    assert_eq!(code, 130, "{stderr}");
+    assert_eq!(stdout, "", "an ID was printed for an instance that was not provisioned");
+    let warning =
+        stderr.lines().find(|l| l.starts_with("warning: terraform apply failed")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(warning.contains("while creating terraform_data.instance-"), "{warning}");
+    assert!(warning.contains("(2 others were created)"), "{warning}");
+    assert!(stderr.contains("not provisioned yet (the apply failed before its VM was created) instance-"), "{stderr}");
+    let halted = stderr.matches("execution halted").count();
+    assert!(halted <= 1, "an error shown {halted} times: {stderr}");
+    s.run(&["reconcile"]).ok();
+    let rows = s.run(&["describe", "--output", "json"]).ok().json();
+    assert_eq!(rows[0]["status"], "created", "{rows}");
 }
 
 #[test]
