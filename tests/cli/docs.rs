@@ -249,9 +249,11 @@ fn readme_examples_run_as_a_new_user_runs_them() {
     session.check(&steps, rewrite).unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Each page of the guide, in a fresh copy of `examples/local` at `~/web`.
+/// Each page of the guide, in a fresh copy of `examples/local` at `~/web`. `DOCS=<part of a
+/// name>` runs only the pages whose name has it.
 #[test]
 fn guide_examples_run() {
+    let filter = std::env::var("DOCS").unwrap_or_default();
     let mut pages: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -263,6 +265,9 @@ fn guide_examples_run() {
     let (mut ran, mut skipped) = (0, Vec::new());
     for page in &pages {
         let name = format!("docs/{}", page.file_name().unwrap().to_string_lossy());
+        if !name.contains(&filter) {
+            continue;
+        }
         let (steps, not_run) = steps(&name, &std::fs::read_to_string(page).unwrap());
         skipped.extend(not_run);
         if steps.is_empty() {
