@@ -317,3 +317,52 @@ fn console_blocks_parse() {
     assert_eq!(skipped, ["t.md:12: needs X"]);
     assert_eq!(volatile("2026-11-22T19:40:45Z instance-1795376445 in 0.05s"), "[TIME] instance-[ID] in [S]s");
 }
+
+/// Every relative link of README.md and the guide names a file that exists and, after `#`, a
+/// heading of it (GitHub's anchors: lowercase, punctuation dropped, spaces as `-`).
+#[test]
+fn links_resolve() {
+    let anchor = |heading: &str| -> String {
+        heading
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect()
+    };
+    let headings = |path: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut in_block = false;
+        let mut out = Vec::new();
+        for line in text.lines() {
+            in_block ^= line.starts_with("```");
+            if let Some(h) =
+                line.trim_start_matches('#').strip_prefix(' ').filter(|_| !in_block && line.starts_with('#'))
+            {
+                out.push(anchor(h));
+            }
+        }
+        out
+    };
+    let link = Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let mut files = vec![repo().join("README.md")];
+    files.extend(
+        std::fs::read_dir(repo().join("docs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md")),
+    );
+    let mut broken = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let prose: String = text.split("```").step_by(2).collect();
+        for target in link.captures_iter(&prose).map(|c| c[1].to_string()).filter(|t| !t.contains("://")) {
+            let (path, fragment) = target.split_once('#').unwrap_or((&target, ""));
+            let path = if path.is_empty() { file.clone() } else { file.parent().unwrap().join(path) };
+            if !path.exists() || (!fragment.is_empty() && !headings(&path).iter().any(|h| h == fragment)) {
+                broken.push(format!("{}: {target}", file.strip_prefix(repo()).unwrap().display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing: {broken:#?}");
+}
