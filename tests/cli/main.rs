@@ -13,6 +13,7 @@ mod cloud;
 mod crash;
 mod describe;
 mod destroy_label;
+mod docs;
 mod drain;
 mod errors;
 mod failover;
