@@ -25,6 +25,39 @@ fn parse_slice(s: &str) -> Result<u32, String> {
     crate::presence::Slice::parse(s).map(|s| s.of)
 }
 
+/// A subcommand's `after_help`: its examples, then the guide's page about it.
+macro_rules! examples {
+    ($($line:literal),+; $page:literal) => {
+        concat!("Examples:\n", $("  ", $line, "\n",)+ "\nGuide: ", $page, " (in the repository)")
+    };
+}
+
+/// The global options that mean something to `command`: the others are still accepted there (a
+/// global option works anywhere), but its help, man page and completions leave them out.
+fn applies(command: &str, option: &str) -> bool {
+    const WRITERS: [&str; 7] = ["provision", "destroy", "label", "reconcile", "sweep-orphans", "import", "migrate"];
+    match option {
+        "yes" => matches!(command, "destroy" | "sweep-orphans"),
+        "lock_timeout" | "accept_config" | "metrics_file" => WRITERS.contains(&command),
+        "parallelism" | "settle" | "settle_wait" => WRITERS.contains(&command) && command != "migrate",
+        "terraform" | "terraform_timeout" | "retries" | "env" | "store" => command != "validate",
+        _ => true, // dir, output, vm_types, quiet, verbose, help, version
+    }
+}
+
+/// The command line as it is parsed, shown and documented: [`Cli`]'s, each subcommand showing
+/// only the global options that apply to it ([`applies`]), after its own.
+pub fn command() -> clap::Command {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    cmd.build(); // the global options are copied into every subcommand
+    for sub in cmd.get_subcommands_mut() {
+        let name = sub.get_name().to_string();
+        *sub = std::mem::take(sub)
+            .mut_args(|arg| if applies(&name, arg.get_id().as_str()) { arg } else { arg.hide(true) });
+    }
+    cmd
+}
+
 /// Manage groups of machines through Terraform.
 ///
 /// infrakit-tf expands an instance spec (JSON) into Terraform JSON files in a directory: one
@@ -42,7 +75,11 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The options every subcommand accepts, before or after its name. A subcommand's help lists
+/// its own options first, then, under "Global options", those of these that apply to it
+/// ([`command`]).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// The managed directory (your Terraform config plus the files infrakit-tf writes)
     #[arg(long, global = true, env = "INFRAKIT_TF_DIR", default_value = ".", value_name = "DIR")]
@@ -85,7 +122,7 @@ pub struct GlobalArgs {
     /// infrakit-tf.json, which also names the directory in it: `store.directory`)
     ///
     /// A libpq URL (`postgresql://user@host:5432/db`); the password may also come from
-    /// `PGPASSWORD` or the password file (`PGPASSFILE`, `~/.pgpass`). See README "Several hosts".
+    /// `PGPASSWORD` or the password file (`PGPASSFILE`, `~/.pgpass`). See docs/several-hosts.md.
     #[arg(long, global = true, env = "INFRAKIT_TF_STORE", value_name = "URL", hide_env_values = true)]
     pub store: Option<String>,
 
@@ -104,7 +141,7 @@ pub struct GlobalArgs {
     /// infrakit-tf.json)
     ///
     /// A failure that matches no pattern, an interrupt, `--terraform-timeout`, a held state
-    /// lock are never retried. See README "Running unattended".
+    /// lock are never retried. See docs/running-unattended.md.
     #[arg(long, global = true, env = "INFRAKIT_TF_RETRIES", value_name = "N")]
     pub retries: Option<u32>,
 
@@ -114,7 +151,7 @@ pub struct GlobalArgs {
     ///
     /// Overrides every look-up type's `settle` (infrakit-tf.json `lookups`; default 2m) for this
     /// run. `0s` trusts the first answer: for a cloud known to be consistent, and for tests. A
-    /// Go duration: `90s`, `1m30s`, `2m`. See README "A cloud that lags".
+    /// Go duration: `90s`, `1m30s`, `2m`. See docs/what-a-reconcile-reads.md.
     #[arg(long, global = true, env = "INFRAKIT_TF_SETTLE", value_parser = parse_duration, value_name = "DURATION")]
     pub settle: Option<Duration>,
 
@@ -163,22 +200,42 @@ pub enum Command {
     ///
     /// Exits 0 when the spec is valid, 3 otherwise, listing each problem with its JSON location
     /// (an RFC 6901 pointer into the spec).
+    #[command(after_help = examples!(
+        "infrakit-tf validate web.json",
+        "infrakit-tf validate --output json web.json | jq '.problems[].message'";
+        "docs/specs-and-scopes.md"))]
     Validate(ValidateArgs),
     /// Create one instance from a spec and print its ID
     ///
     /// Writes the instance file (and its dedicated and global files) as queued `.tf.json.new`
     /// files, or over the live `.tf.json` where one exists. Prints the new ID alone on stdout,
     /// so `id=$(infrakit-tf provision web.json)` works.
+    #[command(after_help = examples!(
+        "id=$(infrakit-tf --dir ~/web provision web.json)",
+        "infrakit-tf provision --count 3 --tag tier=frontend web.json",
+        "infrakit-tf provision --no-apply web.json   # queue it; a later reconcile applies";
+        "docs/commands.md"))]
     Provision(ProvisionArgs),
     /// Remove instances
     ///
     /// `terminate` (the default) removes the instance file, its dedicated slot and any global
     /// file no other instance refers to. `rolling-update` removes only the instance file and
     /// keeps its dedicated slot for the replacement to re-attach.
+    #[command(after_help = examples!(
+        "infrakit-tf destroy instance-1795792151 --yes",
+        "infrakit-tf destroy instance-1795792151 --reason rolling-update --no-apply --yes";
+        "docs/commands.md"))]
     Destroy(DestroyArgs),
     /// Merge labels into an instance's VM tags
+    #[command(after_help = examples!(
+        "infrakit-tf label instance-1795792151 owner=ops tier=frontend";
+        "docs/commands.md"))]
     Label(LabelArgs),
     /// List instances, one row each, queued or not
+    #[command(after_help = examples!(
+        "infrakit-tf describe",
+        "infrakit-tf describe --output json | jq -r '.[].id'";
+        "docs/commands.md"))]
     Describe(DescribeArgs),
     /// Converge the directory and its groups: prune machines deleted behind Terraform's back,
     /// apply the queue, keep every group whole and current
@@ -190,11 +247,20 @@ pub enum Command {
     /// in one apply, then its outdated members are replaced, --max-unavailable at a time.
     /// Refuses, with exit 11 and nothing applied, a run that would destroy more than
     /// --max-destroy resources.
+    #[command(after_help = examples!(
+        "*/5 * * * * infrakit-tf --dir /srv/web reconcile --no-wait   # crontab",
+        "infrakit-tf reconcile --group web-group.json --health-cmd 'curl -fsS http://$INFRAKIT_TF_ATTR_IP/'",
+        "infrakit-tf reconcile --check   # exit 10 when something is pending";
+        "docs/reconcile.md"))]
     Reconcile(ReconcileArgs),
     /// Remove what nothing owns any more: instance files whose VM is gone from state,
     /// dedicated slots and global files no instance refers to
     ///
     /// Lists them with what terraform will destroy, asks (or needs --yes), then applies.
+    #[command(after_help = examples!(
+        "infrakit-tf sweep-orphans --dry-run",
+        "infrakit-tf sweep-orphans --yes";
+        "docs/commands.md"))]
     SweepOrphans(SweepArgs),
     /// Adopt machines that already exist (a hand-made first manager) into the group
     ///
@@ -204,14 +270,21 @@ pub enum Command {
     /// spec names and get the instance's tags; no Init is injected. Resources of the spec that
     /// are not requested are created, as a provision would. All or nothing; importing what is
     /// already imported changes nothing.
+    #[command(after_help = examples!(
+        "infrakit-tf import manager.json --resource aws_instance=i-0abc123 --dry-run",
+        "infrakit-tf import group.json --group-id managers --resource aws_instance=i-0abc123";
+        "docs/import.md"))]
     Import(ImportArgs),
-    /// Move this directory into the store, for several hosts (README "Several hosts")
+    /// Move this directory into the store, for several hosts (guide: docs/several-hosts.md)
     ///
     /// Needs `store` in infrakit-tf.json (and `terraform { backend "pg" {} }` in main.tf).
     /// Copies the managed files into the store in one transaction and moves terraform's state
     /// into that backend (`terraform init -migrate-state`). Refused, with nothing changed,
     /// when the store already holds other files under this directory's name. Prints the files
     /// the store holds. Run again, it changes nothing.
+    #[command(after_help = examples!(
+        "infrakit-tf --dir /srv/web migrate";
+        "docs/several-hosts.md"))]
     Migrate,
 }
 
@@ -527,11 +600,31 @@ fn parse_id(s: &str) -> Result<InstanceId, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use clap::FromArgMatches;
 
     #[test]
     fn cli_is_well_formed() {
-        Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    // A subcommand's help lists its own options, then the global ones that apply to it; the
+    // others are still accepted there.
+    #[test]
+    fn help_shows_the_global_options_that_apply() {
+        let mut cmd = command();
+        let validate = cmd.find_subcommand_mut("validate").unwrap().render_help().to_string();
+        let (own, global) = validate.split_once("Global options:").expect("a heading of global options");
+        assert!(!own.contains("--dir") && global.contains("--dir"), "{validate}");
+        for not_here in ["--store", "--retries", "--metrics-file", "--yes", "--lock-timeout"] {
+            assert!(!validate.contains(not_here), "validate -h shows {not_here}: {validate}");
+        }
+        assert!(validate.contains("Examples:\n  infrakit-tf validate web.json"), "{validate}");
+        let reconcile = cmd.find_subcommand_mut("reconcile").unwrap().render_help().to_string();
+        let own = reconcile.split_once("Global options:").unwrap().0;
+        assert!(own.contains("--max-destroy") && !own.contains("--lock-timeout"), "{reconcile}");
+        let matches =
+            command().try_get_matches_from(["infrakit-tf", "validate", "--retries", "2", "web.json"]).unwrap();
+        assert_eq!(Cli::from_arg_matches(&matches).unwrap().global.retries, Some(2), "a hidden global option parses");
     }
 
     #[test]
