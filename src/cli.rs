@@ -372,8 +372,7 @@ pub struct ReconcileArgs {
     /// 1/N refreshes all of them within N runs
     ///
     /// Machines of a type with a look-up are listed every run (one call per type and group) to
-    /// see which still exist; the others are refreshed every run (README "What a reconcile
-    /// reads"). The slice goes on where the last run, on any host, stopped.
+    /// see which still exist; the others are refreshed every run (docs/what-a-reconcile-reads.md). The slice goes on where the last run, on any host, stopped.
     #[arg(long, value_parser = parse_slice, default_value = "1/12", value_name = "1/N")]
     pub refresh_slice: u32,
 
@@ -468,7 +467,7 @@ pub struct SweepArgs {
     ///
     /// Only those: a stray that names a resource without a machine is adopted by reconcile, and
     /// one that names no file here (another directory's?) is never destroyed. The strays are
-    /// those the last reconcile found (README "A cloud that lags").
+    /// those the last reconcile found (docs/what-a-reconcile-reads.md).
     #[arg(long, conflicts_with = "no_apply")]
     pub strays: bool,
 

@@ -1,5 +1,5 @@
 //! The cloud record: what the cloud answered that a later run must weigh before it believes a
-//! "not there" (README "A cloud that lags"). A cloud is eventually consistent: a describe by ID
+//! "not there" (docs/what-a-reconcile-reads.md). A cloud is eventually consistent: a describe by ID
 //! can answer "not found" for a machine created a moment ago, and a listing by tags can miss it
 //! or keep showing one that is gone. So:
 //!

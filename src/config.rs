@@ -32,7 +32,7 @@ pub struct Config {
     /// built-in ones.
     #[serde(default)]
     pub lookups: BTreeMap<String, LookupEntry>,
-    /// How failed terraform runs are run again (README "Running unattended").
+    /// How failed terraform runs are run again (docs/running-unattended.md).
     pub retries: Option<RetrySection>,
     /// Where the metrics of each run go, relative to the directory (`--metrics-file`).
     pub metrics_file: Option<PathBuf>,

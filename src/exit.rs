@@ -1,5 +1,6 @@
-//! Exit codes are API: scripts and cron branch on them. This is the one table; README and the
-//! man pages mirror it, and a test checks README's table against it row by row.
+//! Exit codes are API: scripts and cron branch on them. This is the one table; the guide and the
+//! man pages mirror it, and a test checks the guide's table (docs/exit-codes-and-environment.md)
+//! against it row by row.
 //!
 //! Commands fail with `anyhow::Error`. The few failures a caller must tell apart carry a typed
 //! [`Failure`] somewhere in their chain; [`code_for`] walks the chain once, at the top, to pick
@@ -9,7 +10,7 @@ use std::fmt;
 use std::process::ExitCode;
 
 /// Declares the exit codes once: each variant with its value and its one-line meaning (the
-/// row README's table must have, word for word; a test checks it). The macro makes the enum,
+/// row the guide's table must have, word for word; a test checks it). The macro makes the enum,
 /// [`Code::ALL`] and [`Code::meaning`], an exhaustive `match`: a new code cannot lack a row.
 macro_rules! exit_codes {
     ($($(#[doc = $doc:literal])* $name:ident = $value:literal => $meaning:literal,)*) => {
@@ -23,7 +24,7 @@ macro_rules! exit_codes {
             /// Every code, in order.
             pub const ALL: &'static [Code] = &[$(Code::$name),*];
 
-            /// The one-line meaning, as README's table says it (Markdown backticks included).
+            /// The one-line meaning, as the guide's table says it (Markdown backticks included).
             pub fn meaning(self) -> &'static str {
                 match self {
                     $(Code::$name => $meaning,)*
@@ -93,7 +94,7 @@ exit_codes! {
     Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }
 
-/// The exit-code table as help text (the end of `--help` and the man page), without README's
+/// The exit-code table as help text (the end of `--help` and the man page), without the guide's
 /// Markdown.
 pub fn help_text() -> String {
     let mut text = String::from("Exit codes:\n");

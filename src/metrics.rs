@@ -1,4 +1,4 @@
-//! Metrics of the last runs, for Prometheus (README "Running unattended"): `--metrics-file
+//! Metrics of the last runs, for Prometheus (docs/running-unattended.md): `--metrics-file
 //! PATH` (or `metrics_file` in infrakit-tf.json) is rewritten after every command that writes
 //! and every `reconcile`, failed ones included, in Prometheus's text exposition format, at once
 //! (a temporary file renamed over it: node_exporter's textfile collector never reads half a
@@ -158,7 +158,7 @@ const FAMILIES: &[(&str, &str, bool)] = &[
         "When the command's last successful run (exit 0) ended (Unix time).",
         true,
     ),
-    ("infrakit_tf_last_exit_code", "The exit code of the command's last run (README \"Exit codes\").", true),
+    ("infrakit_tf_last_exit_code", "The exit code of the command's last run (docs/exit-codes-and-environment.md).", true),
     ("infrakit_tf_last_run_duration_seconds", "How long the command's last run took.", true),
     ("infrakit_tf_last_run_terraform_runs", "Terraform runs the command's last run started.", true),
     (

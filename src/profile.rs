@@ -86,8 +86,7 @@ pub struct Lookup {
 }
 
 /// How long after a create, or after an apply that failed or was cut short, the cloud's
-/// "not there" is believed, when neither `--settle` nor the type's `settle` says (README "A
-/// cloud that lags"): EC2 documents its eventual consistency as lasting "a few minutes" at
+/// "not there" is believed, when neither `--settle` nor the type's `settle` says (docs/what-a-reconcile-reads.md): EC2 documents its eventual consistency as lasting "a few minutes" at
 /// worst, and its advice is to confirm by backing off up to that.
 pub const DEFAULT_SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
 

@@ -308,7 +308,7 @@ fn insist_on_tls(pg: &tokio_postgres::Config, tls: &mut Tls, plaintext: bool) ->
             "the store's sslmode is disable, and {} is not this machine: the password would travel in the clear",
             remote.join(", ")
         ))
-        .hint("use sslmode=verify-full (README \"TLS\"), or, on a network you trust, set \"plaintext\": true in the store section of infrakit-tf.json; nothing was changed")
+        .hint("use sslmode=verify-full (docs/several-hosts.md, TLS), or, on a network you trust, set \"plaintext\": true in the store section of infrakit-tf.json; nothing was changed")
         .into());
     }
     tls.insist();

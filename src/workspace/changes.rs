@@ -114,7 +114,7 @@ pub(crate) struct TfSummary {
     pub(crate) changed: u64,
     pub(crate) destroyed: u64,
     pub(crate) elapsed_seconds: f64,
-    /// Terraform runs started again after a transient error (README "Running unattended").
+    /// Terraform runs started again after a transient error (docs/running-unattended.md).
     pub(crate) retries: u64,
 }
 
