@@ -78,6 +78,36 @@ pub(super) fn back_off(wait: Duration, failed: &str, _recorded: &ChildRunning) -
 /// Runs `inv` with `tf`, its stdout to `sink`, until terraform exits.
 pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) -> Result<Ran> {
     let display = tf.display(&inv.args);
+    may_start(&display)?;
+    let ((stdout, stdout_w), (stderr, stderr_w)) = (Followed::create()?, Followed::create()?);
+    let mut streams = Streams { stdout, stderr };
+    // Signals are ours to record from before the spawn: terraform can run (and a terminal's
+    // Ctrl-C reach us) before `spawn` returns, and with the default action we would die.
+    let running = ChildRunning::start();
+    let (mut child, watchdog) = start(tf, inv, &display, (stdout_w, stderr_w))?;
+    let mut policy = Policy::new(Instant::now(), tf.timeout);
+    policy.must_end = tf.dies_with_us;
+    let mut collected = Collected::default();
+    let (status, mut fenced) = follow(tf, &mut child, &running, &mut policy, &mut streams, &mut collected, &mut sink)?;
+    drop(running);
+    if let Some(watchdog) = watchdog {
+        watchdog.stop();
+    }
+    if fenced.is_none() && tf.dies_with_us {
+        fenced = lease::lost(); // lost while we were frozen: terraform was stopped meanwhile
+    }
+    note_ending(tf, inv, &status, &collected);
+    Ok(Ran { status, collected, timed_out: policy.timed_out, killed: policy.killed, fenced })
+}
+
+/// Terraform's stdout and stderr, followed as it writes them.
+struct Streams {
+    stdout: Followed,
+    stderr: Followed,
+}
+
+/// Refuses to start a run after an interrupt, or once the lease is lost.
+fn may_start(display: &str) -> Result<()> {
     if signals::stop_requested() {
         return Err(Failure::new(Code::Interrupted, format!("interrupted: {display} was not started"))
             .hint("run the command again, or `infrakit-tf reconcile`, to finish the work")
@@ -86,17 +116,23 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     if let Some(why) = lease::lost() {
         return Err(lease::lost_error(Noticed::Runner, &format!("{why}; {display} was not started")));
     }
-    let (mut stdout, stdout_w) = Followed::create()?;
-    let (mut stderr, stderr_w) = Followed::create()?;
-    // Signals are ours to record from before the spawn: terraform can run (and a terminal's
-    // Ctrl-C reach us) before `spawn` returns, and with the default action we would die.
-    let running = ChildRunning::start();
+    Ok(())
+}
+
+/// Spawns terraform writing to `outputs` (its stdout and stderr), with its watchdog when it
+/// must die with us, and records it as running.
+fn start(
+    tf: &Terraform,
+    inv: &Invocation,
+    display: &str,
+    (stdout, stderr): (std::fs::File, std::fs::File),
+) -> Result<(Supervised, Option<Watchdog>)> {
     let child: std::process::Child =
-        command(tf, &inv.args).stdout(stdout_w).stderr(stderr_w).spawn().map_err(|e| tf.spawn_error(e))?;
+        command(tf, &inv.args).stdout(stdout).stderr(stderr).spawn().map_err(|e| tf.spawn_error(e))?;
     let pid = child.id();
     // With a lease, terraform is never left running unwatched: if this supervision ends
     // before terraform did (an error), it is killed and reaped (see `Supervised`).
-    let mut child = Supervised { child, must_end: tf.dies_with_us };
+    let child = Supervised { child, must_end: tf.dies_with_us };
     let watchdog = match tf.dies_with_us.then(lease::watch).flatten() {
         Some(watch) => match Watchdog::start(pid, watch) {
             Some(dog) => Some(dog),
@@ -113,22 +149,34 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     fault::point(|| format!("spawned {display}"));
     // Best effort: without the record, terraform's own state lock still guards its state.
     if inv.touches_dir {
-        let _ = lock::running::note_running(pid, &display);
+        let _ = lock::running::note_running(pid, display);
         crate::metrics::note_terraform_run();
     }
+    Ok((child, watchdog))
+}
 
-    let mut policy = Policy::new(Instant::now(), tf.timeout);
-    policy.must_end = tf.dies_with_us;
+/// Follows terraform until it exits, reading what it writes and acting on signals and
+/// deadlines as `policy` says; its exit status, and whether the lease was lost meanwhile.
+fn follow(
+    tf: &Terraform,
+    child: &mut Supervised,
+    running: &ChildRunning,
+    policy: &mut Policy,
+    streams: &mut Streams,
+    collected: &mut Collected,
+    sink: &mut Sink<'_>,
+) -> Result<(ExitStatus, Option<String>)> {
+    let pid = child.child.id();
+    let (stdout, stderr) = (&mut streams.stdout, &mut streams.stderr);
     let mut fenced = None;
-    let mut collected = Collected::default();
     let mut nap = Duration::from_millis(1);
-    let status = loop {
-        let got = collected.read(&mut stdout, &mut stderr, &mut sink)?;
+    loop {
+        let got = collected.read(stdout, stderr, sink)?;
         if let Some(status) = child.child.try_wait().context("failed to wait for terraform")? {
             // Terraform has exited: everything it wrote is in the files now.
-            while collected.read(&mut stdout, &mut stderr, &mut sink)? {}
-            collected.finish(&mut stdout, &mut stderr, &mut sink);
-            break status;
+            while collected.read(stdout, stderr, sink)? {}
+            collected.finish(stdout, stderr, sink);
+            return Ok((status, fenced));
         }
         if fenced.is_none() && tf.dies_with_us {
             fenced = lease::lost(); // the watchdog stops terraform
@@ -162,14 +210,12 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
             std::thread::sleep(nap);
             nap = (nap * 2).min(MAX_NAP);
         }
-    };
-    drop(running);
-    if let Some(watchdog) = watchdog {
-        watchdog.stop();
     }
-    if fenced.is_none() && tf.dies_with_us {
-        fenced = lease::lost(); // lost while we were frozen: terraform was stopped meanwhile
-    }
+}
+
+/// What a run leaves for the next, once terraform has ended: the evidence of an apply that
+/// failed while creating, what an apply created, that it is done, the state's stamp.
+fn note_ending(tf: &Terraform, inv: &Invocation, status: &ExitStatus, collected: &Collected) {
     // An apply that failed (whatever the error: a create whose answer was lost leaves its
     // machine in the cloud and in no state) after it began to create: its creates are
     // looked up before anything applies again. Noted before its record goes, so that a kill
@@ -191,14 +237,13 @@ pub(super) fn supervise(tf: &Terraform, inv: &Invocation, mut sink: Sink<'_>) ->
     }
     // A stale record names a dead process: the next lock drops it, and takes a killed apply
     // for one that was cut short (`lock::running::UNSETTLED`).
-    if noted && inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(&status).is_none() {
+    if noted && inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(status).is_none() {
         let _ = lock::running::note_done();
     }
     if inv.writes_state && tf.records_state {
         // A failed write leaves an older record, which the check still accepts.
         let _ = state_guard::record(&tf.dir);
     }
-    Ok(Ran { status, collected, timed_out: policy.timed_out, killed: policy.killed, fenced })
 }
 
 /// Terraform under a lease, while supervised: dropped before it was reaped (an error ended

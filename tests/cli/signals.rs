@@ -108,6 +108,7 @@ fn an_interrupt_says_what_was_created_and_prints_no_id_of_nothing() {
     assert!(stderr.contains("not provisioned yet (the apply failed before its VM was created) instance-"), "{stderr}");
     let halted = stderr.matches("execution halted").count();
     assert!(halted <= 1, "an error shown {halted} times: {stderr}");
+    std::fs::File::create(s.root.path().join("release")).unwrap(); // the VM's create may end
     s.run(&["reconcile"]).ok();
     let rows = s.run(&["describe", "--output", "json"]).ok().json();
     assert_eq!(rows[0]["status"], "created", "{rows}");
