@@ -83,12 +83,37 @@ pub fn choose_slot(scope_ids: &BTreeSet<&str>, slots: &Slots) -> String {
 /// Expands a request. Errors are user errors (a name Terraform rejects, an undefined template
 /// variable, two resources with one address), each one line.
 pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
-    let spec = req.spec;
     let id = req.id.to_string();
-    let vm = spec.vm();
-    let profile = req.profiles.get(&vm.rtype).expect("the VM's type has a profile");
+    let dedicated_key = dedicated_key(req, slots);
+    let placed = place(req, &id, dedicated_key.as_deref())?;
+    let where_placed: Vec<(String, String)> = placed.iter().map(|p| (p.file.clone(), p.name.clone())).collect();
+    let (tags, late) = tags(req, &id, &placed);
+    let vars = Vars {
+        inst_id: id.clone(),
+        logical_id: req.logical_id.map(tfconfig::literal),
+        attach_id: dedicated_key.clone(),
+    };
+    let mut files: BTreeMap<String, Vec<(&str, String, Value)>> = BTreeMap::new();
+    for (i, placed) in placed.into_iter().enumerate() {
+        let (file, rtype, name) = (placed.file.clone(), placed.rtype, placed.name.clone());
+        let props = render(req, &id, placed, i == req.spec.vm, &vars, &late)?;
+        files.entry(file).or_default().push((rtype, name, Value::Object(props)));
+    }
+    tag_for_lookups(req, &tags, &mut files);
+    let files = files
+        .into_iter()
+        .map(|(file, resources)| {
+            (file, tfconfig::document(resources.iter().map(|(t, n, p)| (*t, n.as_str(), p.clone()))))
+        })
+        .collect();
+    Ok(Expansion { files, placed: where_placed, dedicated_key })
+}
 
-    let dedicated_scopes: BTreeSet<&str> = spec
+/// The key of the instance's dedicated files: its logical ID (a pet), else a slot ([`choose_slot`]);
+/// `None` when the spec has no dedicated scope.
+fn dedicated_key(req: &Request<'_>, slots: &Slots) -> Option<String> {
+    let dedicated_scopes: BTreeSet<&str> = req
+        .spec
         .resources
         .iter()
         .filter_map(|r| match &r.scope {
@@ -96,20 +121,24 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
             _ => None,
         })
         .collect();
-    let dedicated_key = match (dedicated_scopes.is_empty(), req.logical_id) {
+    match (dedicated_scopes.is_empty(), req.logical_id) {
         (true, _) => None,
         (false, Some(lid)) => Some(lid.to_string()),
         (false, None) => Some(choose_slot(&dedicated_scopes, slots)),
-    };
+    }
+}
 
-    // Decompose: each resource gets its file and final name.
+/// Each resource of the spec with its file and final name; refused when a name is not one
+/// terraform takes, a file name would leave the directory, or two resources would share one.
+fn place<'s>(req: &Request<'s>, id: &str, dedicated_key: Option<&str>) -> Result<Vec<Placed<'s>>, String> {
+    let spec = req.spec;
     let mut placed: Vec<Placed<'_>> = Vec::new();
     for (i, r) in spec.resources.iter().enumerate() {
         let (file, name) = match &r.scope {
-            Scope::Default if i == spec.vm => (id.clone(), id.clone()),
-            Scope::Default => (id.clone(), format!("{}-{}", req.logical_id.unwrap_or(&id), r.name)),
+            Scope::Default if i == spec.vm => (id.to_string(), id.to_string()),
+            Scope::Default => (id.to_string(), format!("{}-{}", req.logical_id.unwrap_or(id), r.name)),
             Scope::Dedicated(scope_id) => {
-                let key = dedicated_key.as_deref().expect("set when dedicated scopes exist");
+                let key = dedicated_key.expect("set when dedicated scopes exist");
                 (names::dedicated_base(scope_id, key), format!("{scope_id}-{key}-{}", r.name))
             }
             Scope::Global(scope) => (names::global_base(scope), format!("{scope}-{}", r.name)),
@@ -125,7 +154,6 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
         names::check_path_component(&file, "file name")?;
         placed.push(Placed { file, rtype: &r.rtype, name, spec_name: &r.name, props: r.props.clone() });
     }
-    let where_placed: Vec<(String, String)> = placed.iter().map(|p| (p.file.clone(), p.name.clone())).collect();
     let mut seen = BTreeSet::new();
     for Placed { rtype, name, .. } in &placed {
         if !seen.insert((*rtype, name.as_str())) {
@@ -136,15 +164,20 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
             ));
         }
     }
+    Ok(placed)
+}
 
-    // Tags: property tags < spec Tags < --tag < the ones we own. What the command line gives
-    // (--tag, the logical ID) is data: written so that terraform reads it literally
-    // (`tfconfig::literal`), and merged after the templates are rendered (`{{` in a tag is
-    // text); the spec's own are the user's terraform, as written, templates and all.
+/// The VM's tags (property tags < spec Tags < --tag < the ones we own), and the part of them
+/// merged late. What the command line gives (--tag, the logical ID) is data: written so that
+/// terraform reads it literally (`tfconfig::literal`), and merged after the templates are
+/// rendered (`{{` in a tag is text); the spec's own are the user's terraform, as written,
+/// templates and all.
+fn tags(req: &Request<'_>, id: &str, placed: &[Placed<'_>]) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let spec = req.spec;
     let mut late: BTreeMap<String, String> =
         req.tags.iter().map(|(k, v)| (tfconfig::literal(k), tfconfig::literal(v))).collect();
     if !spec.tags.contains_key(NAME_TAG) {
-        late.entry(NAME_TAG.into()).or_insert_with(|| id.clone());
+        late.entry(NAME_TAG.into()).or_insert_with(|| id.to_string());
     }
     if let Some(lid) = req.logical_id {
         late.insert(LOGICAL_ID_TAG.into(), tfconfig::literal(lid));
@@ -155,54 +188,67 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
     }
     let mut tags = spec.tags.clone();
     tags.extend(late.iter().map(|(k, v)| (k.clone(), v.clone())));
+    (tags, late)
+}
 
-    let vars = Vars {
-        inst_id: id.clone(),
-        logical_id: req.logical_id.map(tfconfig::literal),
-        attach_id: dedicated_key.clone(),
-    };
-    // A base64 Init is no terraform string once encoded: it gets the logical ID as given.
-    let raw_vars = Vars { logical_id: req.logical_id.map(str::to_string), ..vars.clone() };
-    let mut files: BTreeMap<String, Vec<(&str, String, Value)>> = BTreeMap::new();
-    for (i, Placed { file, rtype, name, spec_name, mut props }) in placed.into_iter().enumerate() {
-        let is_vm = i == spec.vm;
-        if is_vm {
-            tfconfig::merge_tags(&mut props, profile, &spec.tags);
-            if !spec.init.is_empty() {
-                // Checked by spec::parse: the slot is absent or a string.
-                if let Some(slot) = lookup_mut(&mut props, &profile.init, true) {
-                    *slot = match slot.as_str() {
-                        Some(old) => Value::String(format!("{old}\n{}", spec.init)),
-                        None => Value::String(spec.init.clone()),
-                    };
-                }
+/// One placed resource's properties, rendered: for the VM, the spec's tags and Init merged
+/// first, the templates rendered, then the `late` tags and the platform's rules.
+fn render(
+    req: &Request<'_>,
+    id: &str,
+    placed: Placed<'_>,
+    is_vm: bool,
+    vars: &Vars,
+    late: &BTreeMap<String, String>,
+) -> Result<Map<String, Value>, String> {
+    let spec = req.spec;
+    let profile = req.profiles.get(&spec.vm().rtype).expect("the VM's type has a profile");
+    let Placed { rtype, spec_name, mut props, .. } = placed;
+    if is_vm {
+        tfconfig::merge_tags(&mut props, profile, &spec.tags);
+        if !spec.init.is_empty() {
+            // Checked by spec::parse: the slot is absent or a string.
+            if let Some(slot) = lookup_mut(&mut props, &profile.init, true) {
+                *slot = match slot.as_str() {
+                    Some(old) => Value::String(format!("{old}\n{}", spec.init)),
+                    None => Value::String(spec.init.clone()),
+                };
             }
         }
-        let raw_init = (is_vm && profile.init_base64)
-            .then(|| lookup(&props, &profile.init).ok().flatten().and_then(Value::as_str).map(str::to_string))
-            .flatten();
-        let mut value = Value::Object(props);
-        let at = |ptr: String, e: String| {
-            let at = if ptr.is_empty() { "/".to_string() } else { short_pointer(&ptr) };
-            format!("`{}.{}` at `{at}`: {e}", short(rtype), short(spec_name))
-        };
-        template::render_value(&mut value, &vars).map_err(|(ptr, e)| at(ptr, e))?;
-        let Value::Object(mut props) = value else { unreachable!() };
-        if let Some(raw) = raw_init {
-            let rendered = template::render_str(&raw, &raw_vars).map_err(|e| at(String::new(), e))?;
-            if let Some(slot) = lookup_mut(&mut props, &profile.init, false) {
-                *slot = Value::String(rendered);
-            }
-        }
-        if is_vm {
-            tfconfig::merge_tags(&mut props, profile, &late);
-            platform(&mut props, req, &id);
-        }
-        files.entry(file).or_default().push((rtype, name, Value::Object(props)));
     }
-    // A type that can be looked up (after a cut apply) carries the tags that find it: its
-    // file's and its group's, and its own name where another of its type shares its file.
-    for (file, resources) in &mut files {
+    let raw_init = (is_vm && profile.init_base64)
+        .then(|| lookup(&props, &profile.init).ok().flatten().and_then(Value::as_str).map(str::to_string))
+        .flatten();
+    let mut value = Value::Object(props);
+    let at = |ptr: String, e: String| {
+        let at = if ptr.is_empty() { "/".to_string() } else { short_pointer(&ptr) };
+        format!("`{}.{}` at `{at}`: {e}", short(rtype), short(spec_name))
+    };
+    template::render_value(&mut value, vars).map_err(|(ptr, e)| at(ptr, e))?;
+    let Value::Object(mut props) = value else { unreachable!() };
+    if let Some(raw) = raw_init {
+        // A base64 Init is no terraform string once encoded: it gets the logical ID as given.
+        let raw_vars = Vars { logical_id: req.logical_id.map(str::to_string), ..vars.clone() };
+        let rendered = template::render_str(&raw, &raw_vars).map_err(|e| at(String::new(), e))?;
+        if let Some(slot) = lookup_mut(&mut props, &profile.init, false) {
+            *slot = Value::String(rendered);
+        }
+    }
+    if is_vm {
+        tfconfig::merge_tags(&mut props, profile, late);
+        platform(&mut props, req, id);
+    }
+    Ok(props)
+}
+
+/// A type that can be looked up (after a cut apply) carries the tags that find it: its file's
+/// and its group's, and its own name where another of its type shares its file.
+fn tag_for_lookups(
+    req: &Request<'_>,
+    tags: &BTreeMap<String, String>,
+    files: &mut BTreeMap<String, Vec<(&str, String, Value)>>,
+) {
+    for (file, resources) in files {
         let mut identity = tfconfig::identity(&names::classify(file).expect("a file of ours"));
         identity.extend(tags.get(GROUP_TAG).map(|g| (GROUP_TAG.to_string(), g.clone())));
         let mut per_type: BTreeMap<&str, usize> = BTreeMap::new();
@@ -218,13 +264,6 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
             tfconfig::add_tags(props.as_object_mut().expect("an object"), &path, &own);
         }
     }
-    let files = files
-        .into_iter()
-        .map(|(file, resources)| {
-            (file, tfconfig::document(resources.iter().map(|(t, n, p)| (*t, n.as_str(), p.clone()))))
-        })
-        .collect();
-    Ok(Expansion { files, placed: where_placed, dedicated_key })
 }
 
 /// One spec resource with its place in the output.

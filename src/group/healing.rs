@@ -8,14 +8,14 @@ use super::get_ci;
 
 /// How long a health check (`Healing.Timeout`) may run when neither the spec nor
 /// `--heal-timeout` says.
-pub const HEAL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const HEAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Consecutive failed checks that make a member unhealthy, by default.
 pub const FAILURES_BEFORE_REPAIR: u32 = 3;
 /// Repairs per group per run, by default.
-pub const MAX_REPAIRS_PER_RUN: u64 = 1;
+pub(super) const MAX_REPAIRS_PER_RUN: u64 = 1;
 /// The circuit breaker's default: more than half of the desired size unhealthy halts repairs
 /// (see [`MaxUnhealthy`]).
-pub const MAX_UNHEALTHY: MaxUnhealthy = MaxUnhealthy::Percent(50);
+pub(super) const MAX_UNHEALTHY: MaxUnhealthy = MaxUnhealthy::Percent(50);
 
 /// `Healing.MaxUnhealthy`: the most unhealthy members a group repairs; more halt every repair
 /// of the group (the circuit breaker). A count, or a percentage of the desired size, rounded

@@ -16,7 +16,7 @@ pub enum OnDrainFailure {
 }
 
 /// How long a drain may run when neither the spec nor `--drain-timeout` says.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `Properties.Lifecycle`: what runs before a member is destroyed. Not part of the config
 /// hash: changing it replaces no member.
