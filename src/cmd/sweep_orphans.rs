@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::cli::SweepArgs;
 use crate::cloud_record::{Classified, StrayKind};
 use crate::context::Ctx;
+use crate::directory::{Directory, Instance};
 use crate::exit::{invalid, Code, Failure};
 use crate::names::{Kind, Suffix, IMPORT_FILE, STRAYS_FILE};
 use crate::tfoutput::{Action, ResourceChange};
@@ -50,52 +51,11 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     if args.strays {
         return strays(&args, ctx, &mut ws);
     }
-    let dir = ws.dir();
     let profiles = ctx.profiles()?;
-    let instances = dir.instances(&profiles);
-    // A killed import's blocks adopt objects on the next apply: until then, the instance they
-    // belong to has files but no VM in state, and would look orphaned.
-    if dir.has(IMPORT_FILE) {
-        return Err(invalid(format!("an import did not finish: `{IMPORT_FILE}` is still in the directory"))
-            .hint("run `infrakit-tf reconcile` first (it finishes the import), then sweep-orphans")
-            .into());
-    }
-    // An apply that failed while creating (or was cut short) may have made machines that no
-    // state records: their files are not orphans, and whether they are is known once
-    // `reconcile` has looked them up (exit 13 until then).
-    ws.refuse_while_unsettled("sweep orphans")?;
-
-    // An instance we cannot read may own anything: its VM may be in state under a type we do
-    // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.
-    if let Some((blind, why)) = instances.iter().find_map(|i| Some((i, i.unreadable()?))) {
-        return Err(invalid(format!("cannot tell what {} owns: {why}", blind.id))
-            .hint("fix or remove that instance file, then re-run sweep-orphans")
-            .into());
-    }
-    let state = ws.state()?;
-    let mut orphans = Vec::new();
-    let mut swept_ids = BTreeSet::new();
-    for inst in instances.iter().filter(|i| i.suffix == Suffix::Live) {
-        let (t, n) = inst.vm.as_ref().expect("readable instances have a VM");
-        let vm = format!("{t}.{n}");
-        if !state.contains_key(&vm) {
-            let why = format!("its VM `{vm}` is not in Terraform's state");
-            orphans.push(Orphan { file: inst.file.clone(), kind: "instance", why });
-            swept_ids.insert(inst.id.clone());
-        }
-    }
-    let attached: BTreeSet<&String> =
-        instances.iter().filter(|i| !swept_ids.contains(&i.id)).flat_map(|i| i.attachments.iter()).collect();
-    for f in dir.managed() {
-        let kind = match f.kind {
-            Kind::Dedicated { .. } => "dedicated",
-            Kind::Global { .. } => "global",
-            Kind::Instance(_) => continue,
-        };
-        if f.suffix == Suffix::Live && !attached.contains(&f.base.to_string()) {
-            orphans.push(Orphan { file: f.name.to_string(), kind, why: "no instance is attached to it".into() });
-        }
-    }
+    let instances = ws.dir().instances(&profiles);
+    may_sweep(&ws, &instances)?;
+    let orphans = orphans(ws.dir(), &instances, &ws.state()?);
+    let dir = ws.dir();
 
     if orphans.is_empty() {
         ctx.printer.status(&format!("no orphans in `{}`", dir.shown().display()));
@@ -132,6 +92,59 @@ pub(crate) fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         ctx.printer.json(&Report { orphans, destroys, outcome: Some(outcome) })?;
     }
     failure.map_or(Ok(()), Err)
+}
+
+/// Refuses a sweep while what looks orphaned may not be: an import did not finish, an apply
+/// that failed while creating awaits its look-up, or an instance file cannot be read.
+fn may_sweep(ws: &Workspace<'_>, instances: &[Instance]) -> Result<()> {
+    // A killed import's blocks adopt objects on the next apply: until then, the instance they
+    // belong to has files but no VM in state, and would look orphaned.
+    if ws.dir().has(IMPORT_FILE) {
+        return Err(invalid(format!("an import did not finish: `{IMPORT_FILE}` is still in the directory"))
+            .hint("run `infrakit-tf reconcile` first (it finishes the import), then sweep-orphans")
+            .into());
+    }
+    // An apply that failed while creating (or was cut short) may have made machines that no
+    // state records: their files are not orphans, and whether they are is known once
+    // `reconcile` has looked them up (exit 13 until then).
+    ws.refuse_while_unsettled("sweep orphans")?;
+    // An instance we cannot read may own anything: its VM may be in state under a type we do
+    // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.
+    if let Some((blind, why)) = instances.iter().find_map(|i| Some((i, i.unreadable()?))) {
+        return Err(invalid(format!("cannot tell what {} owns: {why}", blind.id))
+            .hint("fix or remove that instance file, then re-run sweep-orphans")
+            .into());
+    }
+    Ok(())
+}
+
+/// The live files nothing owns: instance files whose VM is not in `state`, and dedicated and
+/// global files no remaining instance is attached to.
+fn orphans<S>(dir: &Directory, instances: &[Instance], state: &BTreeMap<String, S>) -> Vec<Orphan> {
+    let mut orphans = Vec::new();
+    let mut swept_ids = BTreeSet::new();
+    for inst in instances.iter().filter(|i| i.suffix == Suffix::Live) {
+        let (t, n) = inst.vm.as_ref().expect("readable instances have a VM");
+        let vm = format!("{t}.{n}");
+        if !state.contains_key(&vm) {
+            let why = format!("its VM `{vm}` is not in Terraform's state");
+            orphans.push(Orphan { file: inst.file.clone(), kind: "instance", why });
+            swept_ids.insert(inst.id.clone());
+        }
+    }
+    let attached: BTreeSet<&String> =
+        instances.iter().filter(|i| !swept_ids.contains(&i.id)).flat_map(|i| i.attachments.iter()).collect();
+    for f in dir.managed() {
+        let kind = match f.kind {
+            Kind::Dedicated { .. } => "dedicated",
+            Kind::Global { .. } => "global",
+            Kind::Instance(_) => continue,
+        };
+        if f.suffix == Suffix::Live && !attached.contains(&f.base.to_string()) {
+            orphans.push(Orphan { file: f.name.to_string(), kind, why: "no instance is attached to it".into() });
+        }
+    }
+    orphans
 }
 
 /// What `sweep-orphans --strays` reports.
