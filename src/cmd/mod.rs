@@ -1,4 +1,7 @@
-//! One module per subcommand. Each `run` orchestrates: it reads the spec, opens the
+//! The subcommands: a module each (`reconcile/` a directory of its own), and the parts several
+//! of them share: `instances.rs` (new instances' files), `drain.rs` and `heal.rs` (a member
+//! drained before it goes, and the health checks and repairs of `reconcile`). Each `run`
+//! orchestrates: it reads the spec, opens the
 //! `Workspace` (which locks and lists the directory), builds a `ChangeSet` with the pure core
 //! (expansion, names), decides, hands the change to the workspace, and gives its report to the
 //! output layer. It spawns nothing, writes no file and prints nothing itself.

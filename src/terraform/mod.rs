@@ -1,6 +1,7 @@
 //! The Terraform runner: the only place that spawns terraform (clippy bans `Command::new`
 //! elsewhere, lifted on one function each for the two other spawns: `health.rs`, the user's
-//! `--health-cmd`, and `store/relay.rs`, our own binary as the relay). It finds the program and checks its version, and gives each verb infrakit-tf
+//! `--health-cmd`, and `store/relay.rs`, our own binary as the relay). It finds the program and
+//! checks its version, and gives each verb infrakit-tf
 //! uses one typed method ([`Terraform::plan`], [`Terraform::apply`], [`Terraform::show_state`],
 //! ...) that builds its command line, shows its progress, and interprets its exit code and
 //! output. Callers never see an argument list.
@@ -9,9 +10,11 @@
 //! - `follow`: how its output is read and decoded;
 //! - `conclude`: how its end is classified (success, interrupted, timed out, failed).
 //!
-//! Everything it decides on comes from machine-readable output (`-json`, `show -json`,
-//! `version -json`); human text is only shown, never parsed, except the one diagnostic summary
-//! Terraform gives a held state lock, which has no code of its own.
+//! What it decides on comes from machine-readable output (`-json`, `show -json`,
+//! `version -json`), but for what terraform says only in words, in a diagnostic's summary and
+//! detail (diagnostics have no codes): a held state lock (`conclude`), whether a failed run's
+//! error is transient (`retry`'s patterns), and which import a failed run's error names
+//! (`Workspace::failed_of`, by the address or ID it quotes). Any other text is only shown.
 
 mod conclude;
 mod follow;

@@ -156,7 +156,7 @@ fn random_u32() -> u32 {
 
 /// Whether this call is throttled (the count in the file `knob`: `throttle-creates`,
 /// `throttle-lists`, `throttle-reads`), counting it: then how many more will be. One call of
-/// this process at a time takes a count.
+/// this process at a time takes a count; nothing orders two provider processes.
 fn throttled(dir: &Path, knob: &str) -> Option<u64> {
     static IN_PROCESS: Mutex<()> = Mutex::new(());
     let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
@@ -170,7 +170,8 @@ fn throttled(dir: &Path, knob: &str) -> Option<u64> {
 }
 
 /// Whether this create's answer is lost (`lose-creates`), counting it: then the error the
-/// call fails with. One process at a time takes a count, as for `throttled`.
+/// call fails with. One call of this process at a time takes a count, as for `throttled`;
+/// nothing orders two provider processes.
 fn lost(dir: &Path) -> Option<String> {
     static IN_PROCESS: Mutex<()> = Mutex::new(());
     let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
