@@ -20,9 +20,9 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// `1/N` (see `presence::Slice`): N.
+/// `1/N` (see `look::Slice`): N.
 fn parse_slice(s: &str) -> Result<u32, String> {
-    crate::presence::Slice::parse(s).map(|s| s.of)
+    crate::look::Slice::parse(s).map(|s| s.of)
 }
 
 /// A subcommand's `after_help`: its examples, then the guide's page about it.
@@ -313,7 +313,7 @@ pub struct ImportArgs {
 
     /// A resource to adopt: its type, the existing object's cloud ID, and its name in the spec
     /// when the type appears more than once (repeatable; one must be the VM)
-    #[arg(long = "resource", required = true, value_parser = crate::adopt::parse_request, value_name = "TYPE=ID[:NAME]")]
+    #[arg(long = "resource", required = true, value_parser = crate::import_match::parse_request, value_name = "TYPE=ID[:NAME]")]
     pub resources: Vec<(String, String)>,
 
     /// The group's ID: the `infrakit.group` tag; must match a group spec's `ID`
@@ -372,7 +372,8 @@ pub struct ReconcileArgs {
     /// 1/N refreshes all of them within N runs
     ///
     /// Machines of a type with a look-up are listed every run (one call per type and group) to
-    /// see which still exist; the others are refreshed every run (docs/what-a-reconcile-reads.md). The slice goes on where the last run, on any host, stopped.
+    /// see which still exist; the others are refreshed every run (docs/what-a-reconcile-reads.md).
+    /// The slice goes on where the last run, on any host, stopped.
     #[arg(long, value_parser = parse_slice, default_value = "1/12", value_name = "1/N")]
     pub refresh_slice: u32,
 

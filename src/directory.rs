@@ -22,8 +22,8 @@ use crate::exit::invalid;
 use crate::expand::Slots;
 use crate::fsio;
 use crate::health_record::HealthRecord;
+use crate::look::RefreshRecord;
 use crate::names::{self, InstanceId, Kind, Suffix, LAST_ID};
-use crate::presence::RefreshRecord;
 use crate::profile::Profiles;
 use crate::tfconfig;
 
@@ -294,7 +294,7 @@ impl Directory {
         }
     }
 
-    /// The refresh record (`presence`): empty when there is none; why not when it cannot be
+    /// The refresh record (`look`): empty when there is none; why not when it cannot be
     /// read or is not valid.
     pub(crate) fn refresh_record(&self) -> Result<RefreshRecord, String> {
         match self.bytes(names::REFRESH_RECORD) {

@@ -45,7 +45,6 @@ macro_rules! core_modules {
     };
 }
 core_modules!(
-    adopt,
     cloud_record,
     config,
     confighash,
@@ -53,9 +52,10 @@ core_modules!(
     expand,
     group,
     health_record,
+    import_match,
+    look,
     lookup,
     names,
-    presence,
     profile,
     spec,
     template,

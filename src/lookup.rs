@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 
 use crate::group::GROUP_TAG;
 use crate::names;
-use crate::presence::ids_at;
+use crate::look::ids_at;
 use crate::profile::Profiles;
 use crate::spec::lookup;
 use crate::tfconfig::RESOURCE_TAG;
@@ -314,7 +314,7 @@ pub fn holding_back(files: &[(String, Value)], held: &BTreeSet<String>) -> BTree
         for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
             for (rname, props) in by_name.as_object().into_iter().flatten() {
                 let mut mentions = Vec::new();
-                crate::presence::references(props, &mut mentions);
+                crate::look::references(props, &mut mentions);
                 refs.push((format!("{rtype}.{rname}"), mentions));
             }
         }

@@ -12,7 +12,7 @@ use crate::text::short;
 
 pub const LIVE: &str = ".tf.json";
 pub const QUEUED: &str = ".tf.json.new";
-/// Import blocks live in this file while an import runs (see `Workspace::settle_imports`). Not a
+/// Import blocks live in this file while an import runs (see `Workspace::carry_out_imports`). Not a
 /// managed name: never listed, described or swept.
 pub const IMPORT_FILE: &str = "infrakit-tf-import.tf.json";
 /// While `sweep-orphans --strays` destroys twins, they are imported into addresses of their own

@@ -64,7 +64,7 @@ fn path(dotted: &str) -> Vec<String> {
 }
 
 /// How to find, through terraform, the objects of one resource type that an apply cut short
-/// made but never recorded (see `workspace::adoption`): a data source, given the tags infrakit-tf
+/// made but never recorded (see `workspace::lookup`): a data source, given the tags infrakit-tf
 /// writes on every resource of the type, that lists the matching objects' IDs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,7 +86,9 @@ pub struct Lookup {
 }
 
 /// How long after a create, or after an apply that failed or was cut short, the cloud's
-/// "not there" is believed, when neither `--settle` nor the type's `settle` says (docs/what-a-reconcile-reads.md): EC2 documents its eventual consistency as lasting "a few minutes" at
+/// "not there" is believed, when neither `--settle` nor the type's `settle` says
+/// (docs/what-a-reconcile-reads.md): EC2 documents its eventual consistency as lasting "a few
+/// minutes" at
 /// worst, and its advice is to confirm by backing off up to that.
 pub const DEFAULT_SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
 

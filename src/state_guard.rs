@@ -12,7 +12,7 @@
 //!
 //! A state terraform could not save (it writes it to `errored.tfstate`, whatever the backend)
 //! stops every plan and apply until it is pushed and the file removed. With a store, a writer
-//! pushes it by itself first when that is safe ([`push_verdict`]; `Workspace::heal_errored`).
+//! pushes it by itself first when that is safe ([`push_verdict`]; `Workspace::push_errored_state`).
 //!
 //! The local backend's state file is read here (directly: it is cheap, and no extra
 //! terraform run is paid for it). With a store, terraform's state is a row of the store's

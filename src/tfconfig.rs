@@ -67,7 +67,7 @@ pub fn unliteral(text: &str) -> String {
     out
 }
 
-/// The tags that tell which file a resource of a cloud belongs to (see `workspace::adoption`): its
+/// The tags that tell which file a resource of a cloud belongs to (see `workspace::lookup`): its
 /// instance's name, its dedicated slot, or its global scope.
 pub fn identity(kind: &crate::names::Kind) -> BTreeMap<String, String> {
     use crate::names::{dedicated_base, Kind};

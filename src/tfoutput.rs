@@ -332,7 +332,7 @@ pub fn parse_plan_reads(json: &str) -> Result<BTreeMap<String, Value>, String> {
 /// The managed resources of a state document as terraform stores it (the local state file,
 /// the store's state row, `state pull`: format 4), without a terraform run: address, type,
 /// and each instance's `id`.
-pub fn raw_state_resources(json: &str) -> Result<Vec<crate::presence::Recorded>, String> {
+pub fn raw_state_resources(json: &str) -> Result<Vec<crate::look::Recorded>, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| format!("the state is not JSON: {e}"))?;
     let resources = v.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     Ok(resources
@@ -355,7 +355,7 @@ pub fn raw_state_resources(json: &str) -> Result<Vec<crate::presence::Recorded>,
                 .into_iter()
                 .flatten()
                 .any(|i| i.get("deposed").is_some());
-            Some(crate::presence::Recorded {
+            Some(crate::look::Recorded {
                 address: module.map_or(format!("{rtype}.{name}"), |m| format!("{m}.{rtype}.{name}")),
                 rtype: rtype.to_string(),
                 root: module.is_none(),

@@ -26,7 +26,7 @@
 //!    machine) for `reconcile` to finish the import.
 //!
 //! A leftover import-blocks file (a killed import) is finished by the next apply
-//! (`Workspace::settle_imports`); until then, import refuses to start.
+//! (`Workspace::carry_out_imports`); until then, import refuses to start.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -35,13 +35,13 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::adopt::{self, Matched};
 use crate::cli::ImportArgs;
 use crate::cmd::{problems_error, read_slots, read_spec};
 use crate::context::Ctx;
 use crate::directory::Directory;
 use crate::exit::invalid;
 use crate::expand::{self, Expansion, Request, Slots};
+use crate::import_match::{self, Matched};
 use crate::names::{self, InstanceId, Scope, IMPORT_FILE};
 use crate::profile::Profiles;
 use crate::spec::{self, Spec};
@@ -83,7 +83,7 @@ pub(crate) fn run(args: ImportArgs, ctx: &Ctx) -> Result<()> {
             .into());
     }
     if !args.dry_run {
-        ws.refuse_while_unsettled("import")?;
+        ws.refuse_until_looked_up("import")?;
     }
     let state = ws.state()?;
     if let Some(report) = already_imported(&spec, &requests, &state, ws.dir())? {
@@ -150,10 +150,10 @@ fn read_request(args: &ImportArgs, profiles: &Profiles, ctx: &Ctx) -> Result<(Sp
     let path = std::path::PathBuf::from(args.spec.strip_prefix("file://").unwrap_or(&args.spec));
     let (label, text) = read_spec(&path)?;
     let doc: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("spec {label}: not valid JSON: {e}")))?;
-    let doc = adopt::instance_spec(doc, args.group_id.as_deref()).map_err(invalid)?;
+    let doc = import_match::instance_spec(doc, args.group_id.as_deref()).map_err(invalid)?;
     let mut spec = spec::parse(&doc.to_string(), profiles).map_err(|p| problems_error(&label, &p, &ctx.printer))?;
     spec.init.clear(); // an adopted machine has already booted
-    let requests = adopt::match_requests(&spec, &args.resources).map_err(invalid)?;
+    let requests = import_match::match_requests(&spec, &args.resources).map_err(invalid)?;
     Ok((spec, requests))
 }
 
@@ -303,7 +303,7 @@ impl<'s> ImportPlan<'s> {
                 tfconfig::resource_mut(files.get_mut(&file).expect("expanded"), rtype, &name).expect("expanded");
             let empty = serde_json::Map::new();
             let live_props = live.get(&address).and_then(Value::as_object).unwrap_or(&empty);
-            let mut adopted = adopt::adopt_props(props, live_props, exclude);
+            let mut adopted = import_match::adopt_props(props, live_props, exclude);
             if m.index == self.spec.vm {
                 let ours = tfconfig::read_tags(props, profile)
                     .into_iter()

@@ -107,7 +107,7 @@ fn may_sweep(ws: &Workspace<'_>, instances: &[Instance]) -> Result<()> {
     // An apply that failed while creating (or was cut short) may have made machines that no
     // state records: their files are not orphans, and whether they are is known once
     // `reconcile` has looked them up (exit 13 until then).
-    ws.refuse_while_unsettled("sweep orphans")?;
+    ws.refuse_until_looked_up("sweep orphans")?;
     // An instance we cannot read may own anything: its VM may be in state under a type we do
     // not know, and its attachments are unknown. Sweeping around it could destroy what it uses.
     if let Some((blind, why)) = instances.iter().find_map(|i| Some((i, i.unreadable()?))) {

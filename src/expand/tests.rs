@@ -65,7 +65,7 @@ fn worked_example() {
                 "user_data": "ZWNobyBoaQ=="}}}})
     );
     // Beyond the reference: a volume that can be looked up after a cut apply carries its slot
-    // and group (`workspace::adoption`).
+    // and group (`workspace::lookup`).
     assert_eq!(
         e.files["workers_dedicated_1"],
         json!({"resource": {"aws_ebs_volume": {"workers-1-data": {"size": 10,

@@ -26,10 +26,10 @@ use crate::lookup::Evidence;
 /// killed): why, as text, and when it was noted by this host's clock (`lookup::Evidence`). The lock that finds the record of a terraform `apply` whose process
 /// is gone without having been seen to end turns it into this marker at once, before anything
 /// else runs terraform (and rewrites the record); it stays until what that apply was making
-/// has been looked up (`workspace::adoption`; with a store, the store keeps it for every
+/// has been looked up (`workspace::lookup`; with a store, the store keeps it for every
 /// host). (Not terraform's `.terraform.tfstate.lock.info`: a terraform run by hand holds it
 /// too.)
-pub(crate) const UNSETTLED: &str = ".infrakit-tf-unsettled";
+pub(crate) const EVIDENCE: &str = ".infrakit-tf-unsettled";
 
 /// What applies created (address and ID of each machine), noted as each ended, until the
 /// workspace moves it into the cloud record (`cloud_record`), stamped with the time it does:
@@ -49,7 +49,7 @@ struct Running {
 
 /// Under the flock of `dir` (absolute): waits in `polite` while the record names a terraform
 /// that is still running; then removes the record, first turning that of an `apply` that did
-/// not end into the marker ([`UNSETTLED`]).
+/// not end into the marker ([`EVIDENCE`]).
 pub(super) fn wait_for_left_running(dir: &Path, polite: &mut Polite<'_>) -> Result<()> {
     let record = dir.join(RUNNING);
     loop {
@@ -82,9 +82,9 @@ pub(crate) fn note_running(pid: u32, command: &str) -> Result<()> {
 }
 
 /// An apply failed after it began to create (`why`): what it was creating may exist in no
-/// state, so it leaves the marker of an apply cut short ([`UNSETTLED`]) in the locked
-/// directory, and the next look-up (`workspace::adoption`) checks for those machines.
-pub(crate) fn note_unsettled(why: &str) -> Result<()> {
+/// state, so it leaves the marker of an apply cut short ([`EVIDENCE`]) in the locked
+/// directory, and the next look-up (`workspace::lookup`) checks for those machines.
+pub(crate) fn note_evidence(why: &str) -> Result<()> {
     let Some(dir) = held_dir() else { return Ok(()) };
     write_marker(&dir, why)
 }
@@ -104,16 +104,16 @@ pub(crate) fn created(dir: &Path) -> Vec<(String, String)> {
     crate::fsio::read(dir.join(CREATED)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
 }
 
-/// Writes the marker ([`UNSETTLED`]): `why`, noted now.
+/// Writes the marker ([`EVIDENCE`]): `why`, noted now.
 fn write_marker(dir: &Path, why: &str) -> Result<()> {
     let text = Evidence::text(why, crate::process::now_ms());
-    fsio::write_atomic(&dir.join(UNSETTLED), text.as_bytes(), fsio::Perms::Public).map(drop)
+    fsio::write_atomic(&dir.join(EVIDENCE), text.as_bytes(), fsio::Perms::Public).map(drop)
 }
 
-/// What the marker in `dir` says ([`UNSETTLED`]), if it is there: why an apply was cut short,
+/// What the marker in `dir` says ([`EVIDENCE`]), if it is there: why an apply was cut short,
 /// and when that was noted (a marker that does not say: when it was written).
-pub(crate) fn unsettled(dir: &Path) -> Option<Evidence> {
-    let path = dir.join(UNSETTLED);
+pub(crate) fn evidence(dir: &Path) -> Option<Evidence> {
+    let path = dir.join(EVIDENCE);
     let text = crate::fsio::read_to_string(&path).ok()?;
     let written = std::fs::metadata(&path).and_then(|m| m.modified()).map_or(0, crate::process::epoch_ms);
     Some(Evidence::parse(&text, written))

@@ -216,8 +216,8 @@ impl Store {
                         "took over store directory `{name}` from {previous}, whose lease expired without being released (its host died or lost the server){sessions}"
                     ));
                     // It may have been applying: what it was making is looked up before the
-                    // next plan or apply, by whichever host runs next (see `workspace::adoption`).
-                    self.set_unsettled(Some(&format!("{previous} lost its lease")))?;
+                    // next plan or apply, by whichever host runs next (see `workspace::lookup`).
+                    self.set_evidence(Some(&format!("{previous} lost its lease")))?;
                 }
                 return Ok(());
             }
@@ -285,7 +285,7 @@ impl Store {
     /// Why an apply of this directory may have been cut short (its machines not recorded), and
     /// when that was noted by the store's clock, as the store knew when its files were read
     /// (under this lease, for a writer); `None`: none was.
-    pub(crate) fn unsettled(&self) -> Option<Evidence> {
+    pub(crate) fn evidence(&self) -> Option<Evidence> {
         // A record from before the time was kept: long ago.
         self.unsettled.as_deref().map(|text| Evidence::parse(text, 0))
     }
@@ -293,7 +293,7 @@ impl Store {
     /// Records that an apply may have been cut short (`Some`: why), noted now by the store's
     /// clock (the one every host reads), or that its machines have been looked up (`None`),
     /// for every host, under the lease.
-    pub(crate) fn set_unsettled(&mut self, why: Option<&str>) -> Result<()> {
+    pub(crate) fn set_evidence(&mut self, why: Option<&str>) -> Result<()> {
         let why = why.map(str::to_string);
         let row = self.fenced(
             "rec AS (INSERT INTO infrakit_tf.directories AS d (name, unsettled) \

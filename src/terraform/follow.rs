@@ -42,7 +42,7 @@ pub(super) struct Collected {
     pub(super) done: Changes,
     /// The resources an apply began to create (or replace: `apply_start`). Until terraform
     /// has recorded them, their machines may exist in no state: a failed apply that began
-    /// any leaves the evidence that has them looked up (`lock::running::note_unsettled`).
+    /// any leaves the evidence that has them looked up (`lock::running::note_evidence`).
     pub(super) creating: Vec<String>,
     /// What an apply created, with the new object's ID (`apply_complete` of a create or a
     /// replace): when each machine was made is recorded (`cloud_record`).
@@ -112,7 +112,7 @@ impl Collected {
             }
             Event::Refresh { .. } => crate::metrics::note_read(crate::metrics::Read::Refresh),
             Event::ApplyStart { address, action: Action::Read } => {
-                crate::metrics::note_read(if address.contains(&format!(".{}", crate::presence::LISTING_PREFIX)) {
+                crate::metrics::note_read(if address.contains(&format!(".{}", crate::look::LISTING_PREFIX)) {
                     crate::metrics::Read::Listing
                 } else {
                     crate::metrics::Read::DataSource

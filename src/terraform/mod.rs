@@ -393,7 +393,7 @@ impl Terraform {
 
     /// [`Terraform::apply`], where a try that failed after it began to create may be run
     /// again (when its error is transient): `adopt` is called first, to look up and adopt
-    /// what that try made (`workspace::adoption`), so that the next try imports it rather
+    /// what that try made (`workspace::lookup`), so that the next try imports it rather
     /// than create it a second time.
     pub(crate) fn apply_adopting(&self, what: Apply<'_>, adopt: &mut dyn FnMut() -> Result<Next>) -> Result<Changes> {
         self.apply_run(what, Some(adopt))

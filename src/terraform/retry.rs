@@ -1,4 +1,5 @@
-//! Which failed terraform runs are run again, and after how long (docs/running-unattended.md): a run that failed with an error matching a transient pattern (throttling, a
+//! Which failed terraform runs are run again, and after how long (docs/running-unattended.md): a
+//! run that failed with an error matching a transient pattern (throttling, a
 //! 5xx from an API, a reset connection, a network timeout, a provider or module download that
 //! broke off) is run again, up to `max` times, after an exponential backoff with jitter. A
 //! failure that matches nothing is never retried; neither is an interrupt, a timeout, a held

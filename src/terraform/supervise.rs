@@ -226,7 +226,7 @@ fn note_ending(tf: &Terraform, inv: &Invocation, status: &ExitStatus, collected:
     let mut noted = true;
     let failed_apply = inv.is_apply() && tf.records_state && !status.success() && collected.dump.is_none();
     if failed_apply && !collected.creating.is_empty() {
-        noted = lock::running::note_unsettled(&unfinished_creates(&collected.creating, &collected.created)).is_ok();
+        noted = lock::running::note_evidence(&unfinished_creates(&collected.creating, &collected.created)).is_ok();
     }
     // What an apply created, noted as it ended, before its record goes (the same way): the
     // workspace moves it into the cloud record with the time (a read that calls one of those
@@ -236,7 +236,7 @@ fn note_ending(tf: &Terraform, inv: &Invocation, status: &ExitStatus, collected:
         noted &= lock::running::note_created(&collected.created).is_ok();
     }
     // A stale record names a dead process: the next lock drops it, and takes a killed apply
-    // for one that was cut short (`lock::running::UNSETTLED`).
+    // for one that was cut short (`lock::running::EVIDENCE`).
     if noted && inv.touches_dir && std::os::unix::process::ExitStatusExt::signal(status).is_none() {
         let _ = lock::running::note_done();
     }

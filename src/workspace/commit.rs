@@ -34,7 +34,7 @@ impl Workspace<'_> {
         if mode == CommitMode::Queue && !changes.removals.is_empty() {
             // The look-up runs with an apply: a file removed before it would leave behind the
             // machine that a cut apply made for it.
-            self.refuse_while_unsettled(&format!("remove {} without an apply", changes.removals.join(", ")))?;
+            self.refuse_until_looked_up(&format!("remove {} without an apply", changes.removals.join(", ")))?;
         }
         let mut adopted = Vec::new();
         let (providers, targets) = if mode == CommitMode::Apply {
@@ -52,7 +52,7 @@ impl Workspace<'_> {
         self.promote()?;
         // Import blocks left by a killed import are carried out by a whole apply only: a
         // targeted one would skip those of untargeted resources, and then lose them.
-        let targets = if self.settle_imports()? { Vec::new() } else { targets };
+        let targets = if self.carry_out_imports()? { Vec::new() } else { targets };
         // The queued files written above are live now: report the names they have.
         for f in outcome.files.iter_mut().filter(|f| f.action != FileAction::Removed) {
             if let Some(base) = f.name.strip_suffix(names::QUEUED) {
@@ -96,7 +96,7 @@ impl Workspace<'_> {
     /// promote (those `changes` does not replace) is a readable document, and the state is not
     /// lost (`state_guard`). Returns those queued documents (for `init`'s provider check).
     /// With a store, a state terraform could not save is pushed first when that is safe (see
-    /// `heal`), unless the command changes nothing ([`Workspace::check_only`]).
+    /// `errored_state`), unless the command changes nothing ([`Workspace::check_only`]).
     pub(crate) fn preflight(&mut self, changes: &ChangeSet) -> Result<Vec<Value>> {
         if self.role.writes_to_store() {
             // Before the change is in the store: a host whose state is not shared refuses
@@ -124,7 +124,7 @@ impl Workspace<'_> {
             }
         }
         if !self.check_only {
-            self.heal_errored()?;
+            self.push_errored_state()?;
         }
         crate::state_guard::check(&self.dir, self.role.store_config().map(|s| s.shell_env()).as_deref())?;
         if let Role::Shared { store, config, .. } = &mut self.role {
@@ -159,7 +159,7 @@ impl Workspace<'_> {
 
     /// After a terraform run that may have changed the state: with a store, its stamp is
     /// recorded there (see `state_guard`), and so is the evidence of an apply that failed
-    /// while it was creating (`workspace::adoption`). The run's own error comes first.
+    /// while it was creating (`workspace::lookup`). The run's own error comes first.
     pub(super) fn recorded<T>(&mut self, ran: Result<T>) -> Result<T> {
         let errored = crate::state_guard::errored(self.dir.path()).is_some();
         let recorded = match self.role.store() {

@@ -17,15 +17,15 @@ use crate::names;
 /// managed file declares is kept, so that the next apply adopts that object rather than create
 /// a second one (a block whose object is already in state does nothing). A block whose target
 /// is gone is dropped: terraform refuses it. Returns how many blocks are kept.
-pub(super) fn settle(path: &Path) -> Result<usize> {
-    let (kept, op) = settled(path)?;
+pub(super) fn carry_out(path: &Path) -> Result<usize> {
+    let (kept, op) = carried_out(path)?;
     journal::commit(path, &Vec::from_iter(op))?;
     Ok(kept)
 }
 
 /// What settling the import-blocks file in `path` keeps, and the change of that file it
 /// takes (none when every block stays), for the caller to carry out.
-pub(super) fn settled(path: &Path) -> Result<(usize, Option<FileOp>)> {
+pub(super) fn carried_out(path: &Path) -> Result<(usize, Option<FileOp>)> {
     if !path.join(names::IMPORT_FILE).exists() {
         return Ok((0, None));
     }
@@ -88,13 +88,13 @@ mod tests {
             names::IMPORT_FILE,
             serde_json::json!({"import": [to("aws_instance.instance-1"), to("aws_instance.instance-2"), to("aws_vpc.net")]}),
         );
-        assert_eq!(settle(d).unwrap(), 1, "only managed files declare what an import adopts");
+        assert_eq!(carry_out(d).unwrap(), 1, "only managed files declare what an import adopts");
         assert_eq!(blocks(d), Some(serde_json::json!({"import": [to("aws_instance.instance-1")]})));
-        assert_eq!(settle(d).unwrap(), 1, "settling again changes nothing");
+        assert_eq!(carry_out(d).unwrap(), 1, "settling again changes nothing");
 
         fsio::remove(&d.join("instance-1.tf.json")).unwrap();
-        assert_eq!(settle(d).unwrap(), 0);
+        assert_eq!(carry_out(d).unwrap(), 0);
         assert_eq!(blocks(d), None, "no block left: the file goes");
-        assert_eq!(settle(d).unwrap(), 0, "no file: nothing to do");
+        assert_eq!(carry_out(d).unwrap(), 0, "no file: nothing to do");
     }
 }

@@ -1,5 +1,5 @@
 //! What a reconcile reads from the cloud, at a cost that does not grow with the group (the
-//! decisions are `crate::presence`'s; this is running them). One targeted plan in a mirror
+//! decisions are `crate::look`'s; this is running them). One targeted plan in a mirror
 //! holding only the files it needs, with the listing data sources: it lists every look-up
 //! type's machines (one read per type and group), refreshes the rotating slice and every
 //! resource no listing shows, and saves nothing. A machine a listing does not show is then
@@ -20,8 +20,8 @@ use serde_json::Value;
 use super::{mirror, ChangeSet, FileWrite, Workspace};
 use crate::fsio::{self, Perms};
 use crate::journal::FileOp;
+use crate::look::{self, Presence, RefreshRecord, Slice};
 use crate::names;
-use crate::presence::{self, Presence, RefreshRecord, Slice};
 use crate::terraform::{Plan, PlanOptions};
 use crate::tfoutput::{Action, Changes, ResourceChange};
 
@@ -81,9 +81,9 @@ impl Workspace<'_> {
         self.terraform()?.state_pull()
     }
 
-    /// What this run lists and refreshes (`presence::plan`), from the live files, the state
+    /// What this run lists and refreshes (`look::plan`), from the live files, the state
     /// document (returned too) and the refresh record (a record that cannot be read starts the
-    /// slice again). `None` when nothing can be listed (`presence::may_list`; a file that cannot
+    /// slice again). `None` when nothing can be listed (`look::may_list`; a file that cannot
     /// be read), or when your configuration names a path out of the directory (`../modules`):
     /// the look plans in a mirror elsewhere, where that path leads nowhere. The state is not
     /// read then.
@@ -95,7 +95,7 @@ impl Workspace<'_> {
                 .detail("your configuration names a path out of the directory: this run refreshes everything");
             return Ok(None);
         }
-        let Some(files) = self.live_docs().filter(|files| presence::may_list(files, &profiles)) else {
+        let Some(files) = self.live_docs().filter(|files| look::may_list(files, &profiles)) else {
             return Ok(None);
         };
         let state = self.state_document()?;
@@ -108,7 +108,7 @@ impl Workspace<'_> {
             self.ctx.printer.warn(&format!("{why}: the refresh slice starts again"));
             RefreshRecord::default()
         });
-        let presence = presence::plan(&files, &recorded, &profiles, record.cursor.as_deref(), slice);
+        let presence = look::plan(&files, &recorded, &profiles, record.cursor.as_deref(), slice);
         Ok(presence.lists().then_some((state, presence)))
     }
 
@@ -136,7 +136,7 @@ impl Workspace<'_> {
             }
             // Every listing found empty: none to write (an empty `data` block is not valid).
             let listing = (!listings.is_empty()).then(|| {
-                let (doc, _) = presence::listing_document(&presence.listings, &empty);
+                let (doc, _) = look::listing_document(&presence.listings, &empty);
                 FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private }
             });
             runs += 1;
@@ -151,8 +151,7 @@ impl Workspace<'_> {
             let mut progress = false;
             for d in &errors {
                 let text = format!("{}\n{}", d.summary, d.detail);
-                let which =
-                    d.address.as_deref().filter(|a| a.starts_with("data.")).and_then(presence::Listing::index_of);
+                let which = d.address.as_deref().filter(|a| a.starts_with("data.")).and_then(look::Listing::index_of);
                 let transient = tf.is_transient(&text);
                 match which.and_then(|i| Some((i, presence.listings.get(i)?))) {
                     Some((i, l))
@@ -245,8 +244,8 @@ impl Workspace<'_> {
             let base = name.strip_suffix(".json").unwrap_or(name).strip_suffix(".tf").unwrap_or(name);
             base == "override" || base.ends_with("_override")
         });
-        let mentioned: Vec<String> = yours.iter().flat_map(|(_, text)| presence::mentioned(text)).collect();
-        let only = files.filter(|_| !overrides).and_then(|f| presence::needed_files(f, targets, &mentioned));
+        let mentioned: Vec<String> = yours.iter().flat_map(|(_, text)| look::mentioned(text)).collect();
+        let only = files.filter(|_| !overrides).and_then(|f| look::needed_files(f, targets, &mentioned));
         let lists = listing.is_some();
         let changes = ChangeSet::writing(listing.into_iter().collect());
         let mirror = mirror::build_with(&self.dir, &changes, only.as_ref())?;
@@ -260,7 +259,7 @@ impl Workspace<'_> {
 
     /// Your own configuration files (`*.tf`, `*.tf.json` that infrakit-tf does not manage),
     /// name and text: they are always in a targeted plan's configuration, so the managed files
-    /// they refer to (`presence::mentioned`) must be too.
+    /// they refer to (`look::mentioned`) must be too.
     fn yours(&self) -> Vec<(String, String)> {
         self.dir
             .names()
@@ -399,7 +398,7 @@ pub(crate) fn merge(whole: Option<&Plan>, looked: Plan, confirmed: Option<Plan>)
     let mut refreshed: BTreeSet<String> = BTreeSet::new();
     for plan in std::iter::once(looked).chain(confirmed) {
         drift.extend(plan.drift.into_iter().map(|d| (d.address.clone(), d)));
-        let listing = |c: &ResourceChange| c.address.contains(&format!(".{}", presence::LISTING_PREFIX));
+        let listing = |c: &ResourceChange| c.address.contains(&format!(".{}", look::LISTING_PREFIX));
         for c in plan.changes.into_iter().filter(|c| !listing(c)) {
             refreshed.insert(c.address.clone());
             changes.insert(c.address.clone(), c);

@@ -21,7 +21,7 @@ pub(super) fn build(dir: &Directory, changes: &ChangeSet) -> Result<tempfile::Te
 }
 
 /// [`build`], with only the managed files `only` names (by their live name), when given: a
-/// targeted plan's configuration, whatever else the directory holds (`presence::needed_files`).
+/// targeted plan's configuration, whatever else the directory holds (`look::needed_files`).
 pub(super) fn build_with(
     dir: &Directory,
     changes: &ChangeSet,
@@ -67,7 +67,7 @@ pub(super) fn build_with(
         let live = m.join(format!("{base}{}", names::LIVE));
         fsio::write_atomic(&live, &crate::tfconfig::to_bytes(doc), Perms::Private)?;
     }
-    imports::settle(m)?;
+    imports::carry_out(m)?;
     // A directory left with no configuration (its last file removed by `changes`, or none
     // ever): terraform plans the empty one, as the real directory would get it
     // (`Workspace::placeholder`), rather than refuse.

@@ -31,13 +31,13 @@
 //! in a mirror), `records.rs` (what the cloud answered, by the shared clock), `undo.rs` (a
 //! failed import undone), and the rest as the `mod` lines below name them.
 
-mod adoption;
 mod changes;
 mod commit;
-mod heal;
+mod errored_state;
 mod imports;
 mod init;
 mod look;
+mod lookup;
 mod migrate;
 mod mirror;
 mod open;
@@ -79,15 +79,15 @@ pub(crate) struct Workspace<'a> {
     /// The situation it was opened for (`open.rs`), and what it holds for it.
     role: Role<'a>,
     /// Why an apply of this directory was cut short, and when that was noted, until what it
-    /// made is looked up (see `workspace::adoption`); `None`: none was.
-    unsettled: Option<crate::lookup::Evidence>,
+    /// made is looked up (see `workspace::lookup`); `None`: none was.
+    evidence: Option<crate::lookup::Evidence>,
     /// What a look-up did not find yet may not conclude absent (see
     /// `Workspace::find_unrecorded`): held back from this run's applies.
     held_back: BTreeSet<String>,
     /// When the cloud's answer about `held_back` is believed (ms, the shared clock).
     held_until: Option<u64>,
     /// The command changes nothing though it holds the lock (`reconcile --check`): a state
-    /// terraform could not save is not pushed (`heal`), only refused.
+    /// terraform could not save is not pushed (`errored_state`), only refused.
     check_only: bool,
     /// The addresses this workspace's applies created (noted as each ended): what a commit
     /// whose apply failed still made.
@@ -243,13 +243,13 @@ impl<'a> Workspace<'a> {
         .into())
     }
 
-    /// Settles a leftover import-blocks file before terraform runs (see `imports::settle`).
+    /// Settles a leftover import-blocks file before terraform runs (see `imports::carry_out`).
     /// Whether import blocks remain for the next apply.
-    pub(crate) fn settle_imports(&mut self) -> Result<bool> {
+    pub(crate) fn carry_out_imports(&mut self) -> Result<bool> {
         if !self.dir.has(names::IMPORT_FILE) {
             return Ok(false);
         }
-        let (kept, op) = imports::settled(self.dir.path())?;
+        let (kept, op) = imports::carried_out(self.dir.path())?;
         self.change(&Vec::from_iter(op))?;
         Ok(kept > 0)
     }

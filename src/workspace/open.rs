@@ -55,7 +55,7 @@ impl<'a> Workspace<'a> {
             tf: OnceCell::new(),
             written_providers: BTreeSet::new(),
             role,
-            unsettled: None,
+            evidence: None,
             held_back: BTreeSet::new(),
             held_until: None,
             check_only: false,
@@ -66,7 +66,7 @@ impl<'a> Workspace<'a> {
     /// For a command that only reads (or plans in a mirror): no lock. With a store, it reads
     /// a snapshot of the store's files (`view::store`).
     pub(crate) fn read(ctx: &'a Ctx) -> Result<Self> {
-        let mut unsettled = None;
+        let mut evidence = None;
         let config = ctx.store()?;
         let (dir, view_dir) = match config {
             Some(config) => {
@@ -82,7 +82,7 @@ impl<'a> Workspace<'a> {
                     init::record(&ctx.dir, &BTreeSet::new())?;
                 }
                 let (tmp, view) = view::store(&mut store, &ctx.dir, &ctx.printer)?;
-                unsettled = store.unsettled();
+                evidence = store.evidence();
                 (view, Some(tmp))
             }
             None => {
@@ -97,14 +97,14 @@ impl<'a> Workspace<'a> {
             }
         };
         // What this host's last apply left here, not in the store yet, counts as well.
-        let unsettled = unsettled.or_else(|| lock::running::unsettled(&ctx.dir));
+        let evidence = evidence.or_else(|| lock::running::evidence(&ctx.dir));
         Ok(Workspace {
             ctx,
             dir,
             tf: OnceCell::new(),
             written_providers: BTreeSet::new(),
             role: Role::Reader { store: config, _view_dir: view_dir },
-            unsettled,
+            evidence,
             held_back: BTreeSet::new(),
             held_until: None,
             check_only: false,

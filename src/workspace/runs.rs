@@ -93,10 +93,10 @@ impl Workspace<'_> {
             self.note_cut()?;
             // The failed try was creating: its marker may not have been written (a full disk
             // keeps terraform's running record instead); this retry looks up all the same.
-            if self.unsettled.is_none() {
+            if self.evidence.is_none() {
                 let noted_ms = self.now_ms()?;
                 let why = "terraform apply failed while creating".to_string();
-                self.unsettled = Some(crate::lookup::Evidence { why, noted_ms });
+                self.evidence = Some(crate::lookup::Evidence { why, noted_ms });
             }
             adopted.extend(self.find_unrecorded(false, &[])?.into_iter().map(|a| a.address));
             if let Some(wait) = self.settle_wait()? {

@@ -1,6 +1,6 @@
 //! `reconcile`: what cron runs. Under the lock (`--no-wait`: busy is exit 5 at once), it
 //! promotes the queue and looks at the cloud. When a look-up lists machines of the directory
-//! (`presence`), the look costs what a group costs, not what it holds: one listing per look-up
+//! (`look`), the look costs what a group costs, not what it holds: one listing per look-up
 //! type and group, a rotating slice refreshed (`--refresh-slice`), what no listing shows
 //! refreshed, and a machine the listings did not show refreshed alone to confirm
 //! (`workspace::look`); the whole configuration is planned without refreshing unless nothing
@@ -55,9 +55,9 @@ use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::health_record::HealthRecord;
+use crate::look::{RefreshRecord, Slice};
 use crate::names::{self, InstanceId, Suffix};
 use crate::output::{utc_now, Printer};
-use crate::presence::{RefreshRecord, Slice};
 use crate::profile::Profiles;
 use crate::terraform::{Apply, Plan};
 use crate::tfoutput::{Action, ResourceChange};
@@ -376,7 +376,7 @@ impl Run<'_> {
             }
         }
         if importing && !report.pruned.is_empty() {
-            ws.settle_imports()?;
+            ws.carry_out_imports()?;
         }
 
         // A refresh that found objects gone is saved by applying its plan, even one with no
@@ -492,8 +492,8 @@ impl Run<'_> {
     ) -> Result<Decided<'i>> {
         let promoted_ids = queued_ids(instances);
         report.promoted = ws.promote()?;
-        // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
-        let importing = ws.settle_imports()?;
+        // An import that did not finish: its blocks are applied now (see `Workspace::carry_out_imports`).
+        let importing = ws.carry_out_imports()?;
         ws.keep_configuration()?;
         ws.init_if_needed(&ws.providers(instances))?;
         let read_at = ws.now_ms()?;

@@ -1,4 +1,6 @@
-//! Which machines still exist, at a cost that does not grow with the group (docs/what-a-reconcile-reads.md). A refreshing plan reads every resource of the directory, one cloud call
+//! Which machines still exist, at a cost that does not grow with the group
+//! (docs/what-a-reconcile-reads.md). A refreshing plan reads every resource of the directory, one
+//! cloud call
 //! or more each, every run; yet what `reconcile` needs every run is *presence*, and the cloud
 //! answers that for a whole group in one call: the look-up data sources that adoption declares
 //! (`profile::Lookup`) list every object carrying our tags.

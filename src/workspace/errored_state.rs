@@ -25,7 +25,7 @@ impl Workspace<'_> {
     /// (pushed by a run stopped before it removed it) is removed. Unsafe (another lineage, an
     /// older serial): refused (exit 13), saying why; nothing is pushed. Nothing to do without
     /// such a file, and left to the usual refusals when another host holds one too.
-    pub(super) fn heal_errored(&mut self) -> Result<()> {
+    pub(super) fn push_errored_state(&mut self) -> Result<()> {
         let Some(file) = state_guard::errored(self.dir.path()) else { return Ok(()) };
         let Role::Shared { store, config, .. } = &mut self.role else { return Ok(()) };
         let me = sync::me(&self.dir);
@@ -52,10 +52,9 @@ impl Workspace<'_> {
             }
         };
         // The evidence first: a run killed after the push still looks up what the apply made.
-        let why =
-            self.unsettled.as_ref().map_or_else(|| "terraform could not save its state".into(), |e| e.why.clone());
-        store.set_unsettled(Some(&why))?;
-        self.unsettled = store.unsettled();
+        let why = self.evidence.as_ref().map_or_else(|| "terraform could not save its state".into(), |e| e.why.clone());
+        store.set_evidence(Some(&why))?;
+        self.evidence = store.evidence();
         if let Some(push) = &push {
             self.terraform()?.state_push(&file, *push == Push::Force)?;
         }

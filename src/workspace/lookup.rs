@@ -2,7 +2,7 @@
 //! looked up through terraform and adopted (the decisions are `crate::lookup`'s; this is
 //! running them). Only when one was cut short: the look-up costs nothing otherwise.
 //!
-//! The evidence that one was (`lock::running::UNSETTLED`: a terraform apply that did not end; with a
+//! The evidence that one was (`lock::running::EVIDENCE`: a terraform apply that did not end; with a
 //! store, a lease taken over from a host that did not release it) is kept until the look-up
 //! has been done: in the store, for whichever host runs next, or in a local marker.
 
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{ChangeSet, FileWrite, Workspace};
 use crate::exit::{Code, Failure};
 use crate::fsio::{self, Perms};
-use crate::lock::running::UNSETTLED;
+use crate::lock::running::EVIDENCE;
 use crate::lookup::{self, Adopted, Verdict};
 use crate::names;
 use crate::terraform::PlanOptions;
@@ -24,18 +24,18 @@ use crate::text::utc_ms;
 const LOOKUP_FILE: &str = "infrakit-tf-lookup.tf.json";
 
 impl Workspace<'_> {
-    /// Learns whether an apply was cut short before (the lock's marker, `lock::running::UNSETTLED`;
+    /// Learns whether an apply was cut short before (the lock's marker, `lock::running::EVIDENCE`;
     /// with a store, the store's record, into which a local marker is moved for every host,
     /// noted by the store's clock):
     /// [`Workspace::find_unrecorded`] looks up what it made.
     /// Also after every run that may have changed the state: an apply that failed while it was
-    /// creating left the marker (`lock::running::note_unsettled`), which goes to the store at once.
+    /// creating left the marker (`lock::running::note_evidence`), which goes to the store at once.
     pub(super) fn note_cut(&mut self) -> Result<()> {
-        let marker = self.dir.path().join(UNSETTLED);
-        let local = crate::lock::running::unsettled(self.dir.path());
-        if let Some(evidence) = local.as_ref().filter(|_| !self.dir.has(UNSETTLED)) {
-            self.dir.note(UNSETTLED, true);
-            if self.unsettled.is_none() {
+        let marker = self.dir.path().join(EVIDENCE);
+        let local = crate::lock::running::evidence(self.dir.path());
+        if let Some(evidence) = local.as_ref().filter(|_| !self.dir.has(EVIDENCE)) {
+            self.dir.note(EVIDENCE, true);
+            if self.evidence.is_none() {
                 self.ctx.printer.warn(&format!(
                     "{}: the machines it was creating may exist in no state; they are looked up by their tags before anything applies again",
                     evidence.why
@@ -45,13 +45,13 @@ impl Workspace<'_> {
         match self.role.store() {
             Some(store) => {
                 if let Some(evidence) = &local {
-                    store.set_unsettled(Some(&evidence.why))?;
+                    store.set_evidence(Some(&evidence.why))?;
                     fsio::remove(&marker)?;
-                    self.dir.note(UNSETTLED, false);
+                    self.dir.note(EVIDENCE, false);
                 }
-                self.unsettled = store.unsettled();
+                self.evidence = store.evidence();
             }
-            None => self.unsettled = local,
+            None => self.evidence = local,
         }
         Ok(())
     }
@@ -71,7 +71,7 @@ impl Workspace<'_> {
     /// ([`Workspace::holding_back`]), so that a machine the cloud does not list yet is not
     /// made a second time. The next run looks again.
     pub(crate) fn find_unrecorded(&mut self, check: bool, removing: &[String]) -> Result<Vec<Adopted>> {
-        let Some(evidence) = self.unsettled.clone() else { return Ok(Vec::new()) };
+        let Some(evidence) = self.evidence.clone() else { return Ok(Vec::new()) };
         self.ctx
             .printer
             .status(&format!("an apply was cut short ({}): looking up the machines it may have made", evidence.why));
@@ -177,7 +177,7 @@ impl Workspace<'_> {
             }
         }
         if young.is_empty() && !check {
-            self.settle_cut()?;
+            self.look_up_cut()?;
         }
         Ok(adopted)
     }
@@ -254,12 +254,12 @@ impl Workspace<'_> {
     /// be looked up, if they are: then a live file whose resources are not in the state may
     /// have its machine in the cloud.
     pub(crate) fn awaiting_lookup(&self) -> Option<&str> {
-        self.unsettled.as_ref().map(|e| e.why.as_str())
+        self.evidence.as_ref().map(|e| e.why.as_str())
     }
 
     /// When the evidence of an apply that failed or was cut short was noted, while it stands.
     pub(crate) fn evidence_noted(&self) -> Option<u64> {
-        self.unsettled.as_ref().map(|e| e.noted_ms)
+        self.evidence.as_ref().map(|e| e.noted_ms)
     }
 
     /// The resources held back from this run's applies (see [`Workspace::find_unrecorded`]),
@@ -271,8 +271,8 @@ impl Workspace<'_> {
     /// Refuses `what` while an apply that was cut short has not been looked up (exit 13): it
     /// would write import blocks of its own over the adoption's, or make again what the cut
     /// apply made. `reconcile` looks up and adopts first.
-    pub(crate) fn refuse_while_unsettled(&self, what: &str) -> Result<()> {
-        let Some(evidence) = &self.unsettled else { return Ok(()) };
+    pub(crate) fn refuse_until_looked_up(&self, what: &str) -> Result<()> {
+        let Some(evidence) = &self.evidence else { return Ok(()) };
         Err(reconcile_first(format!(
             "refusing to {what}: an apply was cut short ({}) and what it made has not been looked up yet",
             evidence.why
@@ -282,9 +282,9 @@ impl Workspace<'_> {
     /// The machines of the cut apply have been looked up (and are adopted by the import
     /// blocks, if any): forgets that it was cut, but for when (the cloud record's `cut`): what
     /// it made may be in the state with no creation on record.
-    fn settle_cut(&mut self) -> Result<()> {
+    fn look_up_cut(&mut self) -> Result<()> {
         let at_once = self.ctx.profiles()?.settles_at_once();
-        if let Some(noted) = self.unsettled.as_ref().map(|e| e.noted_ms).filter(|_| !at_once) {
+        if let Some(noted) = self.evidence.as_ref().map(|e| e.noted_ms).filter(|_| !at_once) {
             let mut record = self.cloud_record();
             if record.cut.is_none_or(|cut| cut < noted) {
                 record.cut = Some(noted);
@@ -292,15 +292,15 @@ impl Workspace<'_> {
             }
         }
         match self.role.store() {
-            Some(store) => store.set_unsettled(None)?,
+            Some(store) => store.set_evidence(None)?,
             None => {
-                if self.dir.has(UNSETTLED) {
-                    fsio::remove(&self.dir.path().join(UNSETTLED))?;
-                    self.dir.note(UNSETTLED, false);
+                if self.dir.has(EVIDENCE) {
+                    fsio::remove(&self.dir.path().join(EVIDENCE))?;
+                    self.dir.note(EVIDENCE, false);
                 }
             }
         }
-        self.unsettled = None;
+        self.evidence = None;
         self.held_back.clear();
         self.held_until = None;
         Ok(())
