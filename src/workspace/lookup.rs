@@ -99,32 +99,7 @@ impl Workspace<'_> {
                 })
                 .collect();
             let existing = self.dir.read_doc(names::IMPORT_FILE).ok();
-            // A match the listing shows but a read cannot find yet (eventual consistency) is not
-            // adopted now, nor made again: held back, as the listing and the read disagree.
-            let mut unreadable: Vec<String> = Vec::new();
-            let live = loop {
-                let readable: Vec<Adopted> =
-                    ones.iter().filter(|a| !unreadable.contains(&a.address)).cloned().collect();
-                if readable.is_empty() {
-                    break BTreeMap::new();
-                }
-                let blocks = lookup::import_blocks(existing.as_ref(), &readable);
-                match self
-                    .discover_imports(&ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))
-                {
-                    Ok(live) => break live,
-                    Err(e) if crate::exit::code_for(&e) == Code::TerraformFailed => {
-                        let imports: Vec<(String, String)> =
-                            readable.iter().map(|r| (r.address.clone(), r.id.clone())).collect();
-                        let failed = self.failed_of(&imports)?;
-                        if failed.is_empty() {
-                            return Err(e);
-                        }
-                        unreadable.extend(failed);
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
+            let (live, unreadable) = self.import_readable(&ones, existing.as_ref())?;
             for (c, v) in candidates.iter().zip(verdicts.iter_mut()) {
                 if unreadable.contains(&c.address) {
                     *v = Verdict::Absent;
@@ -142,44 +117,68 @@ impl Workspace<'_> {
                     young.push((c.address.clone(), c.file.clone(), started.saturating_add(settle.unwrap_or(u64::MAX))));
                 }
             }
-            let in_removed =
-                |file: &str| removing.iter().any(|r| names::split_file_name(r).is_some_and(|(b, _)| b == file));
-            let mut into_removed: Vec<String> = adopted
-                .iter()
-                .filter(|a| candidates.iter().any(|c| c.address == a.address && in_removed(&c.file)))
-                .map(|a| format!("{} ({})", a.address, a.id))
-                .collect();
-            into_removed.extend(
-                young
-                    .iter()
-                    .filter(|(_, file, _)| in_removed(file))
-                    .map(|(address, _, until)| format!("{address} (not listed yet; settled at {})", utc_ms(*until))),
-            );
-            if !into_removed.is_empty() {
-                return Err(reconcile_first(format!(
-                    "refusing to remove what an apply cut short made without recording: {}",
-                    into_removed.join(", ")
-                )));
-            }
+            refuse_into_removed(&candidates, &adopted, &young, removing)?;
             self.hold_back(&young);
             if check {
                 return Ok(adopted);
             }
-            if !adopted.is_empty() {
-                let blocks = lookup::import_blocks(existing.as_ref(), &adopted);
-                self.write(ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?;
-                for a in &adopted {
-                    self.ctx.printer.status(&format!(
-                        "adopted {} = {}: made by the apply that was cut short, found by its tags (imported by this run's apply)",
-                        a.address, a.id
-                    ));
-                }
-            }
+            self.write_adopted(existing.as_ref(), &adopted)?;
         }
         if young.is_empty() && !check {
             self.look_up_cut()?;
         }
         Ok(adopted)
+    }
+
+    /// The live values of `ones` (single matches), from their imports planned in a mirror (over
+    /// the `existing` import blocks); and the addresses of those a read cannot find yet. A
+    /// match the listing shows but a read cannot find (eventual consistency) is not adopted
+    /// now, nor made again: held back, as the listing and the read disagree.
+    fn import_readable(
+        &mut self,
+        ones: &[Adopted],
+        existing: Option<&Value>,
+    ) -> Result<(BTreeMap<String, Value>, Vec<String>)> {
+        let mut unreadable: Vec<String> = Vec::new();
+        loop {
+            let readable: Vec<Adopted> = ones.iter().filter(|a| !unreadable.contains(&a.address)).cloned().collect();
+            if readable.is_empty() {
+                return Ok((BTreeMap::new(), unreadable));
+            }
+            let blocks = lookup::import_blocks(existing, &readable);
+            match self
+                .discover_imports(&ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))
+            {
+                Ok(live) => return Ok((live, unreadable)),
+                Err(e) if crate::exit::code_for(&e) == Code::TerraformFailed => {
+                    let imports: Vec<(String, String)> =
+                        readable.iter().map(|r| (r.address.clone(), r.id.clone())).collect();
+                    let failed = self.failed_of(&imports)?;
+                    if failed.is_empty() {
+                        return Err(e);
+                    }
+                    unreadable.extend(failed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes the import blocks that adopt `adopted` (beside the `existing` ones), for this
+    /// run's apply, and says so.
+    fn write_adopted(&mut self, existing: Option<&Value>, adopted: &[Adopted]) -> Result<()> {
+        if adopted.is_empty() {
+            return Ok(());
+        }
+        let blocks = lookup::import_blocks(existing, adopted);
+        self.write(ChangeSet::writing(vec![FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?;
+        for a in adopted {
+            self.ctx.printer.status(&format!(
+                "adopted {} = {}: made by the apply that was cut short, found by its tags (imported by this run's apply)",
+                a.address, a.id
+            ));
+        }
+        Ok(())
     }
 
     /// Reads the look-ups of `candidates` in a mirror: the data sources' values, by address.
@@ -363,4 +362,33 @@ fn refusal(lines: &[String]) -> anyhow::Error {
     )
     .hint("look at those machines (their tags, when they were made); delete the ones that are not this directory's, or take this directory's tags off them, then re-run (the one left is adopted); nothing was applied")
     .into()
+}
+
+/// Refuses a change that removes a file holding what a cut apply made without recording:
+/// `adopted` (found), or `young` (not listed yet, within its settle time).
+fn refuse_into_removed(
+    candidates: &[lookup::Candidate],
+    adopted: &[Adopted],
+    young: &[(String, String, u64)],
+    removing: &[String],
+) -> Result<()> {
+    let in_removed = |file: &str| removing.iter().any(|r| names::split_file_name(r).is_some_and(|(b, _)| b == file));
+    let mut into_removed: Vec<String> = adopted
+        .iter()
+        .filter(|a| candidates.iter().any(|c| c.address == a.address && in_removed(&c.file)))
+        .map(|a| format!("{} ({})", a.address, a.id))
+        .collect();
+    into_removed.extend(
+        young
+            .iter()
+            .filter(|(_, file, _)| in_removed(file))
+            .map(|(address, _, until)| format!("{address} (not listed yet; settled at {})", utc_ms(*until))),
+    );
+    if into_removed.is_empty() {
+        return Ok(());
+    }
+    Err(reconcile_first(format!(
+        "refusing to remove what an apply cut short made without recording: {}",
+        into_removed.join(", ")
+    )))
 }
