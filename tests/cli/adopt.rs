@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 const PENDING: i32 = 10;
 const STATE_LOST: i32 = 13;
@@ -94,7 +94,7 @@ fn a_reconcile_killed_while_queued_machines_boot_is_adopted() {
 #[test]
 fn a_rolling_update_killed_while_a_replacement_boots_is_adopted() {
     let c = cloud();
-    let group = |user_data: &str| c.s.write("web-group.json", &crate::groups::web(r#"{"Size": 2}"#, user_data));
+    let group = |user_data: &str| c.s.write("web-group.json", &crate::support::specs::web(r#"{"Size": 2}"#, user_data));
     let spec = c.s.dir.join("web-group.json").to_str().unwrap().to_string();
     group("v1");
     c.run(&["reconcile", "--group", &spec]).ok();
@@ -143,7 +143,8 @@ fn two_volumes_of_one_instance_are_each_adopted_as_themselves() {
 #[test]
 fn a_scale_down_after_a_cut_scale_up_leaks_nothing() {
     let c = cloud();
-    let group = |size: u32| c.s.write("web-group.json", &crate::groups::web(&format!(r#"{{"Size": {size}}}"#), "v1"));
+    let group =
+        |size: u32| c.s.write("web-group.json", &crate::support::specs::web(&format!(r#"{{"Size": {size}}}"#), "v1"));
     let spec = c.s.dir.join("web-group.json").to_str().unwrap().to_string();
     group(1);
     c.run(&["reconcile", "--group", &spec]).ok();

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
+use crate::support::terraform::{state, terraform, terraform_program};
 use crate::support::Scratch;
-use crate::terraform::{state, terraform, terraform_program};
 
 fn spec(s: &Scratch) -> String {
     s.dir.join("web.json").to_str().unwrap().to_string()

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 /// How a scenario prepares its group and which command it then kills.
 struct Scenario {
@@ -124,8 +124,8 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "import",
         setup: |c| {
-            crate::import::hand_made(c);
-            let spec = c.s.write_outside("managers.json", crate::import::MANAGERS);
+            crate::support::specs::hand_made(c);
+            let spec = c.s.write_outside("managers.json", crate::support::specs::MANAGERS);
             args(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"])
         },
         unmanaged: &["i-0000abcd", "vol-0000beef"],
@@ -175,7 +175,7 @@ const SCENARIOS: &[Scenario] = &[
 /// Writes the group spec `web.json` (size `size`, the members' `user_data` `version`) and
 /// lists it in infrakit-tf.json, so that a plain `reconcile` (the recovery) converges it.
 fn group(c: &Cloud, size: u64, version: &str) {
-    c.s.write_outside("group.json", &crate::groups::web(&format!(r#"{{"Size": {size}}}"#), version));
+    c.s.write_outside("group.json", &crate::support::specs::web(&format!(r#"{{"Size": {size}}}"#), version));
     c.s.write("infrakit-tf.json", r#"{"vm_types": {"fakecloud_instance": {}}, "groups": ["../group.json"]}"#);
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 use crate::support::write_executable;
 
 const DRAIN_ABANDONED: i32 = 17;
@@ -185,7 +185,7 @@ fn destroy_drains_a_member_of_a_group_with_a_drain() {
 fn scale_in_with(
     c: &Cloud,
     drain: impl Fn(&Path) -> String,
-) -> (crate::cloud::Started, std::collections::BTreeMap<String, String>, String, String) {
+) -> (crate::support::cloud::Started, std::collections::BTreeMap<String, String>, String, String) {
     let three = c.s.write_outside("three.json", &spec(3, "a", false, None));
     c.run(&["reconcile", "--group", &three]).ok();
     let before = members(c);

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::cloud::Cloud;
-use crate::store::{census, declared, provisioning, use_store, Db, OwnServer};
+use crate::support::cloud::Cloud;
+use crate::support::store::{census, declared, provisioning, use_store, Db, OwnServer};
 
 const STATE_LOST: i32 = 13;
 

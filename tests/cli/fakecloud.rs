@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 fn provision(c: &Cloud) -> String {
     c.run(&["provision", &c.spec()]).ok().stdout.trim().to_string()

@@ -1,20 +1,10 @@
 //! Faults a real terraform will not produce on demand, injected with a scripted fake: garbage
 //! output, a crash mid-stream, a version too old. Everything else runs the real terraform.
 
+use crate::support::fake_terraform::fake;
 use crate::support::Scratch;
 
 const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
-
-/// A fake terraform: `version -json` answers `version`, `init` succeeds, `apply` runs `apply`.
-/// Each command line it gets is logged to `<path>.calls` once that file exists (`record`).
-pub fn fake(s: &Scratch, version: &str, apply: &str) -> String {
-    let path = s.root.path().join("fake-terraform");
-    let script = format!(
-        "#!/bin/sh\n[ -e \"$0.calls\" ] && echo \"$*\" >> \"$0.calls\"\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) {apply} ;;\n  *) exit 3 ;;\nesac\n"
-    );
-    crate::support::write_executable(&path, &script);
-    path.to_str().unwrap().to_string()
-}
 
 #[test]
 fn garbage_output_is_an_error() {

@@ -5,24 +5,12 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
+use crate::support::specs::web;
 
 const TOO_MANY: i32 = 11;
 const PENDING: i32 = 10;
 const UPDATE_STOPPED: i32 = 15;
-
-/// A group spec of `allocation` whose members have a VM (with `user_data`), a dedicated data
-/// volume and a shared volume, like `cloud::WEB`.
-pub fn web(allocation: &str, user_data: &str) -> String {
-    format!(
-        r##"{{"ID": "web", "Properties": {{
-  "Allocation": {allocation},
-  "Instance": {{"Plugin": "instance-terraform", "Properties": {{"resource": {{
-    "fakecloud_instance": {{"vm": {{"name": "web", "user_data": "{user_data}"}}}},
-    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 5}}, "nfs": {{"@scope": "shared", "size": 50}}}}}}}}}},
-  "Flavor": {{"Plugin": "flavor-vanilla", "Properties": {{"Init": ["echo hello"], "Tags": {{"role": "web"}}}}}}}}}}"##
-    )
-}
 
 /// A group of VMs alone (no dedicated resource: rolling updates surge).
 fn plain(id: &str, size: u64, name: &str) -> String {

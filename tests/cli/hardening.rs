@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 use crate::support::{command, Scratch, BIN};
 
 const UNWRITABLE: i32 = 12;
@@ -158,7 +158,7 @@ fn under_strace(s: &Scratch, faults: &[String], args: &[&str]) -> (i32, String) 
         .arg(&s.dir)
         .args(args)
         .env("TF_CLI_CONFIG_FILE", s.cli_config())
-        .env("INFRAKIT_TF_TERRAFORM", crate::terraform::terraform_program())
+        .env("INFRAKIT_TF_TERRAFORM", crate::support::terraform::terraform_program())
         .stdin(Stdio::null())
         .output()
         .expect("strace (Debian's strace; .ci/test installs it)");
@@ -341,7 +341,7 @@ fn a_state_terraform_could_not_save_is_kept_and_stops_the_next_run() {
         let refused = s.run(&["reconcile"]).code(13);
         assert!(refused.stderr.contains("holds a state terraform could not save"), "{}", refused.stderr);
         // The dump is the newer state, though its serial may be the one on disk.
-        crate::terraform::terraform(&s.dir, &["state", "push", "-force", "errored.tfstate"]);
+        crate::support::terraform::terraform(&s.dir, &["state", "push", "-force", "errored.tfstate"]);
         std::fs::remove_file(&kept).unwrap();
         s.run(&["reconcile"]).ok();
     }
@@ -377,7 +377,7 @@ fn a_dump_on_a_full_disk_is_kept_where_there_is_room_and_found() {
         .env("BIN", BIN)
         .env("DIR", &s.dir)
         .env("TF_CLI_CONFIG_FILE", s.cli_config())
-        .env("INFRAKIT_TF_TERRAFORM", crate::terraform::terraform_program())
+        .env("INFRAKIT_TF_TERRAFORM", crate::support::terraform::terraform_program())
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -8,34 +8,11 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
+use crate::support::specs::{healed_api, healed_api_text};
 
 const PENDING: i32 = 10;
 const REPAIR_HALTED: i32 = 18;
-
-/// A group `api` of `size` VMs, each with a dedicated volume, healed by a check that fails
-/// while `sick-<ID>` exists (and logs `ID` to `checked`), with `healing` over that command;
-/// written beside the directory, its path returned.
-pub(crate) fn spec(c: &Cloud, size: u64, healing: Value) -> String {
-    c.s.write_outside("api.json", &spec_text(c, size, healing))
-}
-
-/// [`spec`]'s text (the markers and the log in `c`'s scratch directory).
-fn spec_text(c: &Cloud, size: u64, healing: Value) -> String {
-    let root = c.s.root.path().display();
-    let mut h =
-        json!({"Command": format!("echo $INFRAKIT_TF_ID >> {root}/checked; test ! -e {root}/sick-$INFRAKIT_TF_ID")});
-    for (k, v) in healing.as_object().unwrap() {
-        h[k] = v.clone();
-    }
-    let spec = json!({"ID": "api", "Properties": {
-        "Allocation": {"Size": size},
-        "Healing": h,
-        "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
-            "fakecloud_instance": {"vm": {"name": "a"}},
-            "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 5}}}}}}});
-    spec.to_string()
-}
 
 fn sick(c: &Cloud, id: &str) -> PathBuf {
     let marker = c.s.root.path().join(format!("sick-{id}"));
@@ -80,7 +57,7 @@ fn reconcile(c: &Cloud, spec: &str, code: i32) -> Value {
 #[test]
 fn a_sick_member_is_repaired_in_its_slot_after_exactly_failures_before_repair_runs() {
     let c = Cloud::new();
-    let spec = spec(&c, 3, json!({"FailuresBeforeRepair": 3, "Timeout": "5s"}));
+    let spec = healed_api(&c, 3, json!({"FailuresBeforeRepair": 3, "Timeout": "5s"}));
     let g = reconcile(&c, &spec, 0);
     assert_eq!(g["unhealthy"], json!([]), "{g}");
     assert_eq!(g["repair_halted"], Value::Null, "{g}");
@@ -135,7 +112,7 @@ fn a_sick_member_is_repaired_in_its_slot_after_exactly_failures_before_repair_ru
 #[test]
 fn a_member_younger_than_the_initial_delay_is_not_checked() {
     let c = Cloud::new();
-    let spec = spec(&c, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "1h"}));
+    let spec = healed_api(&c, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "1h"}));
     reconcile(&c, &spec, 0);
     let before = members(&c);
     for id in before.keys() {
@@ -160,7 +137,7 @@ fn a_member_younger_than_the_initial_delay_is_not_checked() {
 #[test]
 fn a_sick_member_that_recovers_before_the_threshold_is_not_repaired() {
     let c = Cloud::new();
-    let spec = spec(&c, 2, json!({"FailuresBeforeRepair": 3}));
+    let spec = healed_api(&c, 2, json!({"FailuresBeforeRepair": 3}));
     reconcile(&c, &spec, 0);
     let before = members(&c);
     let patient = before.keys().next().unwrap().clone();
@@ -181,7 +158,7 @@ fn a_sick_member_that_recovers_before_the_threshold_is_not_repaired() {
 #[test]
 fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
     let c = Cloud::new();
-    let spec = spec(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1}));
+    let spec = healed_api(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1}));
     reconcile(&c, &spec, 0);
     let before = members(&c);
     let ids: Vec<String> = before.keys().cloned().collect();
@@ -234,13 +211,13 @@ fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
 fn scale_in_gives_up_an_unhealthy_member_first() {
     let c = Cloud::new();
     // MaxUnhealthy 0: the breaker holds every repair, so the member stays unhealthy.
-    let three = spec(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
+    let three = healed_api(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
     reconcile(&c, &three, 0);
     let ids: Vec<String> = members(&c).keys().cloned().collect();
     sick(&c, &ids[2]);
     let g = reconcile(&c, &three, REPAIR_HALTED);
     assert_eq!(g["unhealthy"], json!([ids[2]]), "{g}");
-    let two = spec(&c, 2, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
+    let two = healed_api(&c, 2, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
     // The breaker still counts it while it goes (it is as much evidence against the check):
     // it halts repairs, never a scale-in.
     let g = reconcile(&c, &two, REPAIR_HALTED);
@@ -257,7 +234,7 @@ fn scale_in_gives_up_an_unhealthy_member_first() {
 fn members_on_their_way_out_count_for_the_breaker() {
     let c = Cloud::new();
     let healing = json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1});
-    let four = spec(&c, 4, healing.clone());
+    let four = healed_api(&c, 4, healing.clone());
     reconcile(&c, &four, 0);
     let ids: Vec<String> = members(&c).keys().cloned().collect();
     for id in &ids[1..] {
@@ -265,7 +242,7 @@ fn members_on_their_way_out_count_for_the_breaker() {
     }
     // Three unhealthy of four: halted.
     reconcile(&c, &four, REPAIR_HALTED);
-    let two = spec(&c, 2, healing);
+    let two = healed_api(&c, 2, healing);
     let g = reconcile(&c, &two, REPAIR_HALTED);
     assert_eq!(g["repaired"], json!([]), "{g}");
     assert!(g["repair_halted"].is_string(), "{g}");
@@ -277,7 +254,7 @@ fn members_on_their_way_out_count_for_the_breaker() {
 #[test]
 fn a_repair_is_not_stopped_by_the_health_gate_of_the_member_it_replaces() {
     let c = Cloud::new();
-    let three = spec(&c, 3, json!({"FailuresBeforeRepair": 1}));
+    let three = healed_api(&c, 3, json!({"FailuresBeforeRepair": 1}));
     reconcile(&c, &three, 0);
     let ids: Vec<String> = members(&c).keys().cloned().collect();
     let marker = sick(&c, &ids[1]);
@@ -290,16 +267,16 @@ fn a_repair_is_not_stopped_by_the_health_gate_of_the_member_it_replaces() {
 #[test]
 fn a_zero_timeout_is_refused() {
     let c = Cloud::new();
-    let three = spec(&c, 3, json!({}));
+    let three = healed_api(&c, 3, json!({}));
     let run = c.run(&["reconcile", "--group", &three, "--heal-timeout", "0s"]).code(2);
     assert!(run.stderr.contains("must be longer than 0"), "{}", run.stderr);
 }
 
 #[test]
 fn two_hosts_on_a_store_continue_each_others_counts() {
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
-    let text = spec_text(&a, 3, json!({"FailuresBeforeRepair": 3}));
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
+    let text = healed_api_text(&a, 3, json!({"FailuresBeforeRepair": 3}));
     let (on_a, on_b) = (a.s.write_outside("api.json", &text), b.s.write_outside("api.json", &text));
     reconcile(&a, &on_a, 0);
     let before = members(&a);
@@ -350,9 +327,9 @@ fn a_sick_pet_is_repaired_under_its_logical_id() {
 fn a_host_two_hours_ahead_repairs_nothing_inside_the_initial_delay() {
     let lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
     assert!(std::path::Path::new(lib).exists(), "{lib} is missing: .ci/test installs Debian's faketime");
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
-    let text = spec_text(&a, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "10m"}));
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
+    let text = healed_api_text(&a, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "10m"}));
     let (on_a, on_b) = (a.s.write_outside("api.json", &text), b.s.write_outside("api.json", &text));
     reconcile(&a, &on_a, 0);
     // a sees them created: first seen now, by the store's clock.

@@ -1,28 +1,9 @@
 //! `import`: adopting objects that already exist in the (fake) cloud.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::cloud::Cloud;
-
-/// An InfraKit group spec for managers: a VM and a dedicated data volume.
-pub const MANAGERS: &str = r##"{"ID": "managers", "Properties": {
-    "Allocation": {"LogicalIDs": ["mgr1", "mgr2"]},
-    "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
-        "fakecloud_instance": {"vm": {"name": "manager", "user_data": "#!/bin/sh\necho new init", "tags": {"role": "manager"}}},
-        "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 10}}}}},
-    "Flavor": {"Plugin": "flavor-vanilla", "Properties": {"Init": ["echo never run on an adopted machine"], "Tags": {"tier": "control"}}}}}"##;
-
-/// The first manager, made by hand before any automation: a machine and its volume.
-pub fn hand_made(c: &Cloud) {
-    let write =
-        |id: &str, v: Value| std::fs::write(c.cloud.join(format!("{id}.json")), v.to_string().as_bytes()).unwrap();
-    write(
-        "i-0000abcd",
-        json!({"type": "fakecloud_instance", "id": "i-0000abcd", "ip": "10.0.9.9", "name": "manager",
-        "tags": {"owner": "ops"}, "user_data": "#!/bin/sh\necho booted by hand"}),
-    );
-    write("vol-0000beef", json!({"type": "fakecloud_volume", "id": "vol-0000beef", "size": 20, "tags": {}}));
-}
+use crate::support::cloud::Cloud;
+use crate::support::specs::{hand_made, MANAGERS};
 
 fn import(c: &Cloud, extra: &[&str]) -> crate::support::Run {
     import_spec(c, MANAGERS, extra)
@@ -369,7 +350,7 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
     let wrapper = c.s.root.path().join("terraform-no-state-rm");
     let script = format!(
         "#!/bin/sh\nif [ \"$1\" = state ]; then echo 'state rm refused' >&2; exit 1; fi\nexec '{}' \"$@\"\n",
-        crate::terraform::terraform_program().display()
+        crate::support::terraform::terraform_program().display()
     );
     crate::support::write_executable(&wrapper, &script);
     std::fs::write(c.cloud.join("fail-create"), b"").unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use infrakit_tf::exit::Code;
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 /// How far the listings (and, where a test says, the reads) lag behind creates in these tests:
 /// long enough that a run "at once" starts within it on a loaded machine.
@@ -423,7 +423,7 @@ fn a_stray_that_stands_for_a_resource_without_a_machine_is_adopted() {
     c.run(&["reconcile", "--group", &spec]).ok();
     let member = c.describe()[1]["ID"].as_str().unwrap().to_string();
     let vm = c.machine(&member);
-    let status = std::process::Command::new(crate::terraform::terraform_program())
+    let status = std::process::Command::new(crate::support::terraform::terraform_program())
         .args(["state", "rm", &format!("fakecloud_instance.{member}")])
         .current_dir(&c.s.dir)
         .env("TF_CLI_CONFIG_FILE", c.s.root.path().join("fakecloud.tfrc"))
@@ -452,8 +452,8 @@ fn two_hosts_on_a_store_share_one_clock() {
         std::path::Path::new(LIBFAKETIME).exists(),
         "{LIBFAKETIME} is missing: .ci/test installs Debian's faketime"
     );
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
     for host in [&a, &b] {
         host.with_lookups();
         let mut config: Value = host.s.read("infrakit-tf.json");
@@ -552,7 +552,7 @@ fn group_named(c: &Cloud, id: &str, size: u64) -> String {
 
 /// `terraform state rm ADDRESS` in the directory, as an operator would.
 fn state_rm(c: &Cloud, address: &str) {
-    let out = std::process::Command::new(crate::terraform::terraform_program())
+    let out = std::process::Command::new(crate::support::terraform::terraform_program())
         .args(["state", "rm", address])
         .current_dir(&c.s.dir)
         .env("TF_CLI_CONFIG_FILE", c.s.root.path().join("fakecloud.tfrc"))

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 const FAILED: i32 = 7;
 const PENDING: i32 = 10;
@@ -154,7 +154,7 @@ fn a_count_with_retries_whose_answers_time_out_is_adopted_not_made_again() {
 #[test]
 fn a_group_with_a_throttled_and_a_lost_create_in_one_apply_is_whole_after_two_reconciles() {
     let c = cloud(3);
-    let spec = c.s.write_outside("group.json", &crate::groups::web(r#"{"Size": 3}"#, "v1"));
+    let spec = c.s.write_outside("group.json", &crate::support::specs::web(r#"{"Size": 3}"#, "v1"));
     std::fs::write(c.cloud.join("throttle-creates"), "1\n").unwrap();
     lose(&c, 1, "reset");
     let made = failing(&c, &["reconcile", "--group", &spec], "connection reset by peer");

@@ -15,9 +15,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
-use crate::store::{
-    census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db, STORE_UNAVAILABLE,
+use crate::store::STORE_UNAVAILABLE;
+use crate::support::cloud::Cloud;
+use crate::support::store::{
+    census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db,
 };
 
 /// The URL of the PgBouncer of `mode` that `.ci/test` started.
@@ -100,7 +101,7 @@ fn a_stale_state_write_through_a_session_pooler_is_refused() {
         db.name
     );
     let terraform = |args: &[&str]| {
-        let out = Command::new(crate::terraform::terraform_program())
+        let out = Command::new(crate::support::terraform::terraform_program())
             .args(args)
             .current_dir(&a.s.dir)
             .env("PG_CONN_STR", &conn)
@@ -348,7 +349,7 @@ fn terraform_reaches_a_tls_pooler_that_refuses_its_drivers_startup_parameter_thr
 fn another_local_user_cannot_use_the_relay() {
     let db = Db::new();
     let (a, _) = hosts_at(&through(&db, "session").0);
-    let tmp = crate::security::shared_tmp(&a.s);
+    let tmp = crate::support::users::shared_tmp(&a.s);
     a.delay_creates(4000);
     let mut started = a.start(&["provision", &a.spec()], &[("TMPDIR", tmp.to_str().unwrap())]);
     assert!(started.wait_for("creating").is_some(), "{:?}", started.seen);
@@ -387,7 +388,7 @@ fn another_local_user_cannot_use_the_relay() {
         "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\"",
         sockets[0].display()
     );
-    let (_, said) = crate::security::as_nobody(&script, &tmp);
+    let (_, said) = crate::support::users::as_nobody(&script, &tmp);
     assert!(!said.contains("CONNECTED") && said.contains("Permission denied"), "another user: {said}");
     let run = started.finish();
     assert_eq!(run.code, 0, "{run:?}");

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 /// A group `web` of `size` VMs (and, with `volume`, a dedicated volume each), its spec written
 /// beside the directory.
@@ -221,8 +221,8 @@ fn a_type_without_a_look_up_is_refreshed_every_run() {
 
 #[test]
 fn two_hosts_on_a_store_continue_each_others_slices() {
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
     a.with_lookups();
     b.with_lookups();
     let text = std::fs::read_to_string(group(&a, 6, false)).unwrap();

@@ -7,8 +7,8 @@ use std::fs::File;
 use fs4::fs_std::FileExt;
 use serde_json::Value;
 
+use crate::support::terraform::state;
 use crate::support::Scratch;
-use crate::terraform::state;
 
 fn spec(s: &Scratch) -> String {
     s.dir.join("web.json").to_str().unwrap().to_string()

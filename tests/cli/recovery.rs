@@ -2,8 +2,8 @@
 //! terraform applies, a lost or rolled-back state, a hung terraform, a full or read-only disk,
 //! drift whose file is already gone, an interrupt that reached only us.
 
-use crate::cloud::Cloud;
-use crate::faults::fake;
+use crate::support::cloud::Cloud;
+use crate::support::fake_terraform::fake;
 use crate::support::{Scratch, BIN};
 
 const STATE_LOST: i32 = 13;

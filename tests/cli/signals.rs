@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::terraform::terraform;
 use crate::support::{wait_for, Scratch, BIN};
-use crate::terraform::terraform;
 
 /// A VM whose create touches `started` beside the directory, then waits for `release` there
 /// (at most `seconds`; terraform stops it sooner when interrupted).
@@ -156,7 +156,7 @@ fn terraform_gets_exactly_one_interrupt() {
         // The fake apply waits for its first interrupt (at most 60 s), then stays 1 s more so
         // that a second one, were it sent, would be counted too.
         let apply = r#"trap 'echo int >> "$0.ints"' INT; touch "$0.started"; i=0; while [ ! -s "$0.ints" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; sleep 1; [ -s "$0.ints" ] && exit 1; exit 0"#;
-        let tf = crate::faults::fake(&s, "1.9.0", apply);
+        let tf = crate::support::fake_terraform::fake(&s, "1.9.0", apply);
         let vm = s.write_outside("vm.json", r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#);
         let child = Command::new(BIN)
             .args(["--dir", s.dir.to_str().unwrap(), "provision", &vm, "--terraform", &tf])

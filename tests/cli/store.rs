@@ -5,186 +5,19 @@
 //! `INFRAKIT_TF_TEST_PG`. Without it these tests fail: they are never skipped.
 #![allow(clippy::disallowed_methods)] // the tests start and stop their own server too
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
+use crate::support::store::{
+    census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db, OwnServer,
+};
 use crate::support::Run;
 
 const INVALID: i32 = 3;
 const LOCKED: i32 = 5;
 pub(crate) const STORE_UNAVAILABLE: i32 = 16;
-
-/// The test server's URL (`postgresql://user:password@127.0.0.1:PORT/postgres`).
-pub(crate) fn server() -> String {
-    std::env::var("INFRAKIT_TF_TEST_PG").expect(
-        "INFRAKIT_TF_TEST_PG is not set: the store tests need a PostgreSQL server (`.ci/test` starts one with `.ci/postgres start DIR`)",
-    )
-}
-
-/// One test's database on a server, dropped at the end.
-pub(crate) struct Db {
-    pub(crate) server: String,
-    pub(crate) name: String,
-}
-
-impl Db {
-    pub(crate) fn new() -> Self {
-        Self::on(server())
-    }
-
-    pub(crate) fn on(server: String) -> Self {
-        Self::create(server, "")
-    }
-
-    /// The same database, on the server `server` now (a standby promoted): dropped there.
-    pub(crate) fn moved_to(self, server: String) -> Self {
-        let moved = Db { server, name: self.name.clone() };
-        std::mem::forget(self); // its server is gone
-        moved
-    }
-
-    /// A copy of this database (store and state), as it is now.
-    #[cfg(feature = "fault-injection")]
-    fn copy(&self) -> Self {
-        Self::create(self.server.clone(), &format!(" TEMPLATE {}", self.name))
-    }
-
-    fn create(server: String, template: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("store_{}_{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
-        let mut admin = postgres::Client::connect(&server, postgres::NoTls).expect("the test server");
-        admin.batch_execute(&format!("CREATE DATABASE {name}{template}")).unwrap();
-        Db { server, name }
-    }
-
-    /// The database's URL, as a user writes it (`sslmode=disable`: the test server has no TLS).
-    pub(crate) fn url(&self) -> String {
-        let base = self.server.rsplit_once('/').unwrap().0;
-        format!("{base}/{}?sslmode=disable", self.name)
-    }
-
-    /// The same without the password (it then comes from `PGPASSWORD`).
-    fn url_without_password(&self) -> String {
-        let url = self.url();
-        let (scheme_user, rest) = url.split_once('@').unwrap();
-        let user = scheme_user.rsplit_once(':').unwrap().0;
-        format!("{user}@{rest}")
-    }
-
-    pub(crate) fn password(&self) -> String {
-        let creds = self.server.split_once("://").unwrap().1.split_once('@').unwrap().0;
-        creds.split_once(':').unwrap().1.to_string()
-    }
-
-    pub(crate) fn client(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url(), postgres::NoTls).unwrap()
-    }
-
-    /// The store's files of directory `web`: name → document.
-    pub(crate) fn files(&self) -> BTreeMap<String, Value> {
-        let rows = self
-            .client()
-            .query(
-                "SELECT f.name, f.content FROM infrakit_tf.files f JOIN infrakit_tf.directories d ON d.id = f.directory \
-                 WHERE d.name = 'web'",
-                &[],
-            )
-            .unwrap();
-        rows.iter()
-            .map(|r| {
-                let content: Vec<u8> = r.get(1);
-                (r.get(0), serde_json::from_slice(&content).unwrap_or(Value::Null))
-            })
-            .collect()
-    }
-
-    /// Terraform's state as its pg backend keeps it (in the directory's own schema): its resources.
-    pub(crate) fn resources(&self) -> Vec<Value> {
-        let row = self.client().query_one("SELECT data FROM infrakit_tf_state_web.states WHERE name = 'default'", &[]);
-        let data: String = row.unwrap().get(0);
-        let state: Value = serde_json::from_str(&data).unwrap();
-        state["resources"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// Terraform's state document as its pg backend keeps it.
-    pub(crate) fn state_data(&self) -> String {
-        self.client()
-            .query_one("SELECT data FROM infrakit_tf_state_web.states WHERE name = 'default'", &[])
-            .unwrap()
-            .get(0)
-    }
-
-    /// Puts a state document back in place (as a restored backup would).
-    fn set_state_data(&self, data: &str) {
-        self.client()
-            .execute("UPDATE infrakit_tf_state_web.states SET data = $1 WHERE name = 'default'", &[&data])
-            .unwrap();
-    }
-
-    /// The server's port.
-    fn port(&self) -> String {
-        self.server.rsplit_once(':').unwrap().1.split('/').next().unwrap().to_string()
-    }
-
-    /// The cloud IDs of the objects terraform's state manages.
-    pub(crate) fn managed_ids(&self) -> BTreeSet<String> {
-        let resources = self.resources();
-        let instances = resources.iter().flat_map(|r| r["instances"].as_array().cloned().unwrap_or_default());
-        instances.filter_map(|i| i["attributes"]["id"].as_str().map(str::to_string)).collect()
-    }
-
-    /// The resource addresses of terraform's state.
-    pub(crate) fn state(&self) -> BTreeSet<String> {
-        let resources = self.resources();
-        resources.iter().map(|r| format!("{}.{}", r["type"].as_str().unwrap(), r["name"].as_str().unwrap())).collect()
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&self.server, postgres::NoTls) {
-            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
-
-pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string()
-}
-
-/// The resources the store's files declare.
-pub(crate) fn declared(files: &BTreeMap<String, Value>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for doc in files.values() {
-        for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
-            out.extend(by_name.as_object().unwrap().keys().map(|n| format!("{rtype}.{n}")));
-        }
-    }
-    out
-}
-
-/// Makes `host` use the store at `url` under the name `web`, with terraform's state in
-/// `backend "pg"` (which connects where the store is).
-pub(crate) fn use_store(host: &Cloud, url: &str) {
-    let main = std::fs::read_to_string(host.s.dir.join("main.tf")).unwrap();
-    host.s.write("main.tf", &format!("{main}\nterraform {{\n  backend \"pg\" {{}}\n}}\n"));
-    point_at(host, url);
-}
-
-/// Points `host`'s `infrakit-tf.json` at the store `url` (directory `web`, unless it names
-/// another), the rest as it is.
-pub(crate) fn point_at(host: &Cloud, url: &str) {
-    let mut config: Value = host.s.read("infrakit-tf.json");
-    if config.get("store").is_none() {
-        config["store"] = json!({"directory": "web"});
-    }
-    config["store"]["postgres"] = json!(url);
-    host.s.write("infrakit-tf.json", &config.to_string());
-}
 
 /// A second directory (`db`) of its own cloud in the store `db`, beside `web`.
 fn other_directory(db: &Db) -> Cloud {
@@ -199,38 +32,9 @@ fn name_in(host: &Cloud, url: &str, directory: &str) {
     host.s.write("infrakit-tf.json", &config.to_string());
 }
 
-/// Gives the hosts' leases `lease` (`store.lease`), so that a test waits that long, not the
-/// default 30 s, for a dead host's lease to expire. Every host's configuration must match.
-pub(crate) fn lease(hosts: &[&Cloud], lease: &str) {
-    for host in hosts {
-        let mut config: Value = host.s.read("infrakit-tf.json");
-        config["store"]["lease"] = json!(lease);
-        host.s.write("infrakit-tf.json", &config.to_string());
-    }
-}
-
 /// Two hosts of one cloud, sharing the store `db`.
 fn hosts(db: &Db) -> (Cloud, Cloud) {
     hosts_at(&db.url())
-}
-
-/// Two hosts of one cloud, sharing the store at `url`.
-pub(crate) fn hosts_at(url: &str) -> (Cloud, Cloud) {
-    let a = Cloud::new();
-    use_store(&a, url);
-    let b = a.another_host();
-    (a, b)
-}
-
-/// The cloud's objects by kind: (VMs, dedicated volumes of size 5, shared volumes of size 50).
-pub(crate) fn census(c: &Cloud) -> (usize, usize, usize) {
-    let objects = c.objects();
-    let count = |f: &dyn Fn(&Value) -> bool| objects.values().filter(|o| f(o)).count();
-    (
-        count(&|o| o["type"] == "fakecloud_instance"),
-        count(&|o| o["type"] == "fakecloud_volume" && o["size"] == 5),
-        count(&|o| o["type"] == "fakecloud_volume" && o["size"] == 50),
-    )
 }
 
 fn ids(rows: &[Value]) -> BTreeSet<String> {
@@ -297,18 +101,6 @@ fn a_host_that_dies_mid_apply_is_taken_over_by_the_other() {
     a.delay_creates(0);
     a.run(&["reconcile", "--check"]).ok();
     assert_eq!(db.state(), declared(&db.files()));
-}
-
-/// Starts `provision --count N` on `host`, one create at a time (each `ms` long), and waits
-/// until two resources have been created.
-pub(crate) fn provisioning(host: &Cloud, count: u32, ms: u64) -> crate::cloud::Started {
-    host.delay_creates(ms);
-    let count = count.to_string();
-    let mut run = host.start(&["--parallelism", "1", "provision", "--count", &count, &host.spec()], &[]);
-    for _ in 0..2 {
-        assert!(run.wait_for("created fakecloud_").is_some(), "{:?}", run.seen);
-    }
-    run
 }
 
 /// Waits until no process works in `host`'s directory (its terraform, its watchdog, plugins).
@@ -402,7 +194,7 @@ fn a_state_one_host_could_not_save_stops_every_host_until_it_is_pushed() {
         ("PGPASSWORD", db.password()),
         ("TF_CLI_CONFIG_FILE", a.s.cli_config().to_str().unwrap().to_string()),
     ];
-    let pushed = std::process::Command::new(crate::terraform::terraform_program())
+    let pushed = std::process::Command::new(crate::support::terraform::terraform_program())
         .args(["state", "push", "errored.tfstate"])
         .current_dir(&a.s.dir)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
@@ -494,57 +286,6 @@ fn two_hosts_first_reconcile_on_a_new_store_never_races() {
     }
 }
 
-/// A server of the test's own (`.ci/postgres`), to restart or stop: the shared one serves the
-/// other tests.
-pub(crate) struct OwnServer {
-    root: tempfile::TempDir,
-    pub(crate) url: String,
-}
-
-impl OwnServer {
-    pub(crate) fn start() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let url = Self::ctl("start", &[root.path()]);
-        OwnServer { root, url }
-    }
-
-    /// A streaming standby of `primary` (`.ci/postgres start-standby`): read-only until
-    /// [`OwnServer::promote`]d.
-    pub(crate) fn standby_of(primary: &OwnServer) -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let url = Self::ctl("start-standby", &[root.path(), primary.root.path()]);
-        OwnServer { root, url }
-    }
-
-    fn ctl(verb: &str, dirs: &[&Path]) -> String {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres");
-        let out = std::process::Command::new(&script).arg(verb).args(dirs).output().unwrap();
-        assert!(out.status.success(), "{verb}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
-
-    /// `pg_ctl restart -m fast`: every session ends; back when this returns.
-    fn restart(&self) {
-        Self::ctl("restart", &[self.root.path()]);
-    }
-
-    /// `pg_ctl stop -m immediate`: the server dies as in a crash.
-    pub(crate) fn stop(&self) {
-        Self::ctl("stop", &[self.root.path()]);
-    }
-
-    /// A standby becomes a primary (`pg_ctl promote`): writable when this returns.
-    pub(crate) fn promote(&self) {
-        Self::ctl("promote", &[self.root.path()]);
-    }
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 #[test]
 fn a_store_that_cannot_be_reached_changes_nothing() {
     // Stopped halfway.
@@ -578,7 +319,7 @@ fn a_group_converged_from_alternating_hosts() {
     let (a, b) = hosts(&db);
     // The group spec is the user's configuration: each host has its copy.
     let write = |size: u64, user_data: &str| {
-        let spec = crate::groups::web(&format!("{{\"Size\": {size}}}"), user_data);
+        let spec = crate::support::specs::web(&format!("{{\"Size\": {size}}}"), user_data);
         a.s.write("web-group.json", &spec);
         b.s.write("web-group.json", &spec);
     };
@@ -609,7 +350,7 @@ fn a_group_converged_from_alternating_hosts() {
 fn roll_with(db: &Db, a: &Cloud, b: &Cloud, sql: &str) -> Run {
     let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
     let write = |user_data: &str| {
-        let group = crate::groups::web(r#"{"Size": 2}"#, user_data);
+        let group = crate::support::specs::web(r#"{"Size": 2}"#, user_data);
         a.s.write("web-group.json", &group);
         b.s.write("web-group.json", &group);
     };
@@ -1161,7 +902,7 @@ fn an_idle_session_timeout_mid_apply_ends_no_session_and_makes_nothing_twice() {
 fn a_frozen_network_holds_the_other_host_up_for_the_lease_only() {
     let db = Db::new();
     let port = db.server.rsplit_once(':').unwrap().1.split('/').next().unwrap().to_string();
-    let proxy = crate::proxy::Proxy::to(&format!("127.0.0.1:{port}"));
+    let proxy = crate::support::proxy::Proxy::to(&format!("127.0.0.1:{port}"));
     let (a, b) = hosts(&db);
     lease(&[&a, &b], "10s");
     a.with_lookups();
@@ -1285,8 +1026,8 @@ fn a_state_never_recorded_is_guarded_from_the_first_run_on() {
 fn group_specs_that_differ_between_hosts_converge_once_then_refuse() {
     let db = Db::new();
     let (a, b) = hosts(&db);
-    a.s.write("web-group.json", &crate::groups::web(r#"{"Size": 2}"#, "v1"));
-    b.s.write("web-group.json", &crate::groups::web(r#"{"Size": 1}"#, "v1"));
+    a.s.write("web-group.json", &crate::support::specs::web(r#"{"Size": 2}"#, "v1"));
+    b.s.write("web-group.json", &crate::support::specs::web(r#"{"Size": 1}"#, "v1"));
     let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
     let mut counts = Vec::new();
     for (host, code) in [(&a, 0), (&b, INVALID), (&a, 0), (&b, INVALID)] {

@@ -1,6 +1,18 @@
-//! Running the binary on a scratch directory, and reading what it left there.
+//! Everything the test modules share (the one place for fixtures): running the binary on a
+//! scratch directory and reading what it left there; the submodules hold the fakecloud provider
+//! (`cloud`), the store (`store`), the real and a fake terraform (`terraform`, `fake_terraform`),
+//! shared group specs (`specs`), a freezing TCP proxy (`proxy`) and another local user (`users`).
+//! A test module defines what only it uses, and takes everything shared from here.
 //! Reference case IDs (`D-01`, `N-09`, ...) are those of `docs/reference/infrakit-cases.md`.
 #![allow(dead_code)]
+
+pub mod cloud;
+pub mod fake_terraform;
+pub mod proxy;
+pub mod specs;
+pub mod store;
+pub mod terraform;
+pub mod users;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -49,6 +61,12 @@ pub fn finish<'a>(mut cmd: Command, env: impl IntoIterator<Item = (&'a str, &'a 
         child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     }
     child.wait_with_output().unwrap()
+}
+
+/// Spawns `cmd` in the background with no stdin and stdout and stderr piped, to be read as it
+/// runs.
+pub fn spawn_piped(cmd: &mut Command) -> std::process::Child {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
 /// A scratch tree: `root/` holds `root/dir/`, the managed directory, so that a test can check

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use crate::cloud::Cloud;
-use crate::store::{census, use_store};
+use crate::support::cloud::Cloud;
+use crate::support::store::{census, use_store};
 use crate::support::Run;
 
 const INVALID: i32 = 3;
@@ -100,7 +100,7 @@ fn verify_full_with_the_servers_ca_and_every_other_way_libpq_allows() {
     let c = host(&db.url(&format!("sslmode=verify-full&sslrootcert={}", db.cert("ca.crt"))));
     provision_and_describe(&c, &[]);
     // `require`: TLS, the certificate not checked.
-    let point = |url: String| crate::store::point_at(&c, &url);
+    let point = |url: String| crate::support::store::point_at(&c, &url);
     point(db.url("sslmode=require"));
     provision_and_describe(&c, &[]);
     // No sslmode: libpq's default, `prefer`, takes the TLS the server offers (it refuses plain).
@@ -160,7 +160,7 @@ fn a_client_certificate_logs_in() {
     let key = loose.path().join("client.key");
     std::fs::copy(db.cert("client.key"), &key).unwrap();
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    crate::store::point_at(&c, &url.replace(&db.cert("client.key"), key.to_str().unwrap()));
+    crate::support::store::point_at(&c, &url.replace(&db.cert("client.key"), key.to_str().unwrap()));
     let before = c.s.snapshot();
     let run = c.run(&["provision", &c.spec()]).code(INVALID);
     assert!(one_line(&run).contains("has group or world access"), "{run:#?}");

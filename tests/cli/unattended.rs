@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
-use crate::groups::web;
+use crate::support::cloud::Cloud;
+use crate::support::specs::web;
 
 const FAILED: i32 = 7;
 const PENDING: i32 = 10;

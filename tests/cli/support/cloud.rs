@@ -136,12 +136,7 @@ impl Cloud {
         let mut cmd = crate::support::command(&self.rc);
         cmd.arg("--dir").arg(&self.s.dir).args(args).process_group(0).env("FAKECLOUD_DIR", &self.cloud);
         cmd.envs(extra.iter().copied());
-        let mut child = cmd
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = crate::support::spawn_piped(&mut cmd);
         let (tx, lines) = std::sync::mpsc::channel();
         let err = std::io::BufReader::new(child.stderr.take().unwrap());
         std::thread::spawn(move || {
@@ -302,19 +297,9 @@ impl Cloud {
 
     /// Terraform's state: address → the object's cloud ID.
     pub fn state(&self) -> std::collections::BTreeMap<String, String> {
-        let out = std::process::Command::new(crate::terraform::terraform_program())
-            .args(["show", "-json"])
-            .current_dir(&self.s.dir)
-            .env("TF_CLI_CONFIG_FILE", &self.rc)
-            .env("FAKECLOUD_DIR", &self.cloud)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["values"]["root_module"]["resources"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let env = [("TF_CLI_CONFIG_FILE", self.rc.as_os_str()), ("FAKECLOUD_DIR", self.cloud.as_os_str())];
+        crate::support::terraform::shown_resources(&self.s.dir, &env)
+            .iter()
             .map(|r| {
                 (r["address"].as_str().unwrap().to_string(), r["values"]["id"].as_str().unwrap_or_default().to_string())
             })
