@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 
+use infrakit_tf::exit::Code;
 use serde_json::Value;
 
 use crate::support::cloud::Cloud;
@@ -214,7 +215,7 @@ fn crash_everywhere(scenario: &Scenario) {
     let counting = template.copy();
     let log = counting.s.root.path().join("crash.log");
     let run = counting.run_env(&command, &[("INFRAKIT_TF_CRASH_LOG", log.to_str().unwrap())]);
-    assert_eq!(run.code, 0, "{}: the undisturbed run fails: {run:#?}", scenario.name);
+    assert!(run.is(Code::Ok), "{}: the undisturbed run fails: {run:#?}", scenario.name);
     let points = std::fs::read_to_string(&log).unwrap();
     let total = points.lines().count();
     assert!(total >= 2, "{}: too few crash points: {points}", scenario.name);
@@ -229,7 +230,7 @@ fn crash_everywhere(scenario: &Scenario) {
         crate::support::wait_until_idle(&c.s.dir);
         let recovery = c.run(&["reconcile", "--output", "json"]);
         let context = format!("{}, killed at point {what}", scenario.name);
-        assert_eq!(recovery.code, 0, "{context}: recovery failed: {recovery:#?}");
+        assert!(recovery.is(Code::Ok), "{context}: recovery failed: {recovery:#?}");
         assert_whole(&c, scenario, &before, &context);
     }
 }
@@ -272,5 +273,5 @@ fn assert_whole(c: &Cloud, scenario: &Scenario, before: &BTreeSet<String>, conte
     let adopted_or_not = scenario.unmanaged.iter().filter(|id| id.starts_with("i-") && !managed.contains(**id)).count();
     assert_eq!(vms, after.len() + adopted_or_not, "{context}: one VM per instance");
     let check = c.run(&["reconcile", "--check"]);
-    assert_eq!(check.code, 0, "{context}: not converged: {check:#?}");
+    assert!(check.is(Code::Ok), "{context}: not converged: {check:#?}");
 }

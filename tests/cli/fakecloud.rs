@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
+use infrakit_tf::exit::Code;
+
 use crate::support::cloud::Cloud;
 
 fn provision(c: &Cloud) -> String {
@@ -21,7 +23,7 @@ fn a_vanished_machine_is_pruned_and_its_slot_reattached() {
     // Machine 2 vanishes behind Terraform's back.
     c.vanish(&machines[1]);
     let before = (c.s.snapshot(), c.objects());
-    let run = c.run(&["reconcile", "--check", "--output", "json"]).code(10);
+    let run = c.run(&["reconcile", "--check", "--output", "json"]).code(Code::Pending);
     let check = run.json();
     assert_eq!(
         check["drift"],
@@ -77,7 +79,7 @@ fn mass_vanishing_is_refused() {
         c.vanish(&c.machine(id));
     }
     let before = (c.s.snapshot(), c.objects(), c.state());
-    let run = c.run(&["reconcile", "--max-destroy", "1"]).code(11);
+    let run = c.run(&["reconcile", "--max-destroy", "1"]).code(Code::TooManyDestroys);
     c.s.assert_stderr(&run, snapbox::str![[r#"
 [TIME] plan: 2 to add, 0 to change, 0 to destroy
 error: refusing to destroy 2 resources (more than --max-destroy 1): 2 vanished machine(s) (instance-[..], instance-[..]); nothing was applied
@@ -173,10 +175,10 @@ fn provision_count_makes_n_instances_in_one_apply() {
     let before = c.s.snapshot();
     for bad in ["0", "-1", "1001", "many"] {
         let run = c.run(&["provision", &c.spec(), "--count", bad]);
-        assert_eq!(run.code, 2, "--count {bad}: {run:#?}");
+        assert!(run.is(Code::Usage), "--count {bad}: {run:#?}");
     }
     let run = c.run(&["provision", &c.spec(), "--count", "2", "--logical-id", "a"]);
-    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(run.is(Code::Usage), "{run:#?}");
     assert!(c.s.snapshot() == before, "refused: nothing changed");
     // Several logical IDs: one pet each.
     let pets = c.run(&["provision", &c.spec(), "--logical-id", "a", "--logical-id", "b", "--no-apply"]).ok();

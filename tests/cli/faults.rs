@@ -1,6 +1,8 @@
 //! Faults a real terraform will not produce on demand, injected with a scripted fake: garbage
 //! output, a crash mid-stream, a version too old. Everything else runs the real terraform.
 
+use infrakit_tf::exit::Code;
+
 use crate::support::fake_terraform::fake;
 use crate::support::Scratch;
 
@@ -11,7 +13,7 @@ fn garbage_output_is_an_error() {
     let s = Scratch::new();
     let tf = fake(&s, "1.9.0", "echo 'this is not json'; echo 'neither is this'; exit 0");
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformFailed);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 not provisioned yet (the apply failed before its VM was created) instance-[..]
@@ -30,7 +32,7 @@ fn crash_mid_stream_is_named() {
         r#"echo '{"@level":"info","@message":"Plan: 1 to add","type":"change_summary","changes":{"add":1,"change":0,"remove":0,"operation":"plan"}}'; echo 'panic: runtime error' >&2; kill -9 $$"#,
     );
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformFailed);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -52,7 +54,7 @@ fn old_terraform_is_refused_before_writing() {
     let tf = fake(&s, "0.12.31", "exit 0");
     let vm = s.write_outside("vm.json", VM);
     let before = s.snapshot();
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(9);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformMissing);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -78,7 +80,7 @@ fn state_lock_diagnostic_has_its_own_code() {
     let held = r"Error message: resource temporarily unavailable\nLock Info:\n  ID:        1e66a691\n  Path:      terraform.tfstate";
     let tf = fake(&s, "1.9.0", &lock_diagnostic(held));
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(8);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::StateLocked);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
@@ -100,7 +102,7 @@ fn a_lock_that_cannot_be_written_is_not_a_held_lock() {
     let s = Scratch::new();
     let tf = fake(&s, "1.9.0", &lock_diagnostic(r"Error message: open terraform.tfstate: read-only file system"));
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformFailed);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
@@ -157,5 +159,5 @@ fn parallelism_is_passed_to_terraform() {
     let calls = calls(&tf);
     let apply = calls.iter().find(|l| l.starts_with("apply")).unwrap();
     assert!(apply.contains("-parallelism=25"), "{calls:?}");
-    s.run(&["provision", &vm, "--terraform", &tf, "--parallelism", "0"]).code(2);
+    s.run(&["provision", &vm, "--terraform", &tf, "--parallelism", "0"]).code(Code::Usage);
 }

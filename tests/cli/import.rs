@@ -2,6 +2,8 @@
 
 use serde_json::json;
 
+use infrakit_tf::exit::Code;
+
 use crate::support::cloud::Cloud;
 use crate::support::specs::{hand_made, MANAGERS};
 
@@ -109,7 +111,7 @@ fn a_wrong_cloud_id_leaves_nothing_behind() {
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-nothere"]);
-    assert_eq!(run.code, 7, "{run:#?}");
+    assert!(run.is(Code::TerraformFailed), "{run:#?}");
     c.s.assert_stderr(&run, snapbox::str![[r#"
 [TIME] plan: 1 to add, 0 to change, 0 to destroy
 [TIME] terraform error: fakecloud: no object i-nothere
@@ -123,9 +125,10 @@ error: `terraform plan -json -input=false -refresh=false -lock=false -detailed-e
 fn bad_requests_are_clear() {
     let c = Cloud::new();
     let run = import(&c, &["--group-id", "workers"]);
-    assert_eq!(run.code, 2, "--group-id twice is a usage error: {run:#?}");
+    assert!(run.is(Code::Usage), "--group-id twice is a usage error: {run:#?}");
     let spec = c.s.write_outside("managers.json", MANAGERS);
-    let run = c.run(&["import", &spec, "--group-id", "workers", "--resource", "fakecloud_instance=i-1"]).code(3);
+    let run =
+        c.run(&["import", &spec, "--group-id", "workers", "--resource", "fakecloud_instance=i-1"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -133,7 +136,7 @@ error: the group spec's ID `managers` does not match --group-id `workers`
 
 "#]],
     );
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_disk=d-1"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_disk=d-1"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -141,7 +144,7 @@ error: --resource fakecloud_disk=d-1: the spec has no resource of type `fakeclou
 
 "#]],
     );
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_volume=vol-1"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_volume=vol-1"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -149,7 +152,7 @@ error: no request for the VM `fakecloud_instance.vm`: import adopts a machine, g
 
 "#]],
     );
-    let run = c.run(&["import", &spec, "--resource", "nonsense"]).code(2);
+    let run = c.run(&["import", &spec, "--resource", "nonsense"]).code(Code::Usage);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -173,7 +176,7 @@ fn a_failed_apply_rolls_back() {
     std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]);
-    assert_eq!(run.code, 7, "{run:#?}");
+    assert!(run.is(Code::TerraformFailed), "{run:#?}");
     c.s.assert_stderr(&run, snapbox::str![[r#"
 [TIME] plan: 2 to add, 0 to change, 1 to destroy
 running terraform init (first use, new provider or changed configuration)
@@ -253,7 +256,7 @@ fn a_crashed_import_is_finished_by_reconcile() {
     assert!(running.exists(), "the killed run recorded its terraform");
     let mut before = c.s.snapshot();
     before.remove(&running);
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(Code::Invalid);
     // The killed terraform may still be on its way out: then the import first says it waits.
     c.s.assert_stderr(
         &run,
@@ -292,7 +295,7 @@ fn a_logical_id_in_use_is_refused() {
     std::fs::write(c.cloud.join("i-0000f00d.json"), second.to_string().as_bytes()).unwrap();
     let before = (c.s.snapshot(), c.state());
     let spec = c.s.write_outside("managers.json", MANAGERS);
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000f00d"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000f00d"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -357,7 +360,9 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
 
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let tf = wrapper.to_str().unwrap();
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd", "--terraform", tf]).code(7);
+    let run = c
+        .run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd", "--terraform", tf])
+        .code(Code::TerraformFailed);
     c.s.assert_stderr(&run, snapbox::str![[r#"
 [TIME] plan: 2 to add, 0 to change, 1 to destroy
 running terraform init (first use, new provider or changed configuration)

@@ -4,9 +4,9 @@ use std::fs::File;
 
 use fs4::fs_std::FileExt;
 
-use crate::support::{Scratch, VM_ONLY};
+use infrakit_tf::exit::Code;
 
-const LOCKED: i32 = 5;
+use crate::support::{Scratch, VM_ONLY};
 
 /// What a run that will not wait for the directory lock says (`--lock-timeout 0`, `--no-wait`).
 fn locked_at_once() -> impl snapbox::IntoData {
@@ -24,10 +24,10 @@ fn held_lock_fails_after_the_timeout_and_writes_nothing() {
     let holder = File::open(&s.dir).unwrap();
     assert!(FileExt::try_lock_exclusive(&holder).unwrap());
     let before = s.snapshot();
-    let run = s.run(&["provision", "--no-apply", &spec, "--lock-timeout", "0"]).code(LOCKED);
+    let run = s.run(&["provision", "--no-apply", &spec, "--lock-timeout", "0"]).code(Code::Locked);
     assert_eq!(run.error_lines().len(), 1);
     s.assert_stderr(&run, locked_at_once());
-    let run = s.run(&["destroy", "--no-apply", "instance-1", "--yes", "--lock-timeout", "300ms"]).code(LOCKED);
+    let run = s.run(&["destroy", "--no-apply", "instance-1", "--yes", "--lock-timeout", "300ms"]).code(Code::Locked);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"

@@ -15,7 +15,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::store::STORE_UNAVAILABLE;
+use infrakit_tf::exit::Code;
+
 use crate::support::cloud::Cloud;
 use crate::support::store::{
     census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db,
@@ -144,7 +145,7 @@ fn a_transaction_pooler_is_refused_before_anything_is_written() {
     use_store(&a, &url);
     let refused = |host: &Cloud, args: &[&str]| {
         let before = host.s.snapshot();
-        let run = host.run(args).code(STORE_UNAVAILABLE);
+        let run = host.run(args).code(Code::StoreUnavailable);
         assert_eq!(
             run.error_lines(),
             [format!("error: cannot use the store at postgresql://infrakit@127.0.0.1:{port}/{}: it is behind a pooler in transaction or statement pooling mode (PgBouncer's pool_mode), which hands one server session to several clients: terraform's state lock and statements need one of their own", db.name).as_str()]
@@ -183,7 +184,7 @@ fn a_parameter_a_pooler_refuses_is_said_to_be_the_poolers() {
     let (url, port) = through(&db, "session");
     let a = Cloud::new();
     use_store(&a, &format!("{url}&options=-c%20work_mem%3D8MB"));
-    let run = a.run(&["describe"]).code(STORE_UNAVAILABLE);
+    let run = a.run(&["describe"]).code(Code::StoreUnavailable);
     assert_eq!(
         run.error_lines(),
         [format!(
@@ -391,5 +392,5 @@ fn another_local_user_cannot_use_the_relay() {
     let (_, said) = crate::support::users::as_nobody(&script, &tmp);
     assert!(!said.contains("CONNECTED") && said.contains("Permission denied"), "another user: {said}");
     let run = started.finish();
-    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.is(Code::Ok), "{run:?}");
 }

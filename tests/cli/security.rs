@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use infrakit_tf::exit::Code;
+
 use crate::support::users::{as_nobody, shared_tmp};
 use crate::support::Scratch;
 
@@ -52,7 +54,7 @@ fn values_from_the_command_line_are_never_evaluated_by_terraform() {
     );
     let files = s.files();
     for lid in ["web-${upper(\"x\")}", "x\",file(base64decode(\"L2V0Yy9ob3N0bmFtZQ==\")))}"] {
-        let run = s.run(&["provision", &pet, "--logical-id", lid]).code(3);
+        let run = s.run(&["provision", &pet, "--logical-id", lid]).code(Code::Invalid);
         assert!(run.stderr.contains("letters, digits, `.`, `-`, `_`, `:` and `@` only"), "{}", run.stderr);
     }
     assert_eq!(s.files(), files, "nothing written");
@@ -160,7 +162,7 @@ fn a_hangup_during_a_drain_leaves_nothing_running() {
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert_eq!(status.code(), Some(Code::Interrupted as i32), "{status:?}");
     assert!(running(&format!("sleep {marker}")).is_empty(), "left running: {:?}", running(&marker));
     assert!(s.dir.join(format!("{id}.tf.json")).exists(), "nothing destroyed");
 }
@@ -253,7 +255,7 @@ fn a_dump_another_user_plants_in_the_temporary_directory_is_not_trusted() {
     assert_eq!(code, 0, "{said}");
     let web = s.dir.join("web.json");
     let run = s.run_with(&["provision", web.to_str().unwrap()], None, &[("TMPDIR", tmp.to_str().unwrap())]);
-    assert_eq!(run.code, 0, "the planted file is not ours: {run:?}");
+    assert!(run.is(Code::Ok), "the planted file is not ours: {run:?}");
 }
 
 // Temporary directories are this user's alone: another local user reads none of the plans
@@ -322,7 +324,7 @@ fn the_metrics_lock_is_never_opened_through_a_link() {
     std::os::unix::fs::symlink(&target, s.root.path().join("m.prom.lock")).unwrap();
     let web = s.dir.join("web.json");
     let run = s.run(&["provision", web.to_str().unwrap(), "--metrics-file", metrics.to_str().unwrap()]);
-    assert_eq!(run.code, 0, "a metrics file that cannot be written is a warning: {run:?}");
+    assert!(run.is(Code::Ok), "a metrics file that cannot be written is a warning: {run:?}");
     assert!(!target.exists(), "the link was followed");
 }
 
@@ -346,7 +348,7 @@ fn a_metrics_file_another_user_plants_never_holds_a_run_up() {
         let metrics = tmp.join(name);
         let args = ["reconcile", "--lock-timeout", "1s", "--metrics-file", metrics.to_str().unwrap()];
         let run = within(&s, &args, &[], minute).unwrap_or_else(|| panic!("{name}: the run hung"));
-        assert_eq!(run.code, 0, "{name}: {run:?}");
+        assert!(run.is(Code::Ok), "{name}: {run:?}");
         assert!(run.stderr.contains("metrics not written"), "{name}: {}", run.stderr);
     }
     let _ = std::process::Command::new("pkill").args(["-f", &format!("sleep {marker}")]).status();
@@ -485,7 +487,7 @@ fn the_last_instance_of_a_directory_without_configuration_of_its_own_is_destroye
     s.run(&["destroy", &id, "--yes"]).ok();
     assert!(state(&s).is_empty(), "nothing left in the state: {:?}", state(&s));
     s.run(&["reconcile", "--check"]).ok();
-    assert_eq!(s.run(&["sweep-orphans", "--dry-run"]).ok().code, 0);
+    s.run(&["sweep-orphans", "--dry-run"]).ok();
     // The empty configuration that made it possible goes with the next managed file.
     assert!(s.files().contains(&"infrakit-tf-empty.tf.json".to_string()), "{:?}", s.files());
     s.run(&["provision", "--no-apply", &spec]).ok();
@@ -526,7 +528,7 @@ fn a_failed_first_provision_says_how_to_fix_or_undo() {
         "web.json",
         r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"net": "${terraform_data.net.id}"}}}}}}"#,
     );
-    let out = s.run(&["provision", &spec]).code(7);
+    let out = s.run(&["provision", &spec]).code(Code::TerraformFailed);
     let id = out.stdout.trim().to_string();
     assert!(id.starts_with("instance-"), "the ID is printed: {}", out.stdout);
     let undo = format!("infrakit-tf destroy {id} --yes");

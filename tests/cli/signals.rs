@@ -9,6 +9,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use infrakit_tf::exit::Code;
+
 use crate::support::terraform::terraform;
 use crate::support::{wait_for, Scratch, BIN};
 
@@ -99,7 +101,7 @@ fn an_interrupt_says_what_was_created_and_prints_no_id_of_nothing() {
         serde_json::json!({"after": ["${terraform_data.web-1-data.id}", "${terraform_data.web-nfs.id}"]}),
     );
     let (code, stdout, stderr, _) = interrupt_spec(&s, &spec, libc::SIGINT, true, false);
-    assert_eq!(code, 130, "{stderr}");
+    assert_eq!(code, Code::Interrupted as i32, "{stderr}");
     assert_eq!(stdout, "", "an ID was printed for an instance that was not provisioned");
     let warning =
         stderr.lines().find(|l| l.starts_with("warning: terraform apply failed")).unwrap_or_else(|| panic!("{stderr}"));
@@ -117,7 +119,7 @@ fn an_interrupt_says_what_was_created_and_prints_no_id_of_nothing() {
 fn ctrl_c_lets_terraform_stop_and_release_its_lock() {
     let s = Scratch::new();
     let (code, stderr, elapsed) = interrupt(&s, 60, libc::SIGINT, true, false);
-    assert_eq!(code, 130, "{stderr}");
+    assert_eq!(code, Code::Interrupted as i32, "{stderr}");
     assert!(stderr.contains("error: interrupted: terraform stopped and saved its state"), "{stderr}");
     assert!(elapsed < Duration::from_secs(30), "did not wait for the 60 s sleep: {elapsed:?}");
     // The state lock is free: another terraform can plan at once.
@@ -128,7 +130,7 @@ fn ctrl_c_lets_terraform_stop_and_release_its_lock() {
 fn sigterm_lets_terraform_stop_and_release_its_lock() {
     let s = Scratch::new();
     let (code, stderr, elapsed) = interrupt(&s, 60, libc::SIGTERM, false, false);
-    assert_eq!(code, 130, "{stderr}");
+    assert_eq!(code, Code::Interrupted as i32, "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
     terraform(&s.dir, &["plan", "-lock-timeout=0s", "-input=false", "-no-color"]);
@@ -140,7 +142,7 @@ fn sigterm_lets_terraform_stop_and_release_its_lock() {
 fn sigint_to_our_pid_alone_lets_the_apply_finish() {
     let s = Scratch::new();
     let (code, stderr, _) = interrupt(&s, 60, libc::SIGINT, false, true);
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, Code::Ok as i32, "{stderr}");
     assert!(stderr.contains("provisioned instance-"), "{stderr}");
     let rows = s.run(&["describe", "--output", "json"]).ok().json();
     assert_eq!(rows[0]["status"], "created", "{rows}");
@@ -171,7 +173,7 @@ fn terraform_gets_exactly_one_interrupt() {
         unsafe { libc::kill(if to_group { -pid } else { pid }, signal) };
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(130), "signal {signal}: {stderr}");
+        assert_eq!(out.status.code(), Some(Code::Interrupted as i32), "signal {signal}: {stderr}");
         let ints = std::fs::read_to_string(format!("{tf}.ints")).unwrap_or_default();
         assert_eq!(ints.lines().count(), 1, "signal {signal} (to the group: {to_group}): {ints:?}");
     }

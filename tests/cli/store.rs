@@ -9,15 +9,13 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
+use infrakit_tf::exit::Code;
+
 use crate::support::cloud::Cloud;
 use crate::support::store::{
     census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db, OwnServer,
 };
 use crate::support::Run;
-
-const INVALID: i32 = 3;
-const LOCKED: i32 = 5;
-pub(crate) const STORE_UNAVAILABLE: i32 = 16;
 
 /// A second directory (`db`) of its own cloud in the store `db`, beside `web`.
 fn other_directory(db: &Db) -> Cloud {
@@ -149,7 +147,7 @@ fn infrakit_tf_frozen_alone_has_its_terraform_stopped_before_the_lease_expires()
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let run = run.ok();
     assert!(run.stderr.contains("took over store directory `web`"), "{}", run.stderr);
-    let on_a = on_a.finish().code(STORE_UNAVAILABLE);
+    let on_a = on_a.finish().code(Code::StoreUnavailable);
     assert!(on_a.stderr.contains("error: lost the lease on store directory `web`"), "{}", on_a.stderr);
     assert_eq!(census(&b), (5, 5, 1), "created once: {}", run.stderr);
     assert!(b.machines_per_instance().values().all(|n| *n == 1));
@@ -171,11 +169,11 @@ fn a_state_one_host_could_not_save_stops_every_host_until_it_is_pushed() {
             "ALTER TABLE infrakit_tf_state_web.states ADD CONSTRAINT refuse CHECK (length(data) < 10) NOT VALID",
         )
         .unwrap();
-    a.run(&["provision", &a.spec()]).code(7);
+    a.run(&["provision", &a.spec()]).code(Code::TerraformFailed);
     assert!(a.s.dir.join("errored.tfstate").exists());
     db.client().batch_execute("ALTER TABLE infrakit_tf_state_web.states DROP CONSTRAINT refuse").unwrap();
     let before = census(&a);
-    let refused = b.run(&["reconcile"]).code(13);
+    let refused = b.run(&["reconcile"]).code(Code::StateLost);
     let me = format!("{}:{}", hostname(), a.s.dir.display());
     assert_eq!(
         refused.error_lines(),
@@ -217,10 +215,10 @@ fn accept_config_on_a_command_that_fails_records_nothing() {
     a.run(&["provision", &a.spec()]).ok();
     let main = std::fs::read_to_string(b.s.dir.join("main.tf")).unwrap();
     b.s.write("main.tf", &format!("{main}\n# only on B\n"));
-    b.run(&["--accept-config", "destroy", "--yes", "instance-123"]).code(4);
+    b.run(&["--accept-config", "destroy", "--yes", "instance-123"]).code(Code::NotFound);
     b.run(&["--accept-config", "reconcile", "--check"]).ok();
     a.run(&["reconcile"]).ok();
-    b.run(&["reconcile"]).code(INVALID);
+    b.run(&["reconcile"]).code(Code::Invalid);
 }
 
 #[test]
@@ -232,7 +230,7 @@ fn reconcile_no_wait_on_both_hosts_at_once_runs_one() {
     // The one that is refused reads at once, while the other holds the lock: readers take none.
     let run_and_read = |h: &Cloud| {
         let run = h.run(&["reconcile", "--no-wait"]);
-        let read = (run.code == LOCKED).then(|| h.run(&["describe", "--output", "json"]));
+        let read = run.is(Code::Locked).then(|| h.run(&["describe", "--output", "json"]));
         (run, read)
     };
     let (runs, reads): (Vec<Run>, Vec<Option<Run>>) = std::thread::scope(|s| {
@@ -245,8 +243,8 @@ fn reconcile_no_wait_on_both_hosts_at_once_runs_one() {
     assert_eq!(read.json().as_array().unwrap().len(), 1, "the queued instance: {}", read.stdout);
     let mut codes: Vec<i32> = runs.iter().map(|r| r.code).collect();
     codes.sort();
-    assert_eq!(codes, [0, LOCKED], "{runs:#?}");
-    let busy = runs.iter().find(|r| r.code == LOCKED).unwrap();
+    assert_eq!(codes, [Code::Ok as i32, Code::Locked as i32], "{runs:#?}");
+    let busy = runs.iter().find(|r| r.is(Code::Locked)).unwrap();
     assert_eq!(busy.error_lines().len(), 1, "{busy:#?}");
     assert!(busy.stderr.contains("error: store directory `web` is locked by another run"), "{}", busy.stderr);
     assert!(busy.stderr.contains("the next cron run tries again"), "{}", busy.stderr);
@@ -276,7 +274,7 @@ fn two_hosts_first_reconcile_on_a_new_store_never_races() {
         // Refused only by the other's lock (a describe that sets `.terraform` up holds its
         // host's directory lock a moment): the next cron run goes on.
         for run in &runs {
-            assert!(run.code == 0 || run.code == LOCKED, "round {round}: {run:#?}");
+            assert!(run.is(Code::Ok) || run.is(Code::Locked), "round {round}: {run:#?}");
         }
         for read in reads {
             read.ok();
@@ -303,7 +301,7 @@ fn a_store_that_cannot_be_reached_changes_nothing() {
         vec!["describe"],
         vec!["migrate"],
     ] {
-        let run = a.run(&args).code(STORE_UNAVAILABLE);
+        let run = a.run(&args).code(Code::StoreUnavailable);
         assert_eq!(run.error_lines().len(), 1, "{run:#?}");
         let line = run.error_lines()[0];
         assert!(line.starts_with("error: cannot use the store at postgresql://infrakit@127.0.0.1:"), "{line}");
@@ -383,7 +381,7 @@ fn a_lease_taken_mid_run_stops_it_and_the_next_run_carries_on() {
     let db = Db::new();
     let (a, b) = hosts(&db);
     let take = "UPDATE infrakit_tf.leases SET epoch = epoch + 1, owner = 'elsewhere', holder = 'infrakit-tf elsewhere pid 1', expires = clock_timestamp() + interval '1 hour'";
-    let run = roll_with(&db, &a, &b, take).code(STORE_UNAVAILABLE);
+    let run = roll_with(&db, &a, &b, take).code(Code::StoreUnavailable);
     assert_eq!(run.error_lines().len(), 1, "{run:#?}");
     assert!(
         run.stderr.contains("error: lost the lease on store directory `web` at postgresql://infrakit@127.0.0.1:"),
@@ -491,7 +489,7 @@ fn the_first_host_follows_what_the_others_change() {
     a.run(&["reconcile", "--check"]).ok();
 
     std::fs::write(a.s.dir.join("errored.tfstate"), b"{}").unwrap();
-    let refused = a.run(&["reconcile"]).code(13);
+    let refused = a.run(&["reconcile"]).code(Code::StateLost);
     let hint = format!(
         "cd {} && PG_CONN_STR='host=127.0.0.1 port={} user=infrakit dbname={} sslmode=disable' PG_SCHEMA_NAME='infrakit_tf_state_web' PGPASSWORD=<password> terraform state push errored.tfstate",
         a.s.dir.display(),
@@ -557,7 +555,7 @@ fn a_host_whose_configuration_differs_refuses_until_it_matches_or_is_accepted() 
     b.s.write("extra.tf", "# only on B\n");
     let before = b.s.snapshot();
     let files = db.files();
-    let refused = b.run(&["reconcile"]).code(INVALID);
+    let refused = b.run(&["reconcile"]).code(Code::Invalid);
     assert_eq!(refused.error_lines().len(), 1, "{refused:#?}");
     let line = refused.error_lines()[0];
     let a_ran = format!("which `{}:{}` ran last at ", hostname(), b.s.dir.display());
@@ -582,7 +580,7 @@ fn a_host_whose_configuration_differs_refuses_until_it_matches_or_is_accepted() 
         "{}",
         accepted.stderr
     );
-    let back = a.run_env(&["reconcile"], &[("PGPASSWORD", &db.password())]).code(INVALID);
+    let back = a.run_env(&["reconcile"], &[("PGPASSWORD", &db.password())]).code(Code::Invalid);
     let b_ran = format!("which `{}:{}` ran last at ", hostname(), b.s.dir.display());
     assert!(back.stderr.contains(&b_ran), "{}", back.stderr);
     assert!(back.stderr.contains(": `main.tf` differs, `extra.tf` only there"), "{}", back.stderr);
@@ -599,7 +597,7 @@ fn migrate_moves_a_local_directory_into_the_store_once() {
     use_store(&a, &db.url());
     // Until it is moved, a command that writes refuses to start from an empty store.
     let before = a.s.snapshot();
-    let refused = a.run(&["provision", &a.spec()]).code(INVALID);
+    let refused = a.run(&["provision", &a.spec()]).code(Code::Invalid);
     assert!(refused.stderr.contains("`infrakit-tf migrate`"), "{}", refused.stderr);
     assert_eq!(a.s.snapshot(), before);
 
@@ -624,10 +622,10 @@ fn migrate_moves_a_local_directory_into_the_store_once() {
     other.run(&["provision", &other.spec()]).ok();
     use_store(&other, &db.url());
     let before = other.s.snapshot();
-    let clash = other.run(&["migrate"]).code(INVALID);
+    let clash = other.run(&["migrate"]).code(Code::Invalid);
     assert!(clash.stderr.contains("store directory `web` already holds other files"), "{}", clash.stderr);
     // Nor does any other command take that directory over: its files are not the store's.
-    let taken = other.run(&["reconcile"]).code(INVALID);
+    let taken = other.run(&["reconcile"]).code(Code::Invalid);
     assert!(taken.stderr.contains("and it has never mirrored it"), "{}", taken.stderr);
     assert_eq!(other.s.snapshot(), before);
     assert_eq!(db.files(), files);
@@ -635,7 +633,7 @@ fn migrate_moves_a_local_directory_into_the_store_once() {
     // A store emptied by hand, its terraform state left: a new directory of that name is
     // refused too, rather than copy its state over the one there.
     db.client().batch_execute("DELETE FROM infrakit_tf.directories").unwrap();
-    let over = other.run(&["migrate"]).code(INVALID);
+    let over = other.run(&["migrate"]).code(Code::Invalid);
     assert!(
         over.stderr.contains("schema `infrakit_tf_state_web` of the store's database already holds a terraform state"),
         "{}",
@@ -658,7 +656,7 @@ fn migrate_refuses_a_managed_file_that_is_a_link() {
     std::os::unix::fs::symlink(&outside, &global).unwrap();
     use_store(&a, &db.url());
     let before = a.s.snapshot();
-    let run = a.run(&["migrate"]).code(INVALID);
+    let run = a.run(&["migrate"]).code(Code::Invalid);
     assert_eq!(run.error_lines(), [format!("error: `{}` is not a regular file", global.display()).as_str()]);
     assert_eq!(a.s.snapshot(), before);
     assert!(db.files().is_empty());
@@ -691,7 +689,7 @@ fn an_interrupted_migrate_finishes_when_run_again() {
     let b = a.another_host();
     let before = census(&a);
     for args in [vec!["reconcile"], vec!["provision", "--no-apply", &a.spec()]] {
-        let refused = b.run(&args).code(INVALID);
+        let refused = b.run(&args).code(Code::Invalid);
         assert_eq!(refused.error_lines(), ["error: store directory `web` holds no instance file, but terraform's state there holds 1 instance(s): a `migrate` that moved the state and stopped before the files"], "{args:?}");
         assert!(refused.stderr.contains("run `infrakit-tf migrate` again (it finishes)"), "{}", refused.stderr);
     }
@@ -711,14 +709,16 @@ fn the_password_may_come_from_pgpassword_and_is_never_printed() {
     let with = [("PGPASSWORD", password.as_str())];
     let run = a.run_env(&["--verbose", "provision", &a.spec()], &with).ok();
     let described = a.run_env(&["--verbose", "describe"], &with).ok();
-    let refused = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
+    let refused = a.run(&["provision", &a.spec()]).code(Code::StoreUnavailable);
     assert!(refused.stderr.contains("password"), "{}", refused.stderr);
     // From a password file, and the URL from INFRAKIT_TF_STORE over a wrong one in the file.
     let passfile = a.s.write_outside("pgpass", &format!("*:*:*:*:{password}\n"));
     point_at(&a, "postgresql://nobody@127.0.0.1:1/nothing");
     let url = db.url_without_password();
     // Readable by others (0644), it is refused, as libpq refuses it.
-    let open = a.run_env(&["provision", &a.spec()], &[("PGPASSFILE", &passfile), ("INFRAKIT_TF_STORE", &url)]).code(3);
+    let open = a
+        .run_env(&["provision", &a.spec()], &[("PGPASSFILE", &passfile), ("INFRAKIT_TF_STORE", &url)])
+        .code(Code::Invalid);
     assert!(open.stderr.contains(&format!("chmod 600 {passfile}")), "{}", open.stderr);
     std::fs::set_permissions(&passfile, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let from_file =
@@ -787,10 +787,10 @@ fn a_provision_killed_at_every_point_is_finished_by_the_other_host() {
         assert_eq!(run.code, -libc::SIGKILL, "{context}: not killed: {run:#?}");
         let b = a.another_host();
         let recovery = b.run(&["--lock-timeout", "5m", "reconcile"]);
-        assert_eq!(recovery.code, 0, "{context}: host B's recovery failed: {recovery:#?}");
+        assert!(recovery.is(Code::Ok), "{context}: host B's recovery failed: {recovery:#?}");
         crate::support::wait_until_idle(&a.s.dir);
         let caught_up = a.run(&["reconcile"]);
-        assert_eq!(caught_up.code, 0, "{context}: host A's next run failed: {caught_up:#?}");
+        assert!(caught_up.is(Code::Ok), "{context}: host A's next run failed: {caught_up:#?}");
 
         // The change is whole or absent; everything in it created once.
         let files = db.files();
@@ -929,7 +929,7 @@ fn a_frozen_network_holds_the_other_host_up_for_the_lease_only() {
         "B got through after {waited:?}, lease 10 s: {}",
         on_b.stderr
     );
-    let on_a = on_a.finish().code(STORE_UNAVAILABLE);
+    let on_a = on_a.finish().code(Code::StoreUnavailable);
     assert!(on_a.stderr.contains("error: lost the lease on store directory `web`"), "{}", on_a.stderr);
     assert!(on_a.stderr.contains("was interrupted"), "A's terraform was stopped: {}", on_a.stderr);
     proxy.thaw();
@@ -982,7 +982,7 @@ fn a_state_row_deleted_or_rolled_back_is_refused() {
     a.run(&["provision", &a.spec()]).ok();
     assert_eq!(census(&a), (4, 4, 1));
     let refused = |h: &Cloud, args: &[&str], why: &str| {
-        let run = h.run(args).code(13);
+        let run = h.run(args).code(Code::StateLost);
         assert_eq!(run.error_lines().len(), 1, "{run:#?}");
         let line = run.error_lines()[0];
         assert!(line.starts_with("error: refusing to run terraform: the state in schema `infrakit_tf_state_web` of the store's database does not match the live files: "), "{line}");
@@ -1015,7 +1015,7 @@ fn a_state_never_recorded_is_guarded_from_the_first_run_on() {
     db.client().batch_execute("UPDATE infrakit_tf.directories SET state_lineage = NULL, state_serial = NULL").unwrap();
     b.run(&["reconcile"]).ok();
     db.client().batch_execute("DELETE FROM infrakit_tf_state_web.states").unwrap();
-    let run = a.run(&["reconcile"]).code(13);
+    let run = a.run(&["reconcile"]).code(Code::StateLost);
     assert!(run.error_lines()[0].contains("it is missing"), "{run:#?}");
     assert_eq!(census(&a), (2, 2, 1), "nothing created again");
 }
@@ -1030,9 +1030,9 @@ fn group_specs_that_differ_between_hosts_converge_once_then_refuse() {
     b.s.write("web-group.json", &crate::support::specs::web(r#"{"Size": 1}"#, "v1"));
     let spec = |h: &Cloud| h.s.dir.join("web-group.json").to_str().unwrap().to_string();
     let mut counts = Vec::new();
-    for (host, code) in [(&a, 0), (&b, INVALID), (&a, 0), (&b, INVALID)] {
+    for (host, code) in [(&a, Code::Ok), (&b, Code::Invalid), (&a, Code::Ok), (&b, Code::Invalid)] {
         let run = host.run(&["reconcile", "--group", &spec(host)]).code(code);
-        if code == INVALID {
+        if code == Code::Invalid {
             let line = run.error_lines()[0];
             let a_ran = format!("which `{}:{}` ran last at ", hostname(), a.s.dir.display());
             assert!(
@@ -1047,7 +1047,7 @@ fn group_specs_that_differ_between_hosts_converge_once_then_refuse() {
     }
     assert_eq!(counts, [2, 2, 2, 2], "one convergence, no undoing");
     b.run(&["--accept-config", "reconcile", "--group", &spec(&b)]).ok();
-    a.run(&["reconcile", "--group", &spec(&a)]).code(INVALID);
+    a.run(&["reconcile", "--group", &spec(&a)]).code(Code::Invalid);
     assert_eq!(census(&a).0, 1, "the accepted spec, once");
 }
 
@@ -1083,7 +1083,7 @@ fn a_role_without_the_privileges_it_needs_is_told_the_grant() {
     let grants =
         [format!("GRANT CREATE ON DATABASE {} TO {role}", db.name), format!("GRANT CREATE ON SCHEMA public TO {role}")];
     for grant in &grants {
-        let run = a.run(&["provision", &a.spec()]).code(STORE_UNAVAILABLE);
+        let run = a.run(&["provision", &a.spec()]).code(Code::StoreUnavailable);
         assert_eq!(
             run.error_lines(),
             [format!("error: the store at postgresql://{role}@127.0.0.1:{}/{} refuses what infrakit-tf and terraform need: `{grant}` is missing", db.port(), db.name).as_str()]
@@ -1113,11 +1113,11 @@ fn a_create_whose_answer_is_lost_on_one_host_is_adopted_by_the_other() {
     let vm = a.s.write_outside("vm.json", r#"{"Properties": {"resource": {"fakecloud_instance": {"vm": {}}}}}"#);
     a.run(&["provision", &vm]).ok();
     std::fs::write(a.cloud.join("lose-creates"), "1 reset\n").unwrap();
-    let run = a.run(&["provision", &vm]).code(7);
+    let run = a.run(&["provision", &vm]).code(Code::TerraformFailed);
     assert!(run.stderr.contains("connection reset by peer"), "{}", run.stderr);
     let rows = b.describe();
     assert!(rows.iter().any(|r| r["status"] == "unconfirmed"), "{rows:#?}");
-    b.run(&["reconcile", "--check"]).code(10);
+    b.run(&["reconcile", "--check"]).code(Code::Pending);
     let run = b.run(&["reconcile"]).ok();
     assert!(run.stderr.contains("looking up the machines it may have made"), "{}", run.stderr);
     b.run(&["reconcile"]).ok();

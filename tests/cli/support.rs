@@ -19,6 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use infrakit_tf::exit::Code;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_infrakit-tf");
@@ -86,16 +87,22 @@ pub struct Run {
 }
 
 impl Run {
+    /// Asserts that it succeeded (`Code::Ok`).
     #[track_caller]
     pub fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "expected success, got {self:#?}");
+        self.code(Code::Ok)
+    }
+
+    /// Asserts that it exited with `code`, one of infrakit-tf's documented exit codes.
+    #[track_caller]
+    pub fn code(self, code: Code) -> Self {
+        assert!(self.is(code), "expected exit {} ({code:?}), got {self:#?}", code as i32);
         self
     }
 
-    #[track_caller]
-    pub fn code(self, code: i32) -> Self {
-        assert_eq!(self.code, code, "expected exit {code}, got {self:#?}");
-        self
+    /// Whether it exited with `code`.
+    pub fn is(&self, code: Code) -> bool {
+        self.code == code as i32
     }
 
     pub fn json(&self) -> Value {
