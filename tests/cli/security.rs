@@ -354,7 +354,9 @@ fn a_metrics_file_another_user_plants_never_holds_a_run_up() {
     let _ = std::process::Command::new("pkill").args(["-f", &format!("sleep {marker}")]).status();
 }
 
-/// Runs `args` in `s`, killed after `limit`: `None` when it did not end by then (it hung).
+/// Runs `args` in `s`, killed after `limit`: `None` when it did not end by then (it hung). A
+/// hang is what its callers catch, so a bound on time is the point; they give a minute to what
+/// takes a second.
 fn within(s: &Scratch, args: &[&str], env: &[(&str, &str)], limit: std::time::Duration) -> Option<crate::support::Run> {
     let mut cmd = crate::support::command(&s.cli_config());
     cmd.arg("--dir").arg(&s.dir).args(args).envs(env.iter().copied());

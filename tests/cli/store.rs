@@ -923,9 +923,12 @@ fn a_frozen_network_holds_the_other_host_up_for_the_lease_only() {
     let took = on_b.wait_for("took over store directory `web`");
     let on_b = on_b.finish().ok();
     let took = took.unwrap_or_else(|| panic!("B never took over: {}", on_b.stderr));
+    // A bound on time is the point here: B is held up for the lease (10 s), not until the
+    // server's TCP keepalive gives A's frozen sessions up (hours). Generous, for a loaded
+    // machine: the lease and a minute more.
     let waited = took.duration_since(frozen);
     assert!(
-        waited < std::time::Duration::from_secs(10 + 5),
+        waited < std::time::Duration::from_secs(10 + 60),
         "B got through after {waited:?}, lease 10 s: {}",
         on_b.stderr
     );

@@ -225,6 +225,19 @@ impl Cloud {
         }
     }
 
+    /// Makes the next `n` creates of `rtype` wait for one another (the provider's `together`
+    /// knob; 0: none do): a run that creates them one after the other fails, so a run that
+    /// succeeds started every one before any finished. An order, not a stopwatch.
+    pub fn creates_together(&self, rtype: &str, n: usize) {
+        let _ = std::fs::remove_file(self.cloud.join("together-started"));
+        let knob = self.cloud.join("together");
+        if n == 0 {
+            std::fs::remove_file(&knob).unwrap();
+        } else {
+            std::fs::write(&knob, format!("{rtype} {n}")).unwrap();
+        }
+    }
+
     pub fn spec(&self) -> String {
         self.s.root.path().join("web.json").to_str().unwrap().to_string()
     }
