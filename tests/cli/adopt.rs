@@ -9,10 +9,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use infrakit_tf::exit::Code;
 
-const PENDING: i32 = 10;
-const STATE_LOST: i32 = 13;
+use crate::support::cloud::Cloud;
 
 /// A cloud whose fakecloud types can be looked up.
 fn cloud() -> Cloud {
@@ -94,7 +93,7 @@ fn a_reconcile_killed_while_queued_machines_boot_is_adopted() {
 #[test]
 fn a_rolling_update_killed_while_a_replacement_boots_is_adopted() {
     let c = cloud();
-    let group = |user_data: &str| c.s.write("web-group.json", &crate::groups::web(r#"{"Size": 2}"#, user_data));
+    let group = |user_data: &str| c.s.write("web-group.json", &crate::support::specs::web(r#"{"Size": 2}"#, user_data));
     let spec = c.s.dir.join("web-group.json").to_str().unwrap().to_string();
     group("v1");
     c.run(&["reconcile", "--group", &spec]).ok();
@@ -143,7 +142,8 @@ fn two_volumes_of_one_instance_are_each_adopted_as_themselves() {
 #[test]
 fn a_scale_down_after_a_cut_scale_up_leaks_nothing() {
     let c = cloud();
-    let group = |size: u32| c.s.write("web-group.json", &crate::groups::web(&format!(r#"{{"Size": {size}}}"#), "v1"));
+    let group =
+        |size: u32| c.s.write("web-group.json", &crate::support::specs::web(&format!(r#"{{"Size": {size}}}"#), "v1"));
     let spec = c.s.dir.join("web-group.json").to_str().unwrap().to_string();
     group(1);
     c.run(&["reconcile", "--group", &spec]).ok();
@@ -170,14 +170,14 @@ fn an_import_or_a_removal_without_apply_waits_for_the_look_up() {
     let made = c.kill_while_booting(&["provision", &c.spec()]);
     // The first command to take the lock keeps the evidence of the cut apply (its record
     // becomes the marker); a check changes nothing else.
-    c.run(&["reconcile", "--check"]).code(PENDING);
+    c.run(&["reconcile", "--check"]).code(Code::Pending);
     let before = c.s.snapshot();
     let objects = c.objects();
     for args in [
         vec!["import", c.spec().as_str(), "--resource", "fakecloud_instance=i-0000abcd"],
         vec!["destroy", "--yes", "--no-apply", first.as_str()],
     ] {
-        let run = c.run(&args).code(STATE_LOST);
+        let run = c.run(&args).code(Code::StateLost);
         assert_eq!(run.error_lines().len(), 1, "{run:#?}");
         assert!(run.error_lines()[0].contains("an apply was cut short"), "{run:#?}");
         assert!(run.stderr.contains("run `infrakit-tf reconcile` first"), "{}", run.stderr);
@@ -223,7 +223,7 @@ fn two_machines_with_one_resources_tags_are_refused_not_guessed() {
     std::fs::copy(c.cloud.join(format!("{original}.json")), c.cloud.join(format!("{twin}.json"))).unwrap();
     let before = c.objects();
     let state = c.state();
-    let run = c.run(&["reconcile"]).code(STATE_LOST);
+    let run = c.run(&["reconcile"]).code(Code::StateLost);
     assert_eq!(run.error_lines().len(), 1, "{run:#?}");
     let line = run.error_lines()[0];
     assert!(
@@ -248,12 +248,12 @@ fn reconcile_check_reports_an_unrecorded_machine_before_anything_is_applied() {
     let c = cloud();
     let made = c.kill_while_booting(&["provision", &c.spec()]);
     let before = c.objects();
-    let check = c.run(&["reconcile", "--check", "--output", "json"]).code(PENDING);
+    let check = c.run(&["reconcile", "--check", "--output", "json"]).code(Code::Pending);
     let unrecorded = adopted(&check.json());
     assert_eq!(unrecorded, made);
     assert!(check.stderr.contains("unrecorded machine(s) an apply cut short made"), "{}", check.stderr);
     assert_eq!(c.objects(), before, "a check changes nothing");
-    c.run(&["reconcile", "--check"]).code(PENDING); // still pending: nothing was settled
+    c.run(&["reconcile", "--check"]).code(Code::Pending); // still pending: nothing was settled
     c.run(&["reconcile"]).ok();
     whole(&c, &made);
 }

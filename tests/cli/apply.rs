@@ -3,8 +3,10 @@
 
 use serde_json::Value;
 
+use infrakit_tf::exit::Code;
+
+use crate::support::terraform::{state, terraform, terraform_program};
 use crate::support::Scratch;
-use crate::terraform::{state, terraform, terraform_program};
 
 fn spec(s: &Scratch) -> String {
     s.dir.join("web.json").to_str().unwrap().to_string()
@@ -76,7 +78,7 @@ fn failed_apply_is_reported_and_converges() {
         ),
     );
     s.write_outside("fail", "");
-    let run = s.run(&["provision", &flaky]).code(7);
+    let run = s.run(&["provision", &flaky]).code(Code::TerraformFailed);
     let id = run.stdout.trim().to_string();
     assert!(id.starts_with("instance-"), "the ID is printed even though the apply failed: {run:#?}");
     assert!(run.stderr.contains("terraform error: local-exec provisioner error"), "{}", run.stderr);
@@ -108,7 +110,7 @@ fn failed_apply_json_report() {
         "bad.json",
         r#"{"Properties": {"resource": {"terraform_data": {"vm": {"provisioner": [{"local-exec": {"command": "false"}}]}}}}}"#,
     );
-    let out = s.run(&["provision", &bad, "--output", "json"]).code(7).json();
+    let out = s.run(&["provision", &bad, "--output", "json"]).code(Code::TerraformFailed).json();
     assert_eq!(out["applied"], false);
     assert!(out["error"].as_str().unwrap().contains("local-exec provisioner error"), "{out}");
     assert_eq!(out["files"][0]["action"], "created");
@@ -166,7 +168,7 @@ fn state_lock_held_by_another_terraform() {
         .unwrap();
     // That terraform holds the lock once it writes the lock info file.
     crate::support::wait_for(&s.dir.join(".terraform.tfstate.lock.info"), "the other terraform never took the lock");
-    let run = s.run(&["label", &id, "a=b"]).code(8);
+    let run = s.run(&["label", &id, "a=b"]).code(Code::StateLocked);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
@@ -207,7 +209,7 @@ fn commits_apply_only_what_they_changed() {
     let id = run.json()["ID"].as_str().unwrap().to_string();
     s.run(&["label", &id, "owner=ops"]).ok();
     assert_eq!(input(&s), "v1", "main.tf's change is not applied by provision or label");
-    s.run(&["reconcile", "--check"]).code(10);
+    s.run(&["reconcile", "--check"]).code(Code::Pending);
     s.run(&["reconcile"]).ok();
     assert_eq!(input(&s), "v2", "reconcile applies it");
     let dry = s.run(&["destroy", &id, "--dry-run", "--output", "json"]).ok().json();

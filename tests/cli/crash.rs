@@ -10,9 +10,10 @@
 
 use std::collections::BTreeSet;
 
+use infrakit_tf::exit::Code;
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 /// How a scenario prepares its group and which command it then kills.
 struct Scenario {
@@ -124,8 +125,8 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "import",
         setup: |c| {
-            crate::import::hand_made(c);
-            let spec = c.s.write_outside("managers.json", crate::import::MANAGERS);
+            crate::support::specs::hand_made(c);
+            let spec = c.s.write_outside("managers.json", crate::support::specs::MANAGERS);
             args(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"])
         },
         unmanaged: &["i-0000abcd", "vol-0000beef"],
@@ -175,7 +176,7 @@ const SCENARIOS: &[Scenario] = &[
 /// Writes the group spec `web.json` (size `size`, the members' `user_data` `version`) and
 /// lists it in infrakit-tf.json, so that a plain `reconcile` (the recovery) converges it.
 fn group(c: &Cloud, size: u64, version: &str) {
-    c.s.write_outside("group.json", &crate::groups::web(&format!(r#"{{"Size": {size}}}"#), version));
+    c.s.write_outside("group.json", &crate::support::specs::web(&format!(r#"{{"Size": {size}}}"#), version));
     c.s.write("infrakit-tf.json", r#"{"vm_types": {"fakecloud_instance": {}}, "groups": ["../group.json"]}"#);
 }
 
@@ -214,7 +215,7 @@ fn crash_everywhere(scenario: &Scenario) {
     let counting = template.copy();
     let log = counting.s.root.path().join("crash.log");
     let run = counting.run_env(&command, &[("INFRAKIT_TF_CRASH_LOG", log.to_str().unwrap())]);
-    assert_eq!(run.code, 0, "{}: the undisturbed run fails: {run:#?}", scenario.name);
+    assert!(run.is(Code::Ok), "{}: the undisturbed run fails: {run:#?}", scenario.name);
     let points = std::fs::read_to_string(&log).unwrap();
     let total = points.lines().count();
     assert!(total >= 2, "{}: too few crash points: {points}", scenario.name);
@@ -229,7 +230,7 @@ fn crash_everywhere(scenario: &Scenario) {
         crate::support::wait_until_idle(&c.s.dir);
         let recovery = c.run(&["reconcile", "--output", "json"]);
         let context = format!("{}, killed at point {what}", scenario.name);
-        assert_eq!(recovery.code, 0, "{context}: recovery failed: {recovery:#?}");
+        assert!(recovery.is(Code::Ok), "{context}: recovery failed: {recovery:#?}");
         assert_whole(&c, scenario, &before, &context);
     }
 }
@@ -272,5 +273,5 @@ fn assert_whole(c: &Cloud, scenario: &Scenario, before: &BTreeSet<String>, conte
     let adopted_or_not = scenario.unmanaged.iter().filter(|id| id.starts_with("i-") && !managed.contains(**id)).count();
     assert_eq!(vms, after.len() + adopted_or_not, "{context}: one VM per instance");
     let check = c.run(&["reconcile", "--check"]);
-    assert_eq!(check.code, 0, "{context}: not converged: {check:#?}");
+    assert!(check.is(Code::Ok), "{context}: not converged: {check:#?}");
 }

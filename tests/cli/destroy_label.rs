@@ -3,6 +3,8 @@
 
 use serde_json::json;
 
+use infrakit_tf::exit::Code;
+
 use crate::support::{Scratch, SCOPED};
 
 fn provision(s: &Scratch, spec: &str, extra: &[&str]) -> String {
@@ -180,7 +182,7 @@ fn terminate_refuses_when_a_neighbour_cannot_be_read() {
     let b = provision(&s, &spec, &[]);
     s.write(&format!("{a}.tf.json.new"), "{broken");
     let before = s.snapshot();
-    let run = s.run(&["destroy", "--no-apply", &b, "--yes"]).code(3);
+    let run = s.run(&["destroy", "--no-apply", &b, "--yes"]).code(Code::Invalid);
     s.assert_stderr(&run, snapbox::str![[r#"
 error: cannot tell which files instance-[..] still uses: `[ROOT]/dir/instance-[..].tf.json.new` is not valid JSON: key must be a string at line 1 column 2
 hint: fix that instance file, or destroy with --reason rolling-update (removes only the instance file)

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
-use crate::support::write_executable;
+use infrakit_tf::exit::Code;
 
-const DRAIN_ABANDONED: i32 = 17;
+use crate::support::cloud::Cloud;
+use crate::support::write_executable;
 
 /// A group of `size` VMs named `name` (`dedicated`: with a dedicated volume each, so that a
 /// rolling update destroys first), with `lifecycle` as its `Properties.Lifecycle`.
@@ -104,7 +104,7 @@ fn a_failed_drain_keeps_the_member_under_abandon_and_not_under_continue() {
 
     // abandon, the default: kept, reported, exit 17; the others are untouched.
     let two = c.s.write_outside("two.json", &spec(2, "a", false, Some(json!({"Drain": "echo busy >&2; exit 3"}))));
-    let run = c.run(&["reconcile", "--group", &two, "--output", "json"]).code(DRAIN_ABANDONED);
+    let run = c.run(&["reconcile", "--group", &two, "--output", "json"]).code(Code::DrainAbandoned);
     let report = run.json();
     assert_eq!(report["groups"][0]["abandoned"], json!([lowest]), "{report}");
     assert_eq!(report["groups"][0]["terminated"], json!([]), "{report}");
@@ -121,7 +121,7 @@ fn a_failed_drain_keeps_the_member_under_abandon_and_not_under_continue() {
     // A timeout is a failure too.
     let run = c
         .run(&["reconcile", "--group", &two, "--drain-cmd", "sleep 30", "--drain-timeout", "500ms"])
-        .code(DRAIN_ABANDONED);
+        .code(Code::DrainAbandoned);
     assert!(run.stderr.contains("the drain command ran longer than 500ms"), "{}", run.stderr);
     assert_eq!(members(&c), before);
 
@@ -174,7 +174,8 @@ fn destroy_drains_a_member_of_a_group_with_a_drain() {
     c.run(&["destroy", &ids[1], "--group", &group, "--dry-run"]).ok();
     assert_eq!(drained(&log).len(), 1);
     // A failed drain keeps the member (exit 17).
-    let run = c.run(&["destroy", &ids[1], "--drain-cmd", "exit 1", "--yes", "--output", "json"]).code(DRAIN_ABANDONED);
+    let run =
+        c.run(&["destroy", &ids[1], "--drain-cmd", "exit 1", "--yes", "--output", "json"]).code(Code::DrainAbandoned);
     assert_eq!(run.json()["abandoned"], json!([ids[1]]), "{run:#?}");
     assert!(in_state(&c, &ids[1]));
 }
@@ -185,7 +186,7 @@ fn destroy_drains_a_member_of_a_group_with_a_drain() {
 fn scale_in_with(
     c: &Cloud,
     drain: impl Fn(&Path) -> String,
-) -> (crate::cloud::Started, std::collections::BTreeMap<String, String>, String, String) {
+) -> (crate::support::cloud::Started, std::collections::BTreeMap<String, String>, String, String) {
     let three = c.s.write_outside("three.json", &spec(3, "a", false, None));
     c.run(&["reconcile", "--group", &three]).ok();
     let before = members(c);
@@ -228,7 +229,7 @@ fn sigterm_during_a_drain_stops_it_and_destroys_nothing() {
     let pid = c.s.root.path().join("started");
     // SAFETY: kill(2) on our own child alone, as a service manager would.
     unsafe { libc::kill(run.pid() as i32, libc::SIGTERM) };
-    let out = run.finish().code(130);
+    let out = run.finish().code(Code::Interrupted);
     assert!(out.stderr.contains("interrupted while the drain command ran"), "{}", out.stderr);
     let sleeper = std::fs::read_to_string(&pid).unwrap().trim().to_string();
     // Gone, or dead and not yet reaped by init (a zombie runs nothing).

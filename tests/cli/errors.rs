@@ -3,9 +3,9 @@
 //! (`provision-*`, `validate-*`, `destroy-*`, `label-*`, `describe-bad-tag`, `*-missing-directory`:
 //! each its exact stderr, and nothing changed); here are those whose input is made by code.
 
-use crate::support::{Scratch, VM_ONLY};
+use infrakit_tf::exit::Code;
 
-const INVALID: i32 = 3;
+use crate::support::{Scratch, VM_ONLY};
 
 // A value quoted in an error is shortened: a huge logical ID, name, scope or path makes a short
 // message, not one as large as itself; and nothing is written.
@@ -29,16 +29,16 @@ fn huge_values_make_short_errors() {
         ),
     ];
     let spec = s.write_outside("vm.json", VM_ONLY);
-    let mut runs = vec![s.run(&["provision", "--no-apply", &spec, "--logical-id", &arg]).code(INVALID)];
+    let mut runs = vec![s.run(&["provision", "--no-apply", &spec, "--logical-id", &arg]).code(Code::Invalid)];
     for (i, text) in specs.iter().enumerate() {
         let path = s.write_outside(&format!("huge-{i}.json"), text);
         let before = s.snapshot();
-        runs.push(s.run(&["provision", "--no-apply", &path]).code(INVALID));
+        runs.push(s.run(&["provision", "--no-apply", &path]).code(Code::Invalid));
         assert!(s.snapshot() == before, "spec {i} changed files");
-        runs.push(s.run(&["validate", &path]).code(INVALID));
+        runs.push(s.run(&["validate", &path]).code(Code::Invalid));
     }
     // A spec path too long for the system: an I/O error that quotes the path.
-    runs.push(s.run(&["validate", &format!("{arg}.json")]).code(1));
+    runs.push(s.run(&["validate", &format!("{arg}.json")]).code(Code::Error));
     for run in &runs {
         assert!(run.stderr.len() < 2048, "{} bytes on stderr: {}", run.stderr.len(), &run.stderr[..2048]);
         assert!(run.stderr.contains(" bytes"), "the size of the value is said: {run:#?}");

@@ -9,10 +9,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::cloud::Cloud;
-use crate::store::{census, declared, provisioning, use_store, Db, OwnServer};
+use infrakit_tf::exit::Code;
 
-const STATE_LOST: i32 = 13;
+use crate::support::cloud::Cloud;
+use crate::support::store::{census, declared, provisioning, use_store, Db, OwnServer};
 
 /// A primary and its streaming standby.
 struct Pair {
@@ -113,14 +113,14 @@ fn a_failover_during_an_apply_heals_within_two_reconciles() {
     // Six creates of 2 s, one at a time; the failover comes after two, a third in flight.
     let on_a = provisioning(&a, 3, 2000);
     let db = pair.fail_over(db);
-    let failed = on_a.finish().code(7);
+    let failed = on_a.finish().code(Code::TerraformFailed);
     let errored = a.s.dir.join("errored.tfstate");
     assert!(errored.exists(), "{}", failed.stderr);
     a.delay_creates(0);
 
     // Neither a reader nor a check pushes it.
     a.describe();
-    let checked = a.run(&["reconcile", "--check"]).code(STATE_LOST);
+    let checked = a.run(&["reconcile", "--check"]).code(Code::StateLost);
     assert!(checked.stderr.contains("holds a state terraform could not save"), "{}", checked.stderr);
     assert!(errored.exists());
 
@@ -163,7 +163,7 @@ fn a_state_that_cannot_be_pushed_safely_is_refused_saying_why() {
     ];
     for (file, why) in cases {
         a.s.write("errored.tfstate", &file);
-        let run = a.run(&["reconcile"]).code(STATE_LOST);
+        let run = a.run(&["reconcile"]).code(Code::StateLost);
         assert_eq!(run.error_lines().len(), 1, "{run:#?}");
         let line = run.error_lines()[0];
         assert!(line.contains("holds a state terraform could not save"), "{line}");

@@ -1,27 +1,19 @@
 //! Faults a real terraform will not produce on demand, injected with a scripted fake: garbage
 //! output, a crash mid-stream, a version too old. Everything else runs the real terraform.
 
+use infrakit_tf::exit::Code;
+
+use crate::support::fake_terraform::fake;
 use crate::support::Scratch;
 
 const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
-
-/// A fake terraform: `version -json` answers `version`, `init` succeeds, `apply` runs `apply`.
-/// Each command line it gets is logged to `<path>.calls` once that file exists (`record`).
-pub fn fake(s: &Scratch, version: &str, apply: &str) -> String {
-    let path = s.root.path().join("fake-terraform");
-    let script = format!(
-        "#!/bin/sh\n[ -e \"$0.calls\" ] && echo \"$*\" >> \"$0.calls\"\ncase \"$1\" in\n  version) echo '{{\"terraform_version\":\"{version}\"}}' ;;\n  init) exit 0 ;;\n  apply) {apply} ;;\n  *) exit 3 ;;\nesac\n"
-    );
-    crate::support::write_executable(&path, &script);
-    path.to_str().unwrap().to_string()
-}
 
 #[test]
 fn garbage_output_is_an_error() {
     let s = Scratch::new();
     let tf = fake(&s, "1.9.0", "echo 'this is not json'; echo 'neither is this'; exit 0");
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformFailed);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 not provisioned yet (the apply failed before its VM was created) instance-[..]
@@ -40,7 +32,7 @@ fn crash_mid_stream_is_named() {
         r#"echo '{"@level":"info","@message":"Plan: 1 to add","type":"change_summary","changes":{"add":1,"change":0,"remove":0,"operation":"plan"}}'; echo 'panic: runtime error' >&2; kill -9 $$"#,
     );
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformFailed);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -62,7 +54,7 @@ fn old_terraform_is_refused_before_writing() {
     let tf = fake(&s, "0.12.31", "exit 0");
     let vm = s.write_outside("vm.json", VM);
     let before = s.snapshot();
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(9);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformMissing);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -88,7 +80,7 @@ fn state_lock_diagnostic_has_its_own_code() {
     let held = r"Error message: resource temporarily unavailable\nLock Info:\n  ID:        1e66a691\n  Path:      terraform.tfstate";
     let tf = fake(&s, "1.9.0", &lock_diagnostic(held));
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(8);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::StateLocked);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
@@ -110,7 +102,7 @@ fn a_lock_that_cannot_be_written_is_not_a_held_lock() {
     let s = Scratch::new();
     let tf = fake(&s, "1.9.0", &lock_diagnostic(r"Error message: open terraform.tfstate: read-only file system"));
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(7);
+    let run = s.run(&["provision", &vm, "--terraform", &tf]).code(Code::TerraformFailed);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 [TIME] terraform error: Error acquiring the state lock
@@ -167,5 +159,5 @@ fn parallelism_is_passed_to_terraform() {
     let calls = calls(&tf);
     let apply = calls.iter().find(|l| l.starts_with("apply")).unwrap();
     assert!(apply.contains("-parallelism=25"), "{calls:?}");
-    s.run(&["provision", &vm, "--terraform", &tf, "--parallelism", "0"]).code(2);
+    s.run(&["provision", &vm, "--terraform", &tf, "--parallelism", "0"]).code(Code::Usage);
 }

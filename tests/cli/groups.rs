@@ -5,24 +5,10 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use infrakit_tf::exit::Code;
 
-const TOO_MANY: i32 = 11;
-const PENDING: i32 = 10;
-const UPDATE_STOPPED: i32 = 15;
-
-/// A group spec of `allocation` whose members have a VM (with `user_data`), a dedicated data
-/// volume and a shared volume, like `cloud::WEB`.
-pub fn web(allocation: &str, user_data: &str) -> String {
-    format!(
-        r##"{{"ID": "web", "Properties": {{
-  "Allocation": {allocation},
-  "Instance": {{"Plugin": "instance-terraform", "Properties": {{"resource": {{
-    "fakecloud_instance": {{"vm": {{"name": "web", "user_data": "{user_data}"}}}},
-    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 5}}, "nfs": {{"@scope": "shared", "size": 50}}}}}}}}}},
-  "Flavor": {{"Plugin": "flavor-vanilla", "Properties": {{"Init": ["echo hello"], "Tags": {{"role": "web"}}}}}}}}}}"##
-    )
-}
+use crate::support::cloud::Cloud;
+use crate::support::specs::web;
 
 /// A group of VMs alone (no dedicated resource: rolling updates surge).
 fn plain(id: &str, size: u64, name: &str) -> String {
@@ -51,7 +37,9 @@ fn vms(c: &Cloud) -> usize {
 fn a_group_is_created_in_one_apply_then_left_alone() {
     let c = Cloud::new();
     let spec = c.s.write_outside("web.json", &web(r#"{"Size": 3}"#, "v1"));
-    c.delay_creates(2000);
+    // The three VMs' creates wait for one another: the run succeeds only if each started
+    // before any finished (in parallel, not one after the other).
+    c.creates_together("fakecloud_instance", 3);
     let out = reconcile(&c, &spec, &[]);
     let g = &out["groups"][0];
     assert_eq!(g["ID"], "web");
@@ -60,18 +48,8 @@ fn a_group_is_created_in_one_apply_then_left_alone() {
     assert_eq!(g["current"], 3);
     assert_eq!(g["provisioned"].as_array().unwrap().len(), 3, "{out}");
     assert_eq!(out["terraform_runs"], 2, "one plan, one apply for all three: {out}");
-    c.delay_creates(0);
-    // Each create sleeps 2 s before the cloud writes its object: one after the other, the
-    // three machines' objects would be written at least 4 s apart; in parallel, together.
-    let written: Vec<std::time::SystemTime> = std::fs::read_dir(&c.cloud)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("fakecloud_instance")))
-        .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
-        .collect();
-    assert_eq!(written.len(), 3);
-    let spread = written.iter().max().unwrap().duration_since(*written.iter().min().unwrap()).unwrap();
-    assert!(spread < std::time::Duration::from_secs(2), "created one after the other: {spread:?} apart");
+    c.creates_together("fakecloud_instance", 0);
+    assert_eq!(vms(&c), 3);
     let rows = members(&c);
     assert_eq!(rows.len(), 3);
     let hash = rows[0]["Tags"]["infrakit.config.hash"].as_str().unwrap().to_string();
@@ -154,7 +132,7 @@ fn a_changed_spec_rolls_one_at_a_time_and_a_failure_stops_it() {
         c.objects().into_iter().filter(|(_, o)| o["type"] == "fakecloud_volume").map(|(k, _)| k).collect();
 
     let v2 = c.s.write_outside("v2.json", &web(r#"{"Size": 3}"#, "v2"));
-    let check = c.run(&["reconcile", "--group", &v2, "--check"]).code(PENDING);
+    let check = c.run(&["reconcile", "--group", &v2, "--check"]).code(Code::Pending);
     assert!(check.stderr.contains("group web: 3 outdated"), "{}", check.stderr);
     let current = |spec: &str| -> Vec<Value> {
         let rows = c.run(&["describe", "--group", spec, "--output", "json"]).ok().json();
@@ -166,7 +144,7 @@ fn a_changed_spec_rolls_one_at_a_time_and_a_failure_stops_it() {
     // One replacement fails: the update stops there, nothing more is destroyed.
     std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
     let run = c.run(&["reconcile", "--group", &v2, "--max-unavailable", "1", "--output", "json"]);
-    assert_eq!(run.code, 7, "{run:#?}");
+    assert!(run.is(Code::TerraformFailed), "{run:#?}");
     let out = run.json();
     assert!(out["groups"][0]["stopped"].is_string(), "{out}");
     assert_eq!(out["groups"][0]["replaced"], Value::Array(vec![]));
@@ -211,7 +189,8 @@ fn an_unhealthy_replacement_stops_the_update_across_runs() {
     let cmd =
         format!("echo \"$INFRAKIT_TF_ID $INFRAKIT_TF_GROUP $INFRAKIT_TF_ATTR_ID\" >> {}; exit 1", marker.display());
     for run in 1..=2 {
-        let out = c.run(&["reconcile", "--group", &v2, "--health-cmd", &cmd, "--output", "json"]).code(UPDATE_STOPPED);
+        let out =
+            c.run(&["reconcile", "--group", &v2, "--health-cmd", &cmd, "--output", "json"]).code(Code::UpdateStopped);
         assert!(out.stderr.contains("is not healthy (the health command exited 1)"), "{}", out.stderr);
         let now: BTreeSet<String> = members(&c).iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect();
         assert_eq!(now, old, "run {run}: the old members all stay, the failed one is taken back");
@@ -234,8 +213,9 @@ fn an_unhealthy_replacement_stops_the_update_across_runs() {
     reconcile(&c, &v1, &[]);
     let v2 = c.s.write_outside("v2.json", &web(r#"{"Size": 2}"#, "v2"));
     for run in 1..=2 {
-        let out =
-            c.run(&["reconcile", "--group", &v2, "--health-cmd", "exit 1", "--output", "json"]).code(UPDATE_STOPPED);
+        let out = c
+            .run(&["reconcile", "--group", &v2, "--health-cmd", "exit 1", "--output", "json"])
+            .code(Code::UpdateStopped);
         let g = &out.json()["groups"][0];
         assert_eq!(g["outdated"], 1, "run {run}: one old member left: {g}");
         assert_eq!(vms(&c), 2, "run {run}");
@@ -250,7 +230,7 @@ fn scaling_down_terminates_outdated_and_lowest_first_within_max_destroy() {
     let ids: Vec<String> = members(&c).iter().map(|r| r["ID"].as_str().unwrap().to_string()).collect();
     let two = c.s.write_outside("two.json", &plain("api", 2, "a"));
     let before = c.s.snapshot();
-    let run = c.run(&["reconcile", "--group", &two, "--max-destroy", "1"]).code(TOO_MANY);
+    let run = c.run(&["reconcile", "--group", &two, "--max-destroy", "1"]).code(Code::TooManyDestroys);
     assert!(run.stderr.contains("3 member(s) to terminate"), "{}", run.stderr);
     assert!(c.s.snapshot() == before, "refused: nothing changed");
     let out = reconcile(&c, &two, &[]);
@@ -259,7 +239,7 @@ fn scaling_down_terminates_outdated_and_lowest_first_within_max_destroy() {
 
     // Emptying a group needs --max-destroy.
     let none = c.s.write_outside("none.json", &plain("api", 0, "a"));
-    let run = c.run(&["reconcile", "--group", &none]).code(TOO_MANY);
+    let run = c.run(&["reconcile", "--group", &none]).code(Code::TooManyDestroys);
     assert!(run.stderr.contains("refusing to empty group `api`"), "{}", run.stderr);
     reconcile(&c, &none, &["--max-destroy", "2"]);
     assert_eq!(vms(&c), 0);
@@ -321,7 +301,7 @@ fn malformed_group_specs_change_nothing() {
             "reconcile" => vec!["reconcile", "--group", &bad],
             other => vec![other, &bad],
         };
-        let run = c.run(&args).code(3);
+        let run = c.run(&args).code(Code::Invalid);
         assert!(run.stderr.contains("has 3 problems"), "{cmd}: {}", run.stderr);
         assert!(run.stderr.contains("group ID `../x`"), "{cmd}: {}", run.stderr);
     }
@@ -381,7 +361,7 @@ fn sigterm_stops_a_rolling_update_and_the_next_run_goes_on() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     let stderr = reader.join().unwrap();
-    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert_eq!(status.code(), Some(Code::Interrupted as i32), "{stderr}");
     assert_eq!(stderr.matches("replacing instance-").count(), 1, "no further step started: {stderr}");
     std::fs::File::create(&release).unwrap();
 
@@ -416,18 +396,18 @@ fn logical_ids_and_slots_are_never_shared() {
     reconcile(&c, &cattle, &[]);
     let (one, db1, db2) = (pets("one", r#"["1"]"#), pets("db1", r#"["a"]"#), pets("db2", r#"["a"]"#));
     let before = c.s.snapshot();
-    let run = c.run(&["reconcile", "--group", &one]).code(3);
+    let run = c.run(&["reconcile", "--group", &one]).code(Code::Invalid);
     assert!(
         run.stderr.contains("dedicated slot `default_dedicated_1` is attached to another instance"),
         "{}",
         run.stderr
     );
     assert!(c.s.snapshot() == before, "refused: nothing changed");
-    let run = c.run(&["provision", &c.spec(), "--logical-id", "1", "--no-apply"]).code(3);
+    let run = c.run(&["provision", &c.spec(), "--logical-id", "1", "--no-apply"]).code(Code::Invalid);
     assert!(run.stderr.contains("is attached to another instance"), "{}", run.stderr);
 
     // Two groups asking for one logical ID: the second is refused, nothing written.
-    let run = c.run(&["reconcile", "--group", &db1, "--group", &db2]).code(3);
+    let run = c.run(&["reconcile", "--group", &db1, "--group", &db2]).code(Code::Invalid);
     assert!(run.stderr.contains("logical ID `a` is already used by"), "{}", run.stderr);
     assert!(c.s.snapshot() == before, "refused: nothing changed");
 }
@@ -443,7 +423,7 @@ fn max_destroy_counts_what_a_new_spec_destroys() {
     assert!(!without_volume.contains("@dedicated"), "{without_volume}");
     let v2 = c.s.write_outside("v2.json", &without_volume);
     let before = c.s.snapshot();
-    let run = c.run(&["reconcile", "--group", &v2, "--max-destroy", "5"]).code(TOO_MANY);
+    let run = c.run(&["reconcile", "--group", &v2, "--max-destroy", "5"]).code(Code::TooManyDestroys);
     assert!(run.stderr.contains("refusing to destroy 6 resources"), "{}", run.stderr);
     assert!(c.s.snapshot() == before, "refused: nothing changed");
     let out = reconcile(&c, &v2, &["--max-destroy", "6"]);
@@ -460,7 +440,7 @@ fn a_refused_run_puts_the_queue_back() {
     c.run(&["provision", "--no-apply", &api]).ok();
     let none = c.s.write_outside("none.json", &plain("api", 0, "a"));
     let before = c.s.snapshot();
-    let run = c.run(&["reconcile", "--group", &none]).code(TOO_MANY);
+    let run = c.run(&["reconcile", "--group", &none]).code(Code::TooManyDestroys);
     assert!(run.stderr.contains("refusing to empty group `api`"), "{}", run.stderr);
     let after = c.s.snapshot();
     // `.terraform` is terraform's own cache: the `init` a first plan needs may fill it.

@@ -13,10 +13,10 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
-use crate::support::{command, Scratch, BIN};
+use infrakit_tf::exit::Code;
 
-const UNWRITABLE: i32 = 12;
+use crate::support::cloud::Cloud;
+use crate::support::{command, Scratch, BIN};
 
 /// The example's spec (in the managed directory; runs start in the scratch root).
 fn web(s: &Scratch) -> String {
@@ -140,10 +140,10 @@ fn temporary_directories_of_killed_runs_are_removed_by_the_next_run() {
     c.delay_creates(0);
     c.run_env(&["describe"], &tmpdir).ok();
     assert!(ours(&tmp).is_empty(), "the next run removed them: {:?}", ours(&tmp));
-    c.run_env(&["reconcile", "--check"], &tmpdir).code(10);
+    c.run_env(&["reconcile", "--check"], &tmpdir).code(Code::Pending);
     c.run_env(&["reconcile"], &tmpdir).ok();
     c.run_env(&["provision", "--dry-run", &c.spec()], &tmpdir).ok();
-    c.run_env(&["destroy", "--yes", "instance-1"], &tmpdir).code(4);
+    c.run_env(&["destroy", "--yes", "instance-1"], &tmpdir).code(Code::NotFound);
     assert!(ours(&tmp).is_empty(), "normal and failed runs leave nothing: {:?}", ours(&tmp));
 }
 
@@ -158,7 +158,7 @@ fn under_strace(s: &Scratch, faults: &[String], args: &[&str]) -> (i32, String) 
         .arg(&s.dir)
         .args(args)
         .env("TF_CLI_CONFIG_FILE", s.cli_config())
-        .env("INFRAKIT_TF_TERRAFORM", crate::terraform::terraform_program())
+        .env("INFRAKIT_TF_TERRAFORM", crate::support::terraform::terraform_program())
         .stdin(Stdio::null())
         .output()
         .expect("strace (Debian's strace; .ci/test installs it)");
@@ -188,7 +188,7 @@ fn a_change_whose_undo_failed_is_shown_as_it_was_by_every_reader() {
     // The first rename is the journal's; from the second on, every write fails, the undo's too.
     let (code, stderr) =
         with_full_disk_from_rename(&s, 2, &["destroy", "--yes", "--no-apply", "--reason", "rolling-update", &id]);
-    assert_eq!(code, UNWRITABLE, "{stderr}");
+    assert_eq!(code, Code::Unwritable as i32, "{stderr}");
     assert!(stderr.contains("could not be undone"), "{stderr}");
     assert!(s.dir.join(".infrakit-tf-journal.json").exists(), "the undo journal is pending");
     assert!(!s.dir.join(format!("{id}.tf.json")).exists(), "the instance's file is gone");
@@ -208,7 +208,7 @@ fn a_change_whose_undo_failed_is_shown_as_it_was_by_every_reader() {
     assert!(sweep.json()["orphans"].as_array().unwrap().is_empty(), "its slot is not an orphan: {}", sweep.stdout);
     // The disk still full: a check cannot finish the change, and says so.
     let (code, stderr) = with_full_disk_from_rename(&s, 1, &["reconcile", "--check"]);
-    assert_eq!(code, UNWRITABLE, "{stderr}");
+    assert_eq!(code, Code::Unwritable as i32, "{stderr}");
     // Space again: the next command undoes it, and everything is as before the destroy.
     s.run(&["reconcile", "--check"]).ok();
     assert!(!s.dir.join(".infrakit-tf-journal.json").exists());
@@ -225,7 +225,7 @@ fn with_slow_state_writes(s: &Scratch, args: &[&str]) {
     let mut all = vec!["--lock-timeout", "5m"];
     all.extend_from_slice(args);
     let (code, stderr) = under_strace(s, &faults, &all);
-    assert_eq!(code, 0, "{args:?}: {stderr}");
+    assert_eq!(code, Code::Ok as i32, "{args:?}: {stderr}");
 }
 
 // Readers beside writers (describe, sweep-orphans --dry-run while other instances are
@@ -271,7 +271,7 @@ fn readers_beside_writers_see_one_moment() {
         while !done.load(std::sync::atomic::Ordering::SeqCst) {
             reads += 1;
             let run = s.run(&["describe", "--output", "json"]);
-            if run.code != 0 || run.stderr.contains("files only") {
+            if !run.is(Code::Ok) || run.stderr.contains("files only") {
                 bad.push(format!("describe: {run:?}"));
                 continue;
             }
@@ -281,7 +281,7 @@ fn readers_beside_writers_see_one_moment() {
                 }
             }
             let sweep = s.run(&["sweep-orphans", "--dry-run", "--output", "json"]);
-            if sweep.code != 0 {
+            if !sweep.is(Code::Ok) {
                 bad.push(format!("sweep-orphans: {sweep:?}"));
                 continue;
             }
@@ -331,17 +331,17 @@ fn a_state_terraform_could_not_save_is_kept_and_stops_the_next_run() {
             args.push(&spec);
         }
         let (code, stderr) = with_terraform_unable_to_save(&s, &args);
-        assert_eq!(code, 7, "{args:?}: {stderr}");
+        assert_eq!(code, Code::TerraformFailed as i32, "{args:?}: {stderr}");
         let kept = s.dir.join("errored.tfstate");
         assert!(stderr.contains("could not save terraform's state"), "{stderr}");
         assert!(stderr.contains(&format!("it is kept in `{}`", kept.display())), "{stderr}");
         let dump: Value = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
         assert!(dump["lineage"].is_string() && dump["serial"].is_u64(), "a whole state: {dump}");
         // The next run refuses until it is pushed.
-        let refused = s.run(&["reconcile"]).code(13);
+        let refused = s.run(&["reconcile"]).code(Code::StateLost);
         assert!(refused.stderr.contains("holds a state terraform could not save"), "{}", refused.stderr);
         // The dump is the newer state, though its serial may be the one on disk.
-        crate::terraform::terraform(&s.dir, &["state", "push", "-force", "errored.tfstate"]);
+        crate::support::terraform::terraform(&s.dir, &["state", "push", "-force", "errored.tfstate"]);
         std::fs::remove_file(&kept).unwrap();
         s.run(&["reconcile"]).ok();
     }
@@ -377,7 +377,7 @@ fn a_dump_on_a_full_disk_is_kept_where_there_is_room_and_found() {
         .env("BIN", BIN)
         .env("DIR", &s.dir)
         .env("TF_CLI_CONFIG_FILE", s.cli_config())
-        .env("INFRAKIT_TF_TERRAFORM", crate::terraform::terraform_program())
+        .env("INFRAKIT_TF_TERRAFORM", crate::support::terraform::terraform_program())
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -8,34 +8,10 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use infrakit_tf::exit::Code;
 
-const PENDING: i32 = 10;
-const REPAIR_HALTED: i32 = 18;
-
-/// A group `api` of `size` VMs, each with a dedicated volume, healed by a check that fails
-/// while `sick-<ID>` exists (and logs `ID` to `checked`), with `healing` over that command;
-/// written beside the directory, its path returned.
-pub(crate) fn spec(c: &Cloud, size: u64, healing: Value) -> String {
-    c.s.write_outside("api.json", &spec_text(c, size, healing))
-}
-
-/// [`spec`]'s text (the markers and the log in `c`'s scratch directory).
-fn spec_text(c: &Cloud, size: u64, healing: Value) -> String {
-    let root = c.s.root.path().display();
-    let mut h =
-        json!({"Command": format!("echo $INFRAKIT_TF_ID >> {root}/checked; test ! -e {root}/sick-$INFRAKIT_TF_ID")});
-    for (k, v) in healing.as_object().unwrap() {
-        h[k] = v.clone();
-    }
-    let spec = json!({"ID": "api", "Properties": {
-        "Allocation": {"Size": size},
-        "Healing": h,
-        "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
-            "fakecloud_instance": {"vm": {"name": "a"}},
-            "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 5}}}}}}});
-    spec.to_string()
-}
+use crate::support::cloud::Cloud;
+use crate::support::specs::{healed_api, healed_api_text};
 
 fn sick(c: &Cloud, id: &str) -> PathBuf {
     let marker = c.s.root.path().join(format!("sick-{id}"));
@@ -72,7 +48,7 @@ fn checked(c: &Cloud) -> Vec<String> {
     text.lines().map(str::to_string).collect()
 }
 
-fn reconcile(c: &Cloud, spec: &str, code: i32) -> Value {
+fn reconcile(c: &Cloud, spec: &str, code: Code) -> Value {
     let run = c.run(&["reconcile", "--group", spec, "--output", "json"]).code(code);
     run.json()["groups"][0].clone()
 }
@@ -80,8 +56,8 @@ fn reconcile(c: &Cloud, spec: &str, code: i32) -> Value {
 #[test]
 fn a_sick_member_is_repaired_in_its_slot_after_exactly_failures_before_repair_runs() {
     let c = Cloud::new();
-    let spec = spec(&c, 3, json!({"FailuresBeforeRepair": 3, "Timeout": "5s"}));
-    let g = reconcile(&c, &spec, 0);
+    let spec = healed_api(&c, 3, json!({"FailuresBeforeRepair": 3, "Timeout": "5s"}));
+    let g = reconcile(&c, &spec, Code::Ok);
     assert_eq!(g["unhealthy"], json!([]), "{g}");
     assert_eq!(g["repair_halted"], Value::Null, "{g}");
     assert_eq!(checked(&c), Vec::<String>::new(), "members the run creates are not checked by it");
@@ -91,7 +67,7 @@ fn a_sick_member_is_repaired_in_its_slot_after_exactly_failures_before_repair_ru
     sick(&c, &patient);
 
     for run in 1..=2 {
-        let g = reconcile(&c, &spec, 0);
+        let g = reconcile(&c, &spec, Code::Ok);
         assert_eq!(g["unhealthy"], json!([]), "run {run}: {g}");
         assert_eq!(g["repaired"], json!([]), "run {run}: {g}");
         assert_eq!(members(&c), before, "run {run}: nothing touched");
@@ -127,7 +103,7 @@ fn a_sick_member_is_repaired_in_its_slot_after_exactly_failures_before_repair_ru
     assert!(table.contains("HEALTH") && table.contains("not checked yet") && table.contains("healthy"), "{table}");
     // The replacement is healthy: nothing is pending, and the next run repairs nothing.
     c.run(&["reconcile", "--group", &spec, "--check"]).ok();
-    let g = reconcile(&c, &spec, 0);
+    let g = reconcile(&c, &spec, Code::Ok);
     assert_eq!((g["unhealthy"].clone(), g["repaired"].clone()), (json!([]), json!([])), "{g}");
     assert_eq!(members(&c), after);
 }
@@ -135,14 +111,14 @@ fn a_sick_member_is_repaired_in_its_slot_after_exactly_failures_before_repair_ru
 #[test]
 fn a_member_younger_than_the_initial_delay_is_not_checked() {
     let c = Cloud::new();
-    let spec = spec(&c, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "1h"}));
-    reconcile(&c, &spec, 0);
+    let spec = healed_api(&c, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "1h"}));
+    reconcile(&c, &spec, Code::Ok);
     let before = members(&c);
     for id in before.keys() {
         sick(&c, id);
     }
     for _ in 0..2 {
-        let g = reconcile(&c, &spec, 0);
+        let g = reconcile(&c, &spec, Code::Ok);
         assert_eq!(g["unhealthy"], json!([]), "{g}");
     }
     assert_eq!(checked(&c), Vec::<String>::new());
@@ -151,8 +127,9 @@ fn a_member_younger_than_the_initial_delay_is_not_checked() {
     assert!(rows.iter().all(|r| r["health"] == "not checked yet"), "{rows:?}");
     // The flag overrides the spec: checked now, unhealthy after one failure, the two of two
     // more than the 50% default allows (1 of 2): halted.
-    let run =
-        c.run(&["reconcile", "--group", &spec, "--heal-initial-delay", "0s", "--output", "json"]).code(REPAIR_HALTED);
+    let run = c
+        .run(&["reconcile", "--group", &spec, "--heal-initial-delay", "0s", "--output", "json"])
+        .code(Code::RepairHalted);
     assert_eq!(checked(&c).len(), 2);
     assert_eq!(run.json()["groups"][0]["unhealthy"].as_array().unwrap().len(), 2);
 }
@@ -160,20 +137,20 @@ fn a_member_younger_than_the_initial_delay_is_not_checked() {
 #[test]
 fn a_sick_member_that_recovers_before_the_threshold_is_not_repaired() {
     let c = Cloud::new();
-    let spec = spec(&c, 2, json!({"FailuresBeforeRepair": 3}));
-    reconcile(&c, &spec, 0);
+    let spec = healed_api(&c, 2, json!({"FailuresBeforeRepair": 3}));
+    reconcile(&c, &spec, Code::Ok);
     let before = members(&c);
     let patient = before.keys().next().unwrap().clone();
     let marker = sick(&c, &patient);
-    reconcile(&c, &spec, 0);
-    reconcile(&c, &spec, 0);
+    reconcile(&c, &spec, Code::Ok);
+    reconcile(&c, &spec, Code::Ok);
     std::fs::remove_file(&marker).unwrap();
-    reconcile(&c, &spec, 0); // a pass resets the count
+    reconcile(&c, &spec, Code::Ok); // a pass resets the count
     let described = c.describe().into_iter().find(|r| r["ID"] == patient.as_str()).unwrap();
     assert_eq!(described["health"], "healthy", "{described}");
     sick(&c, &patient);
-    reconcile(&c, &spec, 0);
-    let g = reconcile(&c, &spec, 0);
+    reconcile(&c, &spec, Code::Ok);
+    let g = reconcile(&c, &spec, Code::Ok);
     assert_eq!((g["unhealthy"].clone(), g["repaired"].clone()), (json!([]), json!([])), "{g}");
     assert_eq!(members(&c), before, "nothing repaired: 2 failures in a row, not 3");
 }
@@ -181,8 +158,8 @@ fn a_sick_member_that_recovers_before_the_threshold_is_not_repaired() {
 #[test]
 fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
     let c = Cloud::new();
-    let spec = spec(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1}));
-    reconcile(&c, &spec, 0);
+    let spec = healed_api(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1}));
+    reconcile(&c, &spec, Code::Ok);
     let before = members(&c);
     let ids: Vec<String> = before.keys().cloned().collect();
     sick(&c, &ids[0]);
@@ -190,7 +167,7 @@ fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
     let metrics = c.s.root.path().join("metrics.prom");
     let run = c
         .run(&["reconcile", "--group", &spec, "--output", "json", "--metrics-file", metrics.to_str().unwrap()])
-        .code(REPAIR_HALTED);
+        .code(Code::RepairHalted);
     let g = run.json()["groups"][0].clone();
     assert_eq!(g["unhealthy"], json!([ids[0], ids[1]]), "{g}");
     let prom = std::fs::read_to_string(&metrics).unwrap();
@@ -213,20 +190,20 @@ fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
 
     // One recovers: repairs resume, one a run; the one left is pending for `--check`.
     std::fs::remove_file(&marker).unwrap();
-    let g = reconcile(&c, &spec, 0);
+    let g = reconcile(&c, &spec, Code::Ok);
     assert_eq!(g["repair_halted"], Value::Null, "{g}");
     assert_eq!(g["repaired"][0]["old"], ids[0].as_str(), "{g}");
     assert_eq!(members(&c).len(), 3);
 
     sick(&c, &ids[1]);
     sick(&c, &ids[2]);
-    let g = reconcile(&c, &spec, REPAIR_HALTED);
+    let g = reconcile(&c, &spec, Code::RepairHalted);
     assert_eq!(g["unhealthy"], json!([ids[1], ids[2]]), "{g}");
     assert!(g["repair_halted"].is_string(), "{g}");
-    let line = c.run(&["reconcile", "--group", &spec]).code(REPAIR_HALTED).stdout;
+    let line = c.run(&["reconcile", "--group", &spec]).code(Code::RepairHalted).stdout;
     assert!(line.contains(&format!("unhealthy=2 ({} {})", ids[1], ids[2])), "{line}");
     assert!(line.contains("repair_halted: 2 member(s) unhealthy, more than MaxUnhealthy 1 (1 of 3)"), "{line}");
-    let run = c.run(&["reconcile", "--group", &spec, "--heal-max-unhealthy", "100%", "--check"]).code(PENDING);
+    let run = c.run(&["reconcile", "--group", &spec, "--heal-max-unhealthy", "100%", "--check"]).code(Code::Pending);
     assert!(run.stderr.contains("group api: 1 to repair"), "{}", run.stderr);
 }
 
@@ -234,20 +211,20 @@ fn more_sick_than_max_unhealthy_repairs_nothing_and_exits_18() {
 fn scale_in_gives_up_an_unhealthy_member_first() {
     let c = Cloud::new();
     // MaxUnhealthy 0: the breaker holds every repair, so the member stays unhealthy.
-    let three = spec(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
-    reconcile(&c, &three, 0);
+    let three = healed_api(&c, 3, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
+    reconcile(&c, &three, Code::Ok);
     let ids: Vec<String> = members(&c).keys().cloned().collect();
     sick(&c, &ids[2]);
-    let g = reconcile(&c, &three, REPAIR_HALTED);
+    let g = reconcile(&c, &three, Code::RepairHalted);
     assert_eq!(g["unhealthy"], json!([ids[2]]), "{g}");
-    let two = spec(&c, 2, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
+    let two = healed_api(&c, 2, json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 0}));
     // The breaker still counts it while it goes (it is as much evidence against the check):
     // it halts repairs, never a scale-in.
-    let g = reconcile(&c, &two, REPAIR_HALTED);
+    let g = reconcile(&c, &two, Code::RepairHalted);
     assert_eq!(g["terminated"], json!([ids[2]]), "the unhealthy member goes, not the lowest ID: {g}");
     assert!(g["repair_halted"].is_string(), "{g}");
     assert_eq!(members(&c).keys().cloned().collect::<Vec<_>>(), ids[..2]);
-    let g = reconcile(&c, &two, 0);
+    let g = reconcile(&c, &two, Code::Ok);
     assert_eq!(g["repair_halted"], Value::Null, "once it is gone, nothing is unhealthy: {g}");
 }
 
@@ -257,16 +234,16 @@ fn scale_in_gives_up_an_unhealthy_member_first() {
 fn members_on_their_way_out_count_for_the_breaker() {
     let c = Cloud::new();
     let healing = json!({"FailuresBeforeRepair": 1, "MaxUnhealthy": 1});
-    let four = spec(&c, 4, healing.clone());
-    reconcile(&c, &four, 0);
+    let four = healed_api(&c, 4, healing.clone());
+    reconcile(&c, &four, Code::Ok);
     let ids: Vec<String> = members(&c).keys().cloned().collect();
     for id in &ids[1..] {
         sick(&c, id);
     }
     // Three unhealthy of four: halted.
-    reconcile(&c, &four, REPAIR_HALTED);
-    let two = spec(&c, 2, healing);
-    let g = reconcile(&c, &two, REPAIR_HALTED);
+    reconcile(&c, &four, Code::RepairHalted);
+    let two = healed_api(&c, 2, healing);
+    let g = reconcile(&c, &two, Code::RepairHalted);
     assert_eq!(g["repaired"], json!([]), "{g}");
     assert!(g["repair_halted"].is_string(), "{g}");
     assert_eq!(g["terminated"].as_array().map(Vec::len), Some(2), "{g}");
@@ -277,8 +254,8 @@ fn members_on_their_way_out_count_for_the_breaker() {
 #[test]
 fn a_repair_is_not_stopped_by_the_health_gate_of_the_member_it_replaces() {
     let c = Cloud::new();
-    let three = spec(&c, 3, json!({"FailuresBeforeRepair": 1}));
-    reconcile(&c, &three, 0);
+    let three = healed_api(&c, 3, json!({"FailuresBeforeRepair": 1}));
+    reconcile(&c, &three, Code::Ok);
     let ids: Vec<String> = members(&c).keys().cloned().collect();
     let marker = sick(&c, &ids[1]);
     let gate = format!("test ! -e {}/sick-$INFRAKIT_TF_ID", marker.parent().unwrap().display());
@@ -290,27 +267,27 @@ fn a_repair_is_not_stopped_by_the_health_gate_of_the_member_it_replaces() {
 #[test]
 fn a_zero_timeout_is_refused() {
     let c = Cloud::new();
-    let three = spec(&c, 3, json!({}));
-    let run = c.run(&["reconcile", "--group", &three, "--heal-timeout", "0s"]).code(2);
+    let three = healed_api(&c, 3, json!({}));
+    let run = c.run(&["reconcile", "--group", &three, "--heal-timeout", "0s"]).code(Code::Usage);
     assert!(run.stderr.contains("must be longer than 0"), "{}", run.stderr);
 }
 
 #[test]
 fn two_hosts_on_a_store_continue_each_others_counts() {
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
-    let text = spec_text(&a, 3, json!({"FailuresBeforeRepair": 3}));
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
+    let text = healed_api_text(&a, 3, json!({"FailuresBeforeRepair": 3}));
     let (on_a, on_b) = (a.s.write_outside("api.json", &text), b.s.write_outside("api.json", &text));
-    reconcile(&a, &on_a, 0);
+    reconcile(&a, &on_a, Code::Ok);
     let before = members(&a);
     let patient = before.keys().next().unwrap().clone();
     sick(&a, &patient);
-    reconcile(&a, &on_a, 0);
-    reconcile(&b, &on_b, 0);
+    reconcile(&a, &on_a, Code::Ok);
+    reconcile(&b, &on_b, Code::Ok);
     let rows = b.run(&["describe", "--group", &on_b, "--output", "json"]).ok().json();
     let row = rows.as_array().unwrap().iter().find(|r| r["ID"] == patient.as_str()).unwrap().clone();
     assert_eq!(row["health"], "failing 2/3", "b continued a's count: {row}");
-    let g = reconcile(&a, &on_a, 0);
+    let g = reconcile(&a, &on_a, Code::Ok);
     assert_eq!(g["repaired"][0]["old"], patient.as_str(), "the third failure, on a, repairs: {g}");
     assert_eq!(members(&b).len(), 3);
 }
@@ -325,7 +302,7 @@ fn a_sick_pet_is_repaired_under_its_logical_id() {
         "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
             "fakecloud_instance": {"vm": {"name": "a"}}}}}}});
     let spec = c.s.write_outside("pets.json", &spec.to_string());
-    reconcile(&c, &spec, 0);
+    reconcile(&c, &spec, Code::Ok);
     let pets = |c: &Cloud| -> BTreeMap<String, String> {
         c.describe()
             .into_iter()
@@ -334,7 +311,7 @@ fn a_sick_pet_is_repaired_under_its_logical_id() {
     };
     let before = pets(&c);
     sick(&c, "db-b");
-    let g = reconcile(&c, &spec, 0);
+    let g = reconcile(&c, &spec, Code::Ok);
     assert_eq!(g["repaired"][0]["old"], before["db-b"].as_str(), "{g}");
     std::fs::remove_file(c.s.root.path().join("sick-db-b")).unwrap();
     let after = pets(&c);
@@ -350,13 +327,13 @@ fn a_sick_pet_is_repaired_under_its_logical_id() {
 fn a_host_two_hours_ahead_repairs_nothing_inside_the_initial_delay() {
     let lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
     assert!(std::path::Path::new(lib).exists(), "{lib} is missing: .ci/test installs Debian's faketime");
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
-    let text = spec_text(&a, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "10m"}));
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
+    let text = healed_api_text(&a, 2, json!({"FailuresBeforeRepair": 1, "InitialDelay": "10m"}));
     let (on_a, on_b) = (a.s.write_outside("api.json", &text), b.s.write_outside("api.json", &text));
-    reconcile(&a, &on_a, 0);
+    reconcile(&a, &on_a, Code::Ok);
     // a sees them created: first seen now, by the store's clock.
-    reconcile(&a, &on_a, 0);
+    reconcile(&a, &on_a, Code::Ok);
     let before = members(&a);
     for id in before.keys() {
         sick(&a, id);

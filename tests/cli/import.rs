@@ -1,28 +1,11 @@
 //! `import`: adopting objects that already exist in the (fake) cloud.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::cloud::Cloud;
+use infrakit_tf::exit::Code;
 
-/// An InfraKit group spec for managers: a VM and a dedicated data volume.
-pub const MANAGERS: &str = r##"{"ID": "managers", "Properties": {
-    "Allocation": {"LogicalIDs": ["mgr1", "mgr2"]},
-    "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {
-        "fakecloud_instance": {"vm": {"name": "manager", "user_data": "#!/bin/sh\necho new init", "tags": {"role": "manager"}}},
-        "fakecloud_volume": {"data": {"@scope": "@dedicated", "size": 10}}}}},
-    "Flavor": {"Plugin": "flavor-vanilla", "Properties": {"Init": ["echo never run on an adopted machine"], "Tags": {"tier": "control"}}}}}"##;
-
-/// The first manager, made by hand before any automation: a machine and its volume.
-pub fn hand_made(c: &Cloud) {
-    let write =
-        |id: &str, v: Value| std::fs::write(c.cloud.join(format!("{id}.json")), v.to_string().as_bytes()).unwrap();
-    write(
-        "i-0000abcd",
-        json!({"type": "fakecloud_instance", "id": "i-0000abcd", "ip": "10.0.9.9", "name": "manager",
-        "tags": {"owner": "ops"}, "user_data": "#!/bin/sh\necho booted by hand"}),
-    );
-    write("vol-0000beef", json!({"type": "fakecloud_volume", "id": "vol-0000beef", "size": 20, "tags": {}}));
-}
+use crate::support::cloud::Cloud;
+use crate::support::specs::{hand_made, MANAGERS};
 
 fn import(c: &Cloud, extra: &[&str]) -> crate::support::Run {
     import_spec(c, MANAGERS, extra)
@@ -128,7 +111,7 @@ fn a_wrong_cloud_id_leaves_nothing_behind() {
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-nothere"]);
-    assert_eq!(run.code, 7, "{run:#?}");
+    assert!(run.is(Code::TerraformFailed), "{run:#?}");
     c.s.assert_stderr(&run, snapbox::str![[r#"
 [TIME] plan: 1 to add, 0 to change, 0 to destroy
 [TIME] terraform error: fakecloud: no object i-nothere
@@ -142,9 +125,10 @@ error: `terraform plan -json -input=false -refresh=false -lock=false -detailed-e
 fn bad_requests_are_clear() {
     let c = Cloud::new();
     let run = import(&c, &["--group-id", "workers"]);
-    assert_eq!(run.code, 2, "--group-id twice is a usage error: {run:#?}");
+    assert!(run.is(Code::Usage), "--group-id twice is a usage error: {run:#?}");
     let spec = c.s.write_outside("managers.json", MANAGERS);
-    let run = c.run(&["import", &spec, "--group-id", "workers", "--resource", "fakecloud_instance=i-1"]).code(3);
+    let run =
+        c.run(&["import", &spec, "--group-id", "workers", "--resource", "fakecloud_instance=i-1"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -152,7 +136,7 @@ error: the group spec's ID `managers` does not match --group-id `workers`
 
 "#]],
     );
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_disk=d-1"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_disk=d-1"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -160,7 +144,7 @@ error: --resource fakecloud_disk=d-1: the spec has no resource of type `fakeclou
 
 "#]],
     );
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_volume=vol-1"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_volume=vol-1"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -168,7 +152,7 @@ error: no request for the VM `fakecloud_instance.vm`: import adopts a machine, g
 
 "#]],
     );
-    let run = c.run(&["import", &spec, "--resource", "nonsense"]).code(2);
+    let run = c.run(&["import", &spec, "--resource", "nonsense"]).code(Code::Usage);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -192,7 +176,7 @@ fn a_failed_apply_rolls_back() {
     std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
     let before = (c.s.snapshot(), c.objects(), c.state());
     let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]);
-    assert_eq!(run.code, 7, "{run:#?}");
+    assert!(run.is(Code::TerraformFailed), "{run:#?}");
     c.s.assert_stderr(&run, snapbox::str![[r#"
 [TIME] plan: 2 to add, 0 to change, 1 to destroy
 running terraform init (first use, new provider or changed configuration)
@@ -272,7 +256,7 @@ fn a_crashed_import_is_finished_by_reconcile() {
     assert!(running.exists(), "the killed run recorded its terraform");
     let mut before = c.s.snapshot();
     before.remove(&running);
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd"]).code(Code::Invalid);
     // The killed terraform may still be on its way out: then the import first says it waits.
     c.s.assert_stderr(
         &run,
@@ -311,7 +295,7 @@ fn a_logical_id_in_use_is_refused() {
     std::fs::write(c.cloud.join("i-0000f00d.json"), second.to_string().as_bytes()).unwrap();
     let before = (c.s.snapshot(), c.state());
     let spec = c.s.write_outside("managers.json", MANAGERS);
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000f00d"]).code(3);
+    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000f00d"]).code(Code::Invalid);
     c.s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -369,14 +353,16 @@ fn a_rollback_that_cannot_forget_keeps_the_machine() {
     let wrapper = c.s.root.path().join("terraform-no-state-rm");
     let script = format!(
         "#!/bin/sh\nif [ \"$1\" = state ]; then echo 'state rm refused' >&2; exit 1; fi\nexec '{}' \"$@\"\n",
-        crate::terraform::terraform_program().display()
+        crate::support::terraform::terraform_program().display()
     );
     crate::support::write_executable(&wrapper, &script);
     std::fs::write(c.cloud.join("fail-create"), b"").unwrap();
 
     let spec = c.s.write_outside("managers.json", MANAGERS);
     let tf = wrapper.to_str().unwrap();
-    let run = c.run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd", "--terraform", tf]).code(7);
+    let run = c
+        .run(&["import", &spec, "--resource", "fakecloud_instance=i-0000abcd", "--terraform", tf])
+        .code(Code::TerraformFailed);
     c.s.assert_stderr(&run, snapbox::str![[r#"
 [TIME] plan: 2 to add, 0 to change, 1 to destroy
 running terraform init (first use, new provider or changed configuration)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use infrakit_tf::exit::Code;
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use crate::support::cloud::Cloud;
 
 /// How far the listings (and, where a test says, the reads) lag behind creates in these tests:
 /// long enough that a run "at once" starts within it on a loaded machine.
@@ -107,7 +107,7 @@ fn a_lost_create_retried_while_the_listing_lags_is_not_made_twice() {
     assert_eq!(c.objects().len(), 6, "six machines made, none twice: {:?}", c.objects().keys());
     // The apply failed, and what it may have made is not confirmed: the run fails (the rest was
     // applied), and says when to look again.
-    let first = first.code(Code::TerraformFailed as i32);
+    let first = first.code(Code::TerraformFailed);
     assert!(first.stderr.contains("failed with a transient error"), "{}", first.stderr);
     assert!(first.stderr.contains("not listed yet"), "{}", first.stderr);
     assert!(first.stderr.contains("so it was not made again (the rest was applied)"), "{}", first.stderr);
@@ -308,7 +308,7 @@ fn a_look_up_that_fails_otherwise_names_itself_and_applies_nothing() {
     c.kill_during(&["reconcile", "--group", &spec], "creating fakecloud_instance");
     c.delay_creates(0);
     let files = c.s.files();
-    let run = c.run(&["reconcile", "--group", &spec]).code(Code::LookupFailed as i32);
+    let run = c.run(&["reconcile", "--group", &spec]).code(Code::LookupFailed);
     let error = run.error_lines().join("\n");
     assert!(error.contains("an apply was cut short"), "{}", run.stderr);
     assert!(error.contains("by `fakecloud_instances` (lookups.fakecloud_instance)"), "{}", run.stderr);
@@ -392,7 +392,7 @@ fn strays_are_reported_checked_described_and_the_twins_swept() {
     );
     assert!(std::fs::read_to_string(&metrics).unwrap().contains("infrakit_tf_strays{"), "the metrics count them");
     assert!(std::fs::read_to_string(&metrics).unwrap().contains("} 2\n"));
-    let check = c.run(&["reconcile", "--check", "--group", &spec]).code(Code::Pending as i32);
+    let check = c.run(&["reconcile", "--check", "--group", &spec]).code(Code::Pending);
     assert!(check.stderr.contains("2 stray machine(s) in no state"), "{}", check.stderr);
     let rows = c.describe();
     let described: BTreeSet<&str> =
@@ -402,8 +402,8 @@ fn strays_are_reported_checked_described_and_the_twins_swept() {
     let before = (c.s.snapshot(), c.objects());
     let dry = c.run(&["sweep-orphans", "--strays", "--dry-run", "--output", "json"]).ok().json();
     assert_eq!(dry["destroyed"], 1, "{dry}");
-    c.run(&["sweep-orphans", "--strays"]).code(Code::NotConfirmed as i32);
-    c.run(&["sweep-orphans", "--strays", "--yes", "--max-destroy", "0"]).code(Code::TooManyDestroys as i32);
+    c.run(&["sweep-orphans", "--strays"]).code(Code::NotConfirmed);
+    c.run(&["sweep-orphans", "--strays", "--yes", "--max-destroy", "0"]).code(Code::TooManyDestroys);
     assert!((c.s.snapshot(), c.objects()) == before, "refused: nothing changed");
     let swept = c.run(&["sweep-orphans", "--strays", "--yes", "--output", "json"]).ok().json();
     assert_eq!(swept["destroyed"], 1, "{swept}");
@@ -428,7 +428,7 @@ fn a_stray_that_stands_for_a_resource_without_a_machine_is_adopted() {
     c.run(&["reconcile", "--group", &spec]).ok();
     let member = c.describe()[1]["ID"].as_str().unwrap().to_string();
     let vm = c.machine(&member);
-    let status = std::process::Command::new(crate::terraform::terraform_program())
+    let status = std::process::Command::new(crate::support::terraform::terraform_program())
         .args(["state", "rm", &format!("fakecloud_instance.{member}")])
         .current_dir(&c.s.dir)
         .env("TF_CLI_CONFIG_FILE", c.s.root.path().join("fakecloud.tfrc"))
@@ -457,8 +457,8 @@ fn two_hosts_on_a_store_share_one_clock() {
         std::path::Path::new(LIBFAKETIME).exists(),
         "{LIBFAKETIME} is missing: .ci/test installs Debian's faketime"
     );
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
     for host in [&a, &b] {
         host.with_lookups();
         let mut config: Value = host.s.read("infrakit-tf.json");
@@ -525,7 +525,7 @@ fn dedicated_and_global_resources_lost_while_the_listing_lags_are_not_made_twice
     let objects = c.objects();
     let volumes = objects.values().filter(|o| o["type"] == "fakecloud_volume").count();
     assert_eq!((objects.len(), volumes), (3 + 4, 1 + 3), "none made twice: {objects:?}");
-    let first = first.code(Code::TerraformFailed as i32);
+    let first = first.code(Code::TerraformFailed);
     assert!(first.stderr.contains("not listed yet"), "{}", first.stderr);
     for args in
         [&["reconcile", "--refresh-slice", "1/2"][..], &["reconcile", "--refresh-slice", "1/2", "--output", "json"]]
@@ -557,7 +557,7 @@ fn group_named(c: &Cloud, id: &str, size: u64) -> String {
 
 /// `terraform state rm ADDRESS` in the directory, as an operator would.
 fn state_rm(c: &Cloud, address: &str) {
-    let out = std::process::Command::new(crate::terraform::terraform_program())
+    let out = std::process::Command::new(crate::support::terraform::terraform_program())
         .args(["state", "rm", address])
         .current_dir(&c.s.dir)
         .env("TF_CLI_CONFIG_FILE", c.s.root.path().join("fakecloud.tfrc"))
@@ -608,7 +608,7 @@ fn a_surge_taken_back_keeps_a_replacement_whose_machine_may_exist() {
     let v2 = group(&c, 2, "v2");
     knob(&c, "lose-creates", "1 503\n");
     let failed_at = Instant::now();
-    run(&c, &["reconcile", "--group", &v2]).code(Code::TerraformFailed as i32);
+    run(&c, &["reconcile", "--group", &v2]).code(Code::TerraformFailed);
     until(failed_at, SETTLE);
     for _ in 0..4 {
         run(&c, &["reconcile", "--group", &v2]).ok();
@@ -642,13 +642,13 @@ fn an_empty_errors_pattern_that_matches_anything_is_refused() {
     let mut config: Value = c.s.read("infrakit-tf.json");
     config["lookups"]["fakecloud_instance"]["empty_errors"] = json!(["|"]);
     c.s.write("infrakit-tf.json", &config.to_string());
-    let run = c.run(&["reconcile", "--group", &spec]).code(Code::Invalid as i32);
+    let run = c.run(&["reconcile", "--group", &spec]).code(Code::Invalid);
     assert!(run.stderr.contains("matches every text"), "{}", run.stderr);
     config["lookups"]["fakecloud_instance"]["empty_errors"] = json!(["Request limit"]);
     c.s.write("infrakit-tf.json", &config.to_string());
     c.kill_while_booting(&["reconcile", "--group", &spec]);
     knob(&c, "throttle-lists", "100");
-    let run = c.run(&["reconcile", "--group", &spec]).code(Code::LookupFailed as i32);
+    let run = c.run(&["reconcile", "--group", &spec]).code(Code::LookupFailed);
     assert!(run.stderr.contains("the cloud refused the look-up for now"), "{}", run.stderr);
     unknob(&c, "throttle-lists");
     c.run(&["reconcile", "--group", &spec]).ok();
@@ -668,7 +668,7 @@ fn an_unreadable_listed_machine_does_not_hide_the_strays() {
     let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();
     let report = run.json();
     assert_eq!(report["strays"][0]["id"], "i-7717", "{report}\n{}", run.stderr);
-    c.run(&["reconcile", "--check", "--group", &spec]).code(Code::Pending as i32);
+    c.run(&["reconcile", "--check", "--group", &spec]).code(Code::Pending);
 }
 
 // A stray adopted by a reconcile is no stray to --check, describe or the sweep afterwards.
@@ -733,7 +733,7 @@ fn a_sweep_of_strays_cut_short_is_undone_by_reconcile() {
         .unwrap_or_else(|| panic!("no apply: {points}"));
     let at = (spawn + 1).to_string();
     let crashed = c.run_env(&["sweep-orphans", "--strays", "--yes"], &[("INFRAKIT_TF_CRASH_AT", at.as_str())]);
-    assert_ne!(crashed.code, 0, "{crashed:?}");
+    assert!(!crashed.is(Code::Ok), "{crashed:?}");
     crate::support::wait_until_idle(&c.s.dir);
     assert!(c.s.dir.join("infrakit-tf-strays.tf.json").exists(), "the sweep was cut between its applies");
     let report = c.run(&["reconcile", "--group", &spec, "--output", "json"]).ok();

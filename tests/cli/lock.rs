@@ -4,12 +4,12 @@ use std::fs::File;
 
 use fs4::fs_std::FileExt;
 
+use infrakit_tf::exit::Code;
+
 use crate::support::{Scratch, VM_ONLY};
 
-const LOCKED: i32 = 5;
-
 /// What a run that will not wait for the directory lock says (`--lock-timeout 0`, `--no-wait`).
-pub fn locked_at_once() -> impl snapbox::IntoData {
+fn locked_at_once() -> impl snapbox::IntoData {
     snapbox::str![[r#"
 error: `[ROOT]/dir` is locked by another infrakit-tf run
 hint: wait for it to finish, or give --lock-timeout more than 0s
@@ -24,10 +24,10 @@ fn held_lock_fails_after_the_timeout_and_writes_nothing() {
     let holder = File::open(&s.dir).unwrap();
     assert!(FileExt::try_lock_exclusive(&holder).unwrap());
     let before = s.snapshot();
-    let run = s.run(&["provision", "--no-apply", &spec, "--lock-timeout", "0"]).code(LOCKED);
+    let run = s.run(&["provision", "--no-apply", &spec, "--lock-timeout", "0"]).code(Code::Locked);
     assert_eq!(run.error_lines().len(), 1);
     s.assert_stderr(&run, locked_at_once());
-    let run = s.run(&["destroy", "--no-apply", "instance-1", "--yes", "--lock-timeout", "300ms"]).code(LOCKED);
+    let run = s.run(&["destroy", "--no-apply", "instance-1", "--yes", "--lock-timeout", "300ms"]).code(Code::Locked);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -50,13 +50,9 @@ fn waits_for_the_lock_to_be_released() {
     let spec = s.write_outside("spec.json", VM_ONLY);
     let holder = File::open(&s.dir).unwrap();
     assert!(FileExt::try_lock_exclusive(&holder).unwrap());
-    let mut child = std::process::Command::new(crate::support::BIN)
-        .args(["--dir", s.dir.to_str().unwrap(), "provision", "--no-apply", &spec, "--lock-timeout", "120s"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = std::process::Command::new(crate::support::BIN);
+    cmd.args(["--dir", s.dir.to_str().unwrap(), "provision", "--no-apply", &spec, "--lock-timeout", "120s"]);
+    let mut child = crate::support::spawn_piped(&mut cmd);
     // Release the lock once the command says it waits: no guess at how long it takes to start.
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();

@@ -10,11 +10,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
+use infrakit_tf::exit::Code;
 
-const FAILED: i32 = 7;
-const PENDING: i32 = 10;
-const STATE_LOST: i32 = 13;
+use crate::support::cloud::Cloud;
 
 /// A cloud whose fakecloud types can be looked up, its retries `retries` after a short wait.
 fn cloud(retries: u32) -> Cloud {
@@ -65,8 +63,9 @@ fn evidence(c: &Cloud, lost: &BTreeSet<String>) {
     let machines = lost.iter().filter(|id| id.starts_with("i-")).count();
     assert!(unconfirmed >= machines, "describe: {rows:?}");
     let metrics = c.s.root.path().join("infrakit.prom");
-    let check =
-        c.run(&["reconcile", "--check", "--output", "json", "--metrics-file", metrics.to_str().unwrap()]).code(PENDING);
+    let check = c
+        .run(&["reconcile", "--check", "--output", "json", "--metrics-file", metrics.to_str().unwrap()])
+        .code(Code::Pending);
     let report = check.json();
     if unconfirmed > 0 {
         let text = std::fs::read_to_string(&metrics).unwrap();
@@ -77,10 +76,10 @@ fn evidence(c: &Cloud, lost: &BTreeSet<String>) {
     assert!(why.contains("failed while creating"), "{why}");
     assert_eq!(report["pending"], true);
     let files = c.s.files();
-    let sweep = c.run(&["sweep-orphans", "--yes"]).code(STATE_LOST);
+    let sweep = c.run(&["sweep-orphans", "--yes"]).code(Code::StateLost);
     assert!(sweep.stderr.contains("refusing to sweep orphans"), "{}", sweep.stderr);
     assert_eq!(c.s.files(), files, "sweep-orphans changed nothing");
-    c.run(&["sweep-orphans", "--dry-run"]).code(STATE_LOST);
+    c.run(&["sweep-orphans", "--dry-run"]).code(Code::StateLost);
 }
 
 /// After two reconciles: every object of the cloud is managed exactly once (nothing leaked,
@@ -119,7 +118,7 @@ fn healed(c: &Cloud, lost: &BTreeSet<String>, specs: &[&str]) {
 /// Runs `args`, which fail with the lost create's error: the objects it made.
 fn failing(c: &Cloud, args: &[&str], error: &str) -> BTreeSet<String> {
     let before: BTreeSet<String> = c.objects().into_keys().collect();
-    let run = c.run(args).code(FAILED);
+    let run = c.run(args).code(Code::TerraformFailed);
     assert!(run.stderr.contains(error), "{}", run.stderr);
     assert!(run.stderr.contains("looked up by their tags before anything applies again"), "{}", run.stderr);
     c.objects().into_keys().filter(|id| !before.contains(id)).collect()
@@ -154,7 +153,7 @@ fn a_count_with_retries_whose_answers_time_out_is_adopted_not_made_again() {
 #[test]
 fn a_group_with_a_throttled_and_a_lost_create_in_one_apply_is_whole_after_two_reconciles() {
     let c = cloud(3);
-    let spec = c.s.write_outside("group.json", &crate::groups::web(r#"{"Size": 3}"#, "v1"));
+    let spec = c.s.write_outside("group.json", &crate::support::specs::web(r#"{"Size": 3}"#, "v1"));
     std::fs::write(c.cloud.join("throttle-creates"), "1\n").unwrap();
     lose(&c, 1, "reset");
     let made = failing(&c, &["reconcile", "--group", &spec], "connection reset by peer");
@@ -220,7 +219,7 @@ fn a_failure_before_any_create_leaves_no_look_up() {
     let c = cloud(0);
     c.run(&["provision", &c.spec()]).ok();
     std::fs::write(c.s.dir.join("broken.tf"), "resource \"fakecloud_instance\" \"x\" { nonsense = 1 }\n").unwrap();
-    c.run(&["provision", &c.spec()]).code(FAILED);
+    c.run(&["provision", &c.spec()]).code(Code::TerraformFailed);
     std::fs::remove_file(c.s.dir.join("broken.tf")).unwrap();
     let run = c.run(&["reconcile"]).ok();
     assert!(!run.stderr.contains("looking up"), "{}", run.stderr);

@@ -2,13 +2,12 @@
 //! `infrakit-tf` binary on a real temporary directory.
 // Test set-up writes, copies and spawns directly: the bans in clippy.toml guard the tool.
 #![allow(clippy::disallowed_methods)]
-// Test code may print, and its helpers are `pub` for the sibling modules.
+// Test code may print, and `support`'s fixtures are `pub` for the test modules.
 #![allow(clippy::print_stdout, clippy::print_stderr, unreachable_pub)]
 
 mod adopt;
 mod apply;
 mod cases;
-mod cloud;
 #[cfg(feature = "fault-injection")]
 mod crash;
 mod describe;
@@ -30,7 +29,6 @@ mod lock;
 mod lost;
 mod pooler;
 mod provision;
-mod proxy;
 mod readme;
 mod reads;
 mod reconcile;

@@ -15,9 +15,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::cloud::Cloud;
-use crate::store::{
-    census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db, STORE_UNAVAILABLE,
+use infrakit_tf::exit::Code;
+
+use crate::support::cloud::Cloud;
+use crate::support::store::{
+    census, declared, hostname, hosts_at, lease, point_at, provisioning, server, use_store, Db,
 };
 
 /// The URL of the PgBouncer of `mode` that `.ci/test` started.
@@ -100,7 +102,7 @@ fn a_stale_state_write_through_a_session_pooler_is_refused() {
         db.name
     );
     let terraform = |args: &[&str]| {
-        let out = Command::new(crate::terraform::terraform_program())
+        let out = Command::new(crate::support::terraform::terraform_program())
             .args(args)
             .current_dir(&a.s.dir)
             .env("PG_CONN_STR", &conn)
@@ -143,7 +145,7 @@ fn a_transaction_pooler_is_refused_before_anything_is_written() {
     use_store(&a, &url);
     let refused = |host: &Cloud, args: &[&str]| {
         let before = host.s.snapshot();
-        let run = host.run(args).code(STORE_UNAVAILABLE);
+        let run = host.run(args).code(Code::StoreUnavailable);
         assert_eq!(
             run.error_lines(),
             [format!("error: cannot use the store at postgresql://infrakit@127.0.0.1:{port}/{}: it is behind a pooler in transaction or statement pooling mode (PgBouncer's pool_mode), which hands one server session to several clients: terraform's state lock and statements need one of their own", db.name).as_str()]
@@ -182,7 +184,7 @@ fn a_parameter_a_pooler_refuses_is_said_to_be_the_poolers() {
     let (url, port) = through(&db, "session");
     let a = Cloud::new();
     use_store(&a, &format!("{url}&options=-c%20work_mem%3D8MB"));
-    let run = a.run(&["describe"]).code(STORE_UNAVAILABLE);
+    let run = a.run(&["describe"]).code(Code::StoreUnavailable);
     assert_eq!(
         run.error_lines(),
         [format!(
@@ -348,7 +350,7 @@ fn terraform_reaches_a_tls_pooler_that_refuses_its_drivers_startup_parameter_thr
 fn another_local_user_cannot_use_the_relay() {
     let db = Db::new();
     let (a, _) = hosts_at(&through(&db, "session").0);
-    let tmp = crate::security::shared_tmp(&a.s);
+    let tmp = crate::support::users::shared_tmp(&a.s);
     a.delay_creates(4000);
     let mut started = a.start(&["provision", &a.spec()], &[("TMPDIR", tmp.to_str().unwrap())]);
     assert!(started.wait_for("creating").is_some(), "{:?}", started.seen);
@@ -387,8 +389,8 @@ fn another_local_user_cannot_use_the_relay() {
         "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\"",
         sockets[0].display()
     );
-    let (_, said) = crate::security::as_nobody(&script, &tmp);
+    let (_, said) = crate::support::users::as_nobody(&script, &tmp);
     assert!(!said.contains("CONNECTED") && said.contains("Permission denied"), "another user: {said}");
     let run = started.finish();
-    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.is(Code::Ok), "{run:?}");
 }

@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 
+use infrakit_tf::exit::Code;
+
 use crate::support::{Scratch, SCOPED, VM_ONLY};
 
 // What provision prints and queues is the case `tests/cmd/provision-no-apply.toml`; here, what
@@ -132,7 +134,7 @@ hint: restore it as a regular file of JSON, or remove it to have infrakit-tf wri
     for (says, breakage) in breakages {
         breakage();
         let before = s.snapshot();
-        let run = s.run(&["provision", "--no-apply", &spec]).code(3);
+        let run = s.run(&["provision", "--no-apply", &spec]).code(Code::Invalid);
         let errors = run.error_lines();
         assert_eq!(errors.len(), 1, "{run:#?}");
         s.assert_stderr(&run, says);
@@ -173,7 +175,7 @@ hint: restore it as a regular file of JSON, or remove it to have infrakit-tf wri
 "#]],
         ),
     ] {
-        let run = s.run(&args).code(3);
+        let run = s.run(&args).code(Code::Invalid);
         s.assert_stderr(&run, says);
         assert!(s.snapshot() == before, "{args:?} changed files");
     }

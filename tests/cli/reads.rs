@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
-use crate::cloud::Cloud;
+use infrakit_tf::exit::Code;
+
+use crate::support::cloud::Cloud;
 
 /// A group `web` of `size` VMs (and, with `volume`, a dedicated volume each), its spec written
 /// beside the directory.
@@ -221,8 +223,8 @@ fn a_type_without_a_look_up_is_refreshed_every_run() {
 
 #[test]
 fn two_hosts_on_a_store_continue_each_others_slices() {
-    let db = crate::store::Db::new();
-    let (a, b) = crate::store::hosts_at(&db.url());
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
     a.with_lookups();
     b.with_lookups();
     let text = std::fs::read_to_string(group(&a, 6, false)).unwrap();
@@ -322,7 +324,7 @@ fn a_variable_given_with_env_counts_as_a_change() {
 fn a_refresh_slice_is_one_in_n() {
     let c = Cloud::new();
     for bad in ["2/12", "1/0", "12"] {
-        let run = c.run(&["reconcile", "--refresh-slice", bad]).code(2);
+        let run = c.run(&["reconcile", "--refresh-slice", bad]).code(Code::Usage);
         assert!(run.stderr.contains("expected 1/N"), "{bad}: {}", run.stderr);
     }
 }
@@ -425,7 +427,7 @@ fn a_change_your_data_source_brings_is_counted_against_max_destroy() {
     let before = members(&c);
     // A new image is published: every machine would be replaced.
     image("vol-img2");
-    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).code(11);
+    let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).code(Code::TooManyDestroys);
     assert!(run.stderr.contains("refusing to destroy 24"), "{}", run.stderr);
     assert_eq!(members(&c), before, "nothing was replaced");
 }

@@ -2,13 +2,12 @@
 //! terraform applies, a lost or rolled-back state, a hung terraform, a full or read-only disk,
 //! drift whose file is already gone, an interrupt that reached only us.
 
-use crate::cloud::Cloud;
-use crate::faults::fake;
+use infrakit_tf::exit::Code;
+
+use crate::support::cloud::Cloud;
+use crate::support::fake_terraform::fake;
 use crate::support::{Scratch, BIN};
 
-const STATE_LOST: i32 = 13;
-const UNWRITABLE: i32 = 12;
-const TIMEOUT: i32 = 14;
 const VM: &str = r#"{"Properties": {"resource": {"terraform_data": {"vm": {}}}}}"#;
 
 // Killed alone (not its process group) while terraform creates a slow machine: terraform goes
@@ -44,20 +43,20 @@ fn a_lost_state_is_refused() {
 
     std::fs::write(&state, b"").unwrap();
     let before = s.snapshot();
-    let run = s.run(&["provision", &vm]).code(STATE_LOST);
+    let run = s.run(&["provision", &vm]).code(Code::StateLost);
     s.assert_stderr(&run, snapbox::str![[r#"
 error: refusing to run terraform: the state `[ROOT]/dir/terraform.tfstate` does not match the live files: it is empty (0 bytes); applying would create every machine again
 hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous version), check it, then remove `.infrakit-tf-state.json` to accept it and re-run
 
 "#]]);
-    s.run(&["reconcile"]).code(STATE_LOST);
+    s.run(&["reconcile"]).code(Code::StateLost);
     assert!(s.snapshot() == before, "a refused run changed something");
 
     // Another lineage (a state from elsewhere), then an older serial.
     let mut other: serde_json::Value = serde_json::from_slice(&good).unwrap();
     other["lineage"] = "someone-else".into();
     std::fs::write(&state, other.to_string().as_bytes()).unwrap();
-    let run = s.run(&["reconcile"]).code(STATE_LOST);
+    let run = s.run(&["reconcile"]).code(Code::StateLost);
     s.assert_stderr(&run, snapbox::str![[r#"
 error: refusing to run terraform: the state `[ROOT]/dir/terraform.tfstate` does not match the live files: its lineage is `someone-else`, but the last run left lineage `[..]`: it is another state; applying would create every machine again
 hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous version), check it, then remove `.infrakit-tf-state.json` to accept it and re-run
@@ -66,7 +65,7 @@ hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous 
     let mut older: serde_json::Value = serde_json::from_slice(&good).unwrap();
     older["serial"] = (older["serial"].as_u64().unwrap() - 1).into();
     std::fs::write(&state, older.to_string().as_bytes()).unwrap();
-    let run = s.run(&["reconcile"]).code(STATE_LOST);
+    let run = s.run(&["reconcile"]).code(Code::StateLost);
     s.assert_stderr(&run, snapbox::str![[r#"
 error: refusing to run terraform: the state `[ROOT]/dir/terraform.tfstate` does not match the live files: its serial is 0, older than the 1 the last run left: it was rolled back; applying would create every machine again
 hint: restore `[ROOT]/dir/terraform.tfstate.backup` (or your backend's previous version), check it, then remove `.infrakit-tf-state.json` to accept it and re-run
@@ -87,7 +86,7 @@ fn a_state_terraform_could_not_save_is_refused() {
     s.run(&["provision", &vm]).ok();
     std::fs::write(s.dir.join("errored.tfstate"), b"{}").unwrap();
     let before = s.snapshot();
-    let run = s.run(&["provision", &vm]).code(STATE_LOST);
+    let run = s.run(&["provision", &vm]).code(Code::StateLost);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -96,7 +95,7 @@ hint: push it where the state belongs (`terraform state push errored.tfstate`; `
 
 "#]],
     );
-    s.run(&["reconcile"]).code(STATE_LOST);
+    s.run(&["reconcile"]).code(Code::StateLost);
     assert!(s.snapshot() == before, "a refused run changed something");
     std::fs::remove_file(s.dir.join("errored.tfstate")).unwrap();
     s.run(&["reconcile"]).ok();
@@ -109,7 +108,7 @@ fn a_hung_terraform_is_stopped() {
     let s = Scratch::new();
     let tf = fake(&s, "1.9.0", "trap '' INT; sleep 60");
     let vm = s.write_outside("vm.json", VM);
-    let run = s.run(&["provision", &vm, "--terraform", &tf, "--terraform-timeout", "1s"]).code(TIMEOUT);
+    let run = s.run(&["provision", &vm, "--terraform", &tf, "--terraform-timeout", "1s"]).code(Code::TerraformTimeout);
     s.assert_stderr(&run, snapbox::str![[r#"
 running terraform init (first use, new provider or changed configuration)
 not provisioned yet (the apply failed before its VM was created) instance-[..]
@@ -120,8 +119,9 @@ hint: raise --terraform-timeout if it was just slow; terraform printed nothing o
     // The short runs too: a `version` that never answers.
     let hung = s.root.path().join("hung-terraform");
     crate::support::write_executable(&hung, "#!/bin/sh\nsleep 60\n");
-    let run =
-        s.run(&["reconcile", "--terraform", hung.to_str().unwrap(), "--terraform-timeout", "500ms"]).code(TIMEOUT);
+    let run = s
+        .run(&["reconcile", "--terraform", hung.to_str().unwrap(), "--terraform-timeout", "500ms"])
+        .code(Code::TerraformTimeout);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -158,7 +158,7 @@ fn an_interrupt_during_the_plan_prevents_the_apply() {
     );
     let tf = s.root.path().join("plan-interrupts");
     crate::support::write_executable(&tf, &script);
-    let run = s.run(&["reconcile", "--terraform", tf.to_str().unwrap()]).code(130);
+    let run = s.run(&["reconcile", "--terraform", tf.to_str().unwrap()]).code(Code::Interrupted);
     s.assert_stderr(
         &run,
         snapbox::str![[r#"
@@ -200,7 +200,7 @@ fn a_full_disk_changes_nothing() {
             .replace("$SPEC", &spec)
             .as_str(),
     );
-    assert!(out.contains(&format!("exit={UNWRITABLE}")), "{out}");
+    assert!(out.contains(&format!("exit={}", Code::Unwritable as i32)), "{out}");
     assert!(out.contains("no storage space"), "{out}");
     assert!(out.contains("hint: free some space"), "{out}");
     let listing: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("exit=")).skip(1).collect();
@@ -220,7 +220,7 @@ fn a_read_only_directory_is_said_to_be_read_only() {
             .replace("$SPEC", &spec)
             .as_str(),
     );
-    assert_eq!(out.matches(&format!("exit={UNWRITABLE}")).count(), 2, "{out}");
+    assert_eq!(out.matches(&format!("exit={}", Code::Unwritable as i32)).count(), 2, "{out}");
     assert!(out.contains("read-only"), "{out}");
     assert!(!out.contains("force-unlock"), "{out}");
 }

@@ -3,22 +3,16 @@
 
 use serde_json::Value;
 
+use infrakit_tf::exit::Code;
+
+use crate::support::users::{as_nobody, shared_tmp};
 use crate::support::Scratch;
 
 /// Terraform's state of `s`, `show -json`: the root module's resources by address.
 fn state(s: &Scratch) -> std::collections::BTreeMap<String, Value> {
-    let out = std::process::Command::new(crate::terraform::terraform_program())
-        .args(["show", "-json"])
-        .current_dir(&s.dir)
-        .env("TF_CLI_CONFIG_FILE", s.cli_config())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["values"]["root_module"]["resources"]
-        .as_array()
+    let cli_config = s.cli_config();
+    crate::support::terraform::shown_resources(&s.dir, &[("TF_CLI_CONFIG_FILE", cli_config.as_os_str())])
         .into_iter()
-        .flatten()
         .map(|r| (r["address"].as_str().unwrap().to_string(), r["values"].clone()))
         .collect()
 }
@@ -60,7 +54,7 @@ fn values_from_the_command_line_are_never_evaluated_by_terraform() {
     );
     let files = s.files();
     for lid in ["web-${upper(\"x\")}", "x\",file(base64decode(\"L2V0Yy9ob3N0bmFtZQ==\")))}"] {
-        let run = s.run(&["provision", &pet, "--logical-id", lid]).code(3);
+        let run = s.run(&["provision", &pet, "--logical-id", lid]).code(Code::Invalid);
         assert!(run.stderr.contains("letters, digits, `.`, `-`, `_`, `:` and `@` only"), "{}", run.stderr);
     }
     assert_eq!(s.files(), files, "nothing written");
@@ -135,10 +129,13 @@ fn a_drain_that_hangs_is_killed_whole_before_its_member_is_destroyed() {
 // its `sh` was, and the command it ran stayed (one orphan per member per run).
 #[test]
 fn a_health_check_that_hangs_leaves_nothing_running() {
-    let c = crate::cloud::Cloud::new();
+    let c = crate::support::cloud::Cloud::new();
     let marker = format!("31{}", std::process::id());
-    let spec =
-        crate::heal::spec(&c, 2, serde_json::json!({"Command": format!("sleep {marker}; true"), "Timeout": "1s"}));
+    let spec = crate::support::specs::healed_api(
+        &c,
+        2,
+        serde_json::json!({"Command": format!("sleep {marker}; true"), "Timeout": "1s"}),
+    );
     c.run(&["reconcile", "--group", &spec]).ok();
     // The members the first run made are checked by the second: both checks time out.
     let run = c.run(&["reconcile", "--group", &spec]).ok();
@@ -165,7 +162,7 @@ fn a_hangup_during_a_drain_leaves_nothing_running() {
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert_eq!(status.code(), Some(Code::Interrupted as i32), "{status:?}");
     assert!(running(&format!("sleep {marker}")).is_empty(), "left running: {:?}", running(&marker));
     assert!(s.dir.join(format!("{id}.tf.json")).exists(), "nothing destroyed");
 }
@@ -179,12 +176,7 @@ fn a_hook_that_prints_50_mb_is_relayed_bounded_in_bounded_memory() {
     let drain = "head -c 50000000 /dev/zero | tr '\\0' x; echo; echo the end; sleep 1; exit 1";
     let mut cmd = crate::support::command(&s.cli_config());
     cmd.arg("--dir").arg(&s.dir).args(["destroy", &id, "--yes", "--no-apply", "--drain-cmd", drain]);
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::spawn_piped(&mut cmd);
     let mut stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut text = Vec::new();
@@ -215,8 +207,8 @@ fn a_hook_that_prints_50_mb_is_relayed_bounded_in_bounded_memory() {
 // every other `PG*` variable).
 #[test]
 fn a_hook_never_sees_the_stores_secrets() {
-    let db = crate::store::Db::new();
-    let (a, _) = crate::store::hosts_at(&db.url());
+    let db = crate::support::store::Db::new();
+    let (a, _) = crate::support::store::hosts_at(&db.url());
     let id = a.run(&["provision", &a.spec()]).ok().stdout.trim().to_string();
     let seen = a.s.root.path().join("env");
     let drain = format!("env > {}", seen.display());
@@ -234,29 +226,6 @@ fn a_hook_never_sees_the_stores_secrets() {
     assert!(env.contains(&format!("INFRAKIT_TF_ID={id}")), "the member's: {env}");
     assert!(!env.contains(&password), "the store's password: {env}");
     assert!(!env.contains("INFRAKIT_TF_STORE=") && !env.contains("PGCONNECT_TIMEOUT="), "the store's variables: {env}");
-}
-
-/// Runs `script` with `sh -c` as another local user (`nobody`: CI runs as root), in `cwd`:
-/// (exit code, stdout and stderr).
-pub fn as_nobody(script: &str, cwd: &std::path::Path) -> (i32, String) {
-    let out = std::process::Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "sh", "-c", script])
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.code().unwrap_or(-1), text)
-}
-
-/// A temporary directory every user may write, as `/tmp` is (1777), for one test.
-pub fn shared_tmp(s: &Scratch) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = s.root.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    // Another user must reach it: the scratch root is 0700 by default.
-    std::fs::set_permissions(s.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    tmp
 }
 
 /// The FNV-1a hash infrakit-tf names a directory's dump after (`state_guard`).
@@ -286,7 +255,7 @@ fn a_dump_another_user_plants_in_the_temporary_directory_is_not_trusted() {
     assert_eq!(code, 0, "{said}");
     let web = s.dir.join("web.json");
     let run = s.run_with(&["provision", web.to_str().unwrap()], None, &[("TMPDIR", tmp.to_str().unwrap())]);
-    assert_eq!(run.code, 0, "the planted file is not ours: {run:?}");
+    assert!(run.is(Code::Ok), "the planted file is not ours: {run:?}");
 }
 
 // Temporary directories are this user's alone: another local user reads none of the plans
@@ -355,7 +324,7 @@ fn the_metrics_lock_is_never_opened_through_a_link() {
     std::os::unix::fs::symlink(&target, s.root.path().join("m.prom.lock")).unwrap();
     let web = s.dir.join("web.json");
     let run = s.run(&["provision", web.to_str().unwrap(), "--metrics-file", metrics.to_str().unwrap()]);
-    assert_eq!(run.code, 0, "a metrics file that cannot be written is a warning: {run:?}");
+    assert!(run.is(Code::Ok), "a metrics file that cannot be written is a warning: {run:?}");
     assert!(!target.exists(), "the link was followed");
 }
 
@@ -379,22 +348,19 @@ fn a_metrics_file_another_user_plants_never_holds_a_run_up() {
         let metrics = tmp.join(name);
         let args = ["reconcile", "--lock-timeout", "1s", "--metrics-file", metrics.to_str().unwrap()];
         let run = within(&s, &args, &[], minute).unwrap_or_else(|| panic!("{name}: the run hung"));
-        assert_eq!(run.code, 0, "{name}: {run:?}");
+        assert!(run.is(Code::Ok), "{name}: {run:?}");
         assert!(run.stderr.contains("metrics not written"), "{name}: {}", run.stderr);
     }
     let _ = std::process::Command::new("pkill").args(["-f", &format!("sleep {marker}")]).status();
 }
 
-/// Runs `args` in `s`, killed after `limit`: `None` when it did not end by then (it hung).
+/// Runs `args` in `s`, killed after `limit`: `None` when it did not end by then (it hung). A
+/// hang is what its callers catch, so a bound on time is the point; they give a minute to what
+/// takes a second.
 fn within(s: &Scratch, args: &[&str], env: &[(&str, &str)], limit: std::time::Duration) -> Option<crate::support::Run> {
     let mut cmd = crate::support::command(&s.cli_config());
     cmd.arg("--dir").arg(&s.dir).args(args).envs(env.iter().copied());
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::spawn_piped(&mut cmd);
     let deadline = std::time::Instant::now() + limit;
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() > deadline {
@@ -472,7 +438,7 @@ fn a_fifo_where_a_file_is_expected_is_refused_not_opened() {
 // link multiplied the files it read (5 links: 27.6 s), and 7 never ended in practice.
 #[test]
 fn links_to_the_directory_do_not_multiply_the_digest() {
-    let c = crate::cloud::Cloud::new();
+    let c = crate::support::cloud::Cloud::new();
     c.with_lookups();
     c.run(&["provision", &c.spec()]).ok();
     for n in 0..7 {
@@ -523,7 +489,7 @@ fn the_last_instance_of_a_directory_without_configuration_of_its_own_is_destroye
     s.run(&["destroy", &id, "--yes"]).ok();
     assert!(state(&s).is_empty(), "nothing left in the state: {:?}", state(&s));
     s.run(&["reconcile", "--check"]).ok();
-    assert_eq!(s.run(&["sweep-orphans", "--dry-run"]).ok().code, 0);
+    s.run(&["sweep-orphans", "--dry-run"]).ok();
     // The empty configuration that made it possible goes with the next managed file.
     assert!(s.files().contains(&"infrakit-tf-empty.tf.json".to_string()), "{:?}", s.files());
     s.run(&["provision", "--no-apply", &spec]).ok();
@@ -564,7 +530,7 @@ fn a_failed_first_provision_says_how_to_fix_or_undo() {
         "web.json",
         r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"net": "${terraform_data.net.id}"}}}}}}"#,
     );
-    let out = s.run(&["provision", &spec]).code(7);
+    let out = s.run(&["provision", &spec]).code(Code::TerraformFailed);
     let id = out.stdout.trim().to_string();
     assert!(id.starts_with("instance-"), "the ID is printed: {}", out.stdout);
     let undo = format!("infrakit-tf destroy {id} --yes");

@@ -1,12 +1,25 @@
-//! Running the binary on a scratch directory, and reading what it left there.
+//! Everything the test modules share (the one place for fixtures): running the binary on a
+//! scratch directory and reading what it left there; the submodules hold the fakecloud provider
+//! (`cloud`), the store (`store`), the real and a fake terraform (`terraform`, `fake_terraform`),
+//! shared group specs (`specs`), a freezing TCP proxy (`proxy`) and another local user (`users`).
+//! A test module defines what only it uses, and takes everything shared from here.
 //! Reference case IDs (`D-01`, `N-09`, ...) are those of `docs/reference/infrakit-cases.md`.
 #![allow(dead_code)]
+
+pub mod cloud;
+pub mod fake_terraform;
+pub mod proxy;
+pub mod specs;
+pub mod store;
+pub mod terraform;
+pub mod users;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use infrakit_tf::exit::Code;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_infrakit-tf");
@@ -51,6 +64,12 @@ pub fn finish<'a>(mut cmd: Command, env: impl IntoIterator<Item = (&'a str, &'a 
     child.wait_with_output().unwrap()
 }
 
+/// Spawns `cmd` in the background with no stdin and stdout and stderr piped, to be read as it
+/// runs.
+pub fn spawn_piped(cmd: &mut Command) -> std::process::Child {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
 /// A scratch tree: `root/` holds `root/dir/`, the managed directory, so that a test can check
 /// that nothing outside the managed directory changed either.
 pub struct Scratch {
@@ -68,16 +87,22 @@ pub struct Run {
 }
 
 impl Run {
+    /// Asserts that it succeeded (`Code::Ok`).
     #[track_caller]
     pub fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "expected success, got {self:#?}");
+        self.code(Code::Ok)
+    }
+
+    /// Asserts that it exited with `code`, one of infrakit-tf's documented exit codes.
+    #[track_caller]
+    pub fn code(self, code: Code) -> Self {
+        assert!(self.is(code), "expected exit {} ({code:?}), got {self:#?}", code as i32);
         self
     }
 
-    #[track_caller]
-    pub fn code(self, code: i32) -> Self {
-        assert_eq!(self.code, code, "expected exit {code}, got {self:#?}");
-        self
+    /// Whether it exited with `code`.
+    pub fn is(&self, code: Code) -> bool {
+        self.code == code as i32
     }
 
     pub fn json(&self) -> Value {

@@ -10,12 +10,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use crate::cloud::Cloud;
-use crate::store::{census, use_store};
-use crate::support::Run;
+use infrakit_tf::exit::Code;
 
-const INVALID: i32 = 3;
-const STORE_UNAVAILABLE: i32 = 16;
+use crate::support::cloud::Cloud;
+use crate::support::store::{census, use_store};
+use crate::support::Run;
 
 /// One test's database on the TLS-only server, dropped at the end. The test's own admin
 /// connections go through the server's socket.
@@ -100,7 +99,7 @@ fn verify_full_with_the_servers_ca_and_every_other_way_libpq_allows() {
     let c = host(&db.url(&format!("sslmode=verify-full&sslrootcert={}", db.cert("ca.crt"))));
     provision_and_describe(&c, &[]);
     // `require`: TLS, the certificate not checked.
-    let point = |url: String| crate::store::point_at(&c, &url);
+    let point = |url: String| crate::support::store::point_at(&c, &url);
     point(db.url("sslmode=require"));
     provision_and_describe(&c, &[]);
     // No sslmode: libpq's default, `prefer`, takes the TLS the server offers (it refuses plain).
@@ -160,9 +159,9 @@ fn a_client_certificate_logs_in() {
     let key = loose.path().join("client.key");
     std::fs::copy(db.cert("client.key"), &key).unwrap();
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    crate::store::point_at(&c, &url.replace(&db.cert("client.key"), key.to_str().unwrap()));
+    crate::support::store::point_at(&c, &url.replace(&db.cert("client.key"), key.to_str().unwrap()));
     let before = c.s.snapshot();
-    let run = c.run(&["provision", &c.spec()]).code(INVALID);
+    let run = c.run(&["provision", &c.spec()]).code(Code::Invalid);
     assert!(one_line(&run).contains("has group or world access"), "{run:#?}");
     assert_eq!(c.s.snapshot(), before);
 }
@@ -177,7 +176,7 @@ fn one_line(run: &Run) -> String {
 
 /// A refusal: `args` run with `url` fails with `code` and one line containing `cause`, no
 /// password, nothing written here or in the store.
-fn refused(db: &TlsDb, url: &str, env: &[(&str, &str)], code: i32, cause: &str) {
+fn refused(db: &TlsDb, url: &str, env: &[(&str, &str)], code: Code, cause: &str) {
     let c = host(url);
     let before = c.s.snapshot();
     for args in [vec!["provision", &c.spec()], vec!["describe"]] {
@@ -185,7 +184,7 @@ fn refused(db: &TlsDb, url: &str, env: &[(&str, &str)], code: i32, cause: &str) 
         let line = one_line(&run);
         assert!(line.contains(cause), "expected `{cause}` in: {line}");
         assert!(!run.stderr.contains(&db.password()), "the password is never printed: {}", run.stderr);
-        if code == STORE_UNAVAILABLE {
+        if code == Code::StoreUnavailable {
             assert!(line.starts_with("error: cannot use the store at postgresql://infrakit@"), "{line}");
         }
     }
@@ -198,22 +197,28 @@ fn refused(db: &TlsDb, url: &str, env: &[(&str, &str)], code: i32, cause: &str) 
 fn an_unknown_ca_a_wrong_host_name_and_plain_text_are_refused() {
     let db = TlsDb::new();
     let other = db.cert("other-ca.crt");
-    refused(&db, &db.url(&format!("sslmode=verify-full&sslrootcert={other}")), &[], STORE_UNAVAILABLE, "unknown CA");
+    refused(
+        &db,
+        &db.url(&format!("sslmode=verify-full&sslrootcert={other}")),
+        &[],
+        Code::StoreUnavailable,
+        "unknown CA",
+    );
     // verify-ca checks the chain too.
-    refused(&db, &db.url(&format!("sslmode=verify-ca&sslrootcert={other}")), &[], STORE_UNAVAILABLE, "unknown CA");
+    refused(&db, &db.url(&format!("sslmode=verify-ca&sslrootcert={other}")), &[], Code::StoreUnavailable, "unknown CA");
     // The certificate names `localhost`, not the address.
     let by_address =
         db.url(&format!("sslmode=verify-full&sslrootcert={}", db.cert("ca.crt"))).replace("@localhost:", "@127.0.0.1:");
-    refused(&db, &by_address, &[], STORE_UNAVAILABLE, "does not name the host `127.0.0.1`");
+    refused(&db, &by_address, &[], Code::StoreUnavailable, "does not name the host `127.0.0.1`");
     // Plain text to a server that accepts TLS only: the server's own refusal.
-    refused(&db, &db.url("sslmode=disable"), &[], STORE_UNAVAILABLE, "no encryption");
+    refused(&db, &db.url("sslmode=disable"), &[], Code::StoreUnavailable, "no encryption");
     // No CA to check against: refused before connecting.
     let home = tempfile::tempdir().unwrap();
     refused(
         &db,
         &db.url("sslmode=verify-full"),
         &[("HOME", home.path().to_str().unwrap())],
-        INVALID,
+        Code::Invalid,
         "root certificate file",
     );
 }
@@ -224,13 +229,13 @@ fn a_server_without_tls_is_refused_where_tls_is_required() {
     let plain = std::env::var("INFRAKIT_TF_TEST_PG").expect("INFRAKIT_TF_TEST_PG");
     let db = TlsDb::new(); // only for `refused`'s checks of the TLS server's store: untouched
     let url = format!("{plain}?sslmode=require");
-    refused(&db, &url, &[], STORE_UNAVAILABLE, "the server does not offer TLS");
+    refused(&db, &url, &[], Code::StoreUnavailable, "the server does not offer TLS");
     // `allow` tries TLS only when plain text is refused by the server's rules: a wrong
     // password is said as it is.
     let (scheme, rest) = plain.split_once("://").unwrap();
     let (creds, place) = rest.split_once('@').unwrap();
     let wrong = format!("{scheme}://{}:wrong@{place}?sslmode=allow", creds.split_once(':').unwrap().0);
-    refused(&db, &wrong, &[], STORE_UNAVAILABLE, "password authentication failed");
+    refused(&db, &wrong, &[], Code::StoreUnavailable, "password authentication failed");
 }
 
 #[test]
@@ -240,8 +245,8 @@ fn a_revocation_list_is_refused_before_anything_is_written() {
     let db = TlsDb::new();
     let url = db.url(&format!("sslmode=verify-full&sslrootcert={}", db.cert("ca.crt")));
     let crl = db.cert("ca.crt"); // any file: it is refused before it is read
-    refused(&db, &url, &[("PGSSLCRL", &crl)], INVALID, "revocation list");
-    refused(&db, &format!("{url}&sslcrl={crl}"), &[], INVALID, "revocation list");
+    refused(&db, &url, &[("PGSSLCRL", &crl)], Code::Invalid, "revocation list");
+    refused(&db, &format!("{url}&sslcrl={crl}"), &[], Code::Invalid, "revocation list");
 }
 
 #[test]
@@ -264,7 +269,7 @@ fn an_expired_certificate_is_refused() {
 
     let db = TlsDb::new();
     let url = format!("postgresql://infrakit@localhost:{port}/x?sslmode=verify-full&sslrootcert={}", ca_file.display());
-    refused(&db, &url, &[], STORE_UNAVAILABLE, "has expired");
+    refused(&db, &url, &[], Code::StoreUnavailable, "has expired");
 }
 
 /// Serves PostgreSQL's TLS request on a port of its own, then a handshake with `cert`,

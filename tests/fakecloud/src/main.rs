@@ -9,6 +9,10 @@
 //!   returns, as a real cloud creates a machine at once and reports it running later (a
 //!   terraform killed meanwhile never records it);
 //! - `<dir>/fail-create` file exists: create fails with a diagnostic.
+//! - `<dir>/together` file holds `<type> N`: a create of that type appends a line to
+//!   `<dir>/together-started`, then waits until N have (at most 2 minutes, then fails): a
+//!   test sees that N creates ran at once by order alone, every one started before any
+//!   finished, whatever the machine's load; one after the other, the first would never end.
 //! - `<dir>/throttle-creates` file holds N > 0: this create fails as a throttled cloud API's
 //!   does (`ThrottlingException: Rate exceeded`) and N goes down by one, so the first N
 //!   creates fail and the next succeed, across terraform runs.
@@ -167,6 +171,35 @@ fn throttled(dir: &Path, knob: &str) -> Option<u64> {
     }
     std::fs::write(&path, format!("{}\n", n - 1)).ok()?;
     Some(n - 1)
+}
+
+/// The `together` knob: when it names this type, counts this create as started, then waits
+/// (asynchronously: the runtime has one thread and serves the others meanwhile) until as many
+/// as it says have started. The bound only turns a run that creates one at a time into a
+/// failure that says so, rather than a hang.
+async fn together(dir: &Path, rtype: &str) -> Result<(), String> {
+    use std::io::Write;
+    let Ok(text) = std::fs::read_to_string(dir.join("together")) else { return Ok(()) };
+    let bad = || format!("fakecloud: file together holds `{}`, not `<type> <count>`", text.trim());
+    let (wanted, n) = text.trim().split_once(' ').ok_or_else(bad)?;
+    let n: usize = n.parse().map_err(|_| bad())?;
+    if wanted != rtype {
+        return Ok(());
+    }
+    let started = dir.join("together-started");
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&started).map_err(|e| e.to_string())?;
+    file.write_all(b"started\n").map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let k = std::fs::read_to_string(&started).map_or(0, |t| t.lines().count());
+        if k >= n {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("fakecloud: only {k} of {n} creates of {rtype} started together (file together)"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Whether this create's answer is lost (`lose-creates`), counting it: then the error the
@@ -492,6 +525,10 @@ impl<K: Kind> Resource for FileResource<K> {
     ) -> Option<(K, ValueEmpty)> {
         let dir = self.cloud.dir(diags)?;
         count(&dir, "create", K::TYPE, "");
+        if let Err(e) = together(&dir, K::TYPE).await {
+            diags.root_error_short(e);
+            return None;
+        }
         match create_delay(&dir) {
             // Async sleep: the runtime has one thread and must keep serving other calls.
             Ok(delay) => tokio::time::sleep(delay).await,

@@ -136,12 +136,7 @@ impl Cloud {
         let mut cmd = crate::support::command(&self.rc);
         cmd.arg("--dir").arg(&self.s.dir).args(args).process_group(0).env("FAKECLOUD_DIR", &self.cloud);
         cmd.envs(extra.iter().copied());
-        let mut child = cmd
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = crate::support::spawn_piped(&mut cmd);
         let (tx, lines) = std::sync::mpsc::channel();
         let err = std::io::BufReader::new(child.stderr.take().unwrap());
         std::thread::spawn(move || {
@@ -230,6 +225,19 @@ impl Cloud {
         }
     }
 
+    /// Makes the next `n` creates of `rtype` wait for one another (the provider's `together`
+    /// knob; 0: none do): a run that creates them one after the other fails, so a run that
+    /// succeeds started every one before any finished. An order, not a stopwatch.
+    pub fn creates_together(&self, rtype: &str, n: usize) {
+        let _ = std::fs::remove_file(self.cloud.join("together-started"));
+        let knob = self.cloud.join("together");
+        if n == 0 {
+            std::fs::remove_file(&knob).unwrap();
+        } else {
+            std::fs::write(&knob, format!("{rtype} {n}")).unwrap();
+        }
+    }
+
     pub fn spec(&self) -> String {
         self.s.root.path().join("web.json").to_str().unwrap().to_string()
     }
@@ -302,19 +310,9 @@ impl Cloud {
 
     /// Terraform's state: address → the object's cloud ID.
     pub fn state(&self) -> std::collections::BTreeMap<String, String> {
-        let out = std::process::Command::new(crate::terraform::terraform_program())
-            .args(["show", "-json"])
-            .current_dir(&self.s.dir)
-            .env("TF_CLI_CONFIG_FILE", &self.rc)
-            .env("FAKECLOUD_DIR", &self.cloud)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["values"]["root_module"]["resources"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let env = [("TF_CLI_CONFIG_FILE", self.rc.as_os_str()), ("FAKECLOUD_DIR", self.cloud.as_os_str())];
+        crate::support::terraform::shown_resources(&self.s.dir, &env)
+            .iter()
             .map(|r| {
                 (r["address"].as_str().unwrap().to_string(), r["values"]["id"].as_str().unwrap_or_default().to_string())
             })
