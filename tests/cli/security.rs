@@ -531,8 +531,8 @@ fn a_failed_first_provision_says_how_to_fix_or_undo() {
         r#"{"Properties": {"resource": {"terraform_data": {"vm": {"input": {"net": "${terraform_data.net.id}"}}}}}}"#,
     );
     let out = s.run(&["provision", &spec]).code(Code::TerraformFailed);
-    let id = out.stdout.trim().to_string();
-    assert!(id.starts_with("instance-"), "the ID is printed: {}", out.stdout);
+    assert_eq!(out.stdout, "", "an ID printed for an instance that was not provisioned");
+    let id = out.not_provisioned();
     let undo = format!("infrakit-tf destroy {id} --yes");
     assert!(out.stderr.contains("hint: ") && out.stderr.contains("reconcile"), "{}", out.stderr);
     assert!(out.stderr.contains(&undo), "names the undo: {}", out.stderr);

@@ -113,6 +113,16 @@ impl Run {
     pub fn error_lines(&self) -> Vec<&str> {
         self.stderr.lines().filter(|l| l.starts_with("error:")).collect()
     }
+
+    /// The ID of the one instance a failed provision says it did not provision (stderr's
+    /// `not provisioned yet (...) ID`).
+    #[track_caller]
+    pub fn not_provisioned(&self) -> String {
+        let line = self.stderr.lines().find(|l| l.starts_with("not provisioned yet ("));
+        let id = line.and_then(|l| l.split_whitespace().last()).unwrap_or_else(|| panic!("{self:#?}"));
+        assert!(id.starts_with("instance-"), "{self:#?}");
+        id.to_string()
+    }
 }
 
 impl Scratch {
