@@ -237,26 +237,54 @@ pub(crate) fn write(path: &Path, run: &Run<'_>) -> Result<()> {
 
 /// The file after `run`, from the file before it (`old`).
 fn render(old: &str, run: &Run<'_>) -> String {
-    let counts = &run.counts;
     let dir = format!("directory=\"{}\"", escape(&run.directory));
     let cmd = format!("{dir},command=\"{}\"", escape(run.command));
+    let new = series(run, &dir, &cmd);
+    let mut samples: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
+    for (family, labels, value) in old.lines().filter_map(sample) {
+        if let Some(known) = FAMILIES.iter().find(|f| f.0 == family) {
+            if !replaced(run, &new, &dir, &cmd, family, &labels) {
+                samples.entry(known.0).or_default().insert(labels, value.to_string());
+            }
+        }
+    }
+    for (family, labels, value) in new {
+        samples.entry(family).or_default().insert(labels, value);
+    }
+    let mut out = String::new();
+    for (name, help, _) in FAMILIES {
+        let Some(series) = samples.get(name) else { continue };
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (labels, value) in series {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+    out
+}
+
+/// This run's samples (family, labels, value): its command's (`cmd` labels), and the
+/// directory's (`dir` labels) that it measured.
+fn series(run: &Run<'_>, dir: &str, cmd: &str) -> Vec<(&'static str, String, String)> {
+    let counts = &run.counts;
     let seconds = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
     let ended = run.started + run.duration;
-    let mut new: Vec<(&str, String, String)> = vec![
-        ("infrakit_tf_last_run_timestamp_seconds", cmd.clone(), number(seconds(ended))),
-        ("infrakit_tf_last_exit_code", cmd.clone(), run.exit_code.to_string()),
-        ("infrakit_tf_last_run_duration_seconds", cmd.clone(), number(run.duration.as_secs_f64())),
-        ("infrakit_tf_last_run_terraform_runs", cmd.clone(), counts.terraform_runs.to_string()),
-        ("infrakit_tf_last_run_retries", cmd.clone(), counts.retries.to_string()),
-        ("infrakit_tf_last_run_resources_added", cmd.clone(), counts.applied.add.to_string()),
-        ("infrakit_tf_last_run_resources_changed", cmd.clone(), counts.applied.change.to_string()),
-        ("infrakit_tf_last_run_resources_destroyed", cmd.clone(), counts.applied.remove.to_string()),
-        ("infrakit_tf_last_run_resources_refreshed", cmd.clone(), counts.reads.refreshed.to_string()),
-        ("infrakit_tf_last_run_list_calls", cmd.clone(), counts.reads.lists.to_string()),
-        ("infrakit_tf_last_run_data_sources_read", cmd.clone(), counts.reads.data_sources.to_string()),
+    let per_command = [
+        ("infrakit_tf_last_run_timestamp_seconds", number(seconds(ended))),
+        ("infrakit_tf_last_exit_code", run.exit_code.to_string()),
+        ("infrakit_tf_last_run_duration_seconds", number(run.duration.as_secs_f64())),
+        ("infrakit_tf_last_run_terraform_runs", counts.terraform_runs.to_string()),
+        ("infrakit_tf_last_run_retries", counts.retries.to_string()),
+        ("infrakit_tf_last_run_resources_added", counts.applied.add.to_string()),
+        ("infrakit_tf_last_run_resources_changed", counts.applied.change.to_string()),
+        ("infrakit_tf_last_run_resources_destroyed", counts.applied.remove.to_string()),
+        ("infrakit_tf_last_run_resources_refreshed", counts.reads.refreshed.to_string()),
+        ("infrakit_tf_last_run_list_calls", counts.reads.lists.to_string()),
+        ("infrakit_tf_last_run_data_sources_read", counts.reads.data_sources.to_string()),
     ];
+    let mut new: Vec<(&str, String, String)> =
+        per_command.into_iter().map(|(family, value)| (family, cmd.to_string(), value)).collect();
     if run.exit_code == 0 {
-        new.push(("infrakit_tf_last_success_timestamp_seconds", cmd.clone(), number(seconds(ended))));
+        new.push(("infrakit_tf_last_success_timestamp_seconds", cmd.to_string(), number(seconds(ended))));
     }
     for ((group, status), n) in run.instances.iter().flatten() {
         new.push((
@@ -275,47 +303,32 @@ fn render(old: &str, run: &Run<'_>) -> String {
         new.push(("infrakit_tf_group_repairs_halted", labels, u8::from(h.halted).to_string()));
     }
     if let Some(drift) = counts.drift {
-        new.push(("infrakit_tf_drift_resources", dir.clone(), drift.to_string()));
+        new.push(("infrakit_tf_drift_resources", dir.to_string(), drift.to_string()));
     }
     if let Some(strays) = counts.strays {
-        new.push(("infrakit_tf_strays", dir.clone(), strays.to_string()));
+        new.push(("infrakit_tf_strays", dir.to_string(), strays.to_string()));
     }
-    // What this run replaces: its command's series, and the directory's that it measured.
-    let replaced = |family: &str, labels: &str| {
-        let per_command = FAMILIES.iter().any(|f| f.0 == family && f.2);
-        let ours = labels.starts_with(&format!("{dir},")) || labels == dir;
-        match family {
-            _ if per_command => labels == cmd && new.iter().any(|(f, _, _)| *f == family),
-            "infrakit_tf_instances" => ours && run.instances.is_some(),
-            "infrakit_tf_group_members_outdated" => ours && counts.outdated.is_some(),
-            "infrakit_tf_group_members_unhealthy"
-            | "infrakit_tf_group_repairs"
-            | "infrakit_tf_group_repairs_halted" => ours && counts.healing.is_some(),
-            "infrakit_tf_drift_resources" => ours && counts.drift.is_some(),
-            "infrakit_tf_strays" => ours && counts.strays.is_some(),
-            _ => false,
+    new
+}
+
+/// Whether an old sample (`family`, `labels`) is replaced by this run: a series of its
+/// command that it wrote anew, or one of the directory's that it measured (all of them, so
+/// that a group or status that is gone goes too).
+fn replaced(run: &Run<'_>, new: &[(&str, String, String)], dir: &str, cmd: &str, family: &str, labels: &str) -> bool {
+    let counts = &run.counts;
+    let per_command = FAMILIES.iter().any(|f| f.0 == family && f.2);
+    let ours = labels.starts_with(&format!("{dir},")) || labels == dir;
+    match family {
+        _ if per_command => labels == cmd && new.iter().any(|(f, _, _)| *f == family),
+        "infrakit_tf_instances" => ours && run.instances.is_some(),
+        "infrakit_tf_group_members_outdated" => ours && counts.outdated.is_some(),
+        "infrakit_tf_group_members_unhealthy" | "infrakit_tf_group_repairs" | "infrakit_tf_group_repairs_halted" => {
+            ours && counts.healing.is_some()
         }
-    };
-    let mut samples: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
-    for (family, labels, value) in old.lines().filter_map(sample) {
-        if let Some(known) = FAMILIES.iter().find(|f| f.0 == family) {
-            if !replaced(family, &labels) {
-                samples.entry(known.0).or_default().insert(labels, value.to_string());
-            }
-        }
+        "infrakit_tf_drift_resources" => ours && counts.drift.is_some(),
+        "infrakit_tf_strays" => ours && counts.strays.is_some(),
+        _ => false,
     }
-    for (family, labels, value) in new {
-        samples.entry(family).or_default().insert(labels, value);
-    }
-    let mut out = String::new();
-    for (name, help, _) in FAMILIES {
-        let Some(series) = samples.get(name) else { continue };
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for (labels, value) in series {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
-        }
-    }
-    out
 }
 
 /// A sample line as this module writes them: family, labels (between the braces), value.
