@@ -37,16 +37,16 @@
 
 mod absence;
 mod groups;
+mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use serde::Serialize;
 
 use self::absence::{Reading, Unconfirmed};
 use self::groups::{Group, GroupReport, Replaced};
+use self::report::{Pruned, Reads, Report};
 use crate::cli::{Reason, ReconcileArgs};
 use crate::cloud_record::{Classified, StrayKind};
 use crate::cmd::drain::Draining;
@@ -56,92 +56,15 @@ use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::health_record::HealthRecord;
 use crate::names::{self, InstanceId, Suffix};
-use crate::output::{utc_now, Printer};
+use crate::output::Printer;
 use crate::presence::{RefreshRecord, Slice};
 use crate::profile::Profiles;
 use crate::terraform::{Apply, Plan};
-use crate::tfoutput::{Action, ResourceChange};
+use crate::tfoutput::Action;
 use crate::workspace::{ChangeSet, SavedPlan, Workspace};
 
 /// `--max-destroy` when not given.
 const MAX_DESTROY: u64 = 10;
-
-#[derive(Debug, Serialize)]
-struct Pruned {
-    #[serde(rename = "ID")]
-    id: String,
-    file: String,
-    vm: String,
-}
-
-#[derive(Debug, Default, Serialize)]
-struct Report {
-    check: bool,
-    /// Instances whose VM vanished, their files removed.
-    pruned: Vec<Pruned>,
-    /// Queued files promoted (in `--check`: that would be).
-    promoted: Vec<String>,
-    /// Objects changed outside Terraform (`action` `delete`: vanished).
-    drift: Vec<ResourceChange>,
-    /// The plan's changes before anything was pruned.
-    planned: Vec<ResourceChange>,
-    added: u64,
-    changed: u64,
-    destroyed: u64,
-    applied: bool,
-    /// `--check`: whether anything is pending.
-    pending: bool,
-    terraform_runs: u32,
-    /// Terraform runs started again after a transient error (README "Running unattended").
-    retries: u64,
-    duration_seconds: f64,
-    /// The groups converged (`--group`, or infrakit-tf.json's `groups`).
-    groups: Vec<GroupReport>,
-    /// What the run read from the cloud.
-    reads: Reads,
-    /// Machines an apply that was cut short made but never recorded, found by their tags:
-    /// adopted by this run (`{address, id}`); in `--check`, those the next run adopts (drift).
-    adopted: Vec<crate::lookup::Adopted>,
-    /// Why machines may exist that no state records (an apply failed while creating, or was
-    /// cut short), while the look-up is still to be settled: in `--check`, which looks without
-    /// settling (what it finds is `adopted`, and pending); after a run, when its own apply
-    /// failed while creating. `null`: nothing awaits.
-    lookup_pending: Option<String>,
-    /// Machines kept as they are because the cloud's answer about them is not believed yet
-    /// (a read that called one gone too early, or that its listing contradicts), could not be
-    /// read, or may exist unlisted (an apply that failed or was cut short may have made them):
-    /// nothing prunes, forgets or makes them again until a later run knows.
-    unconfirmed: Vec<Unconfirmed>,
-    /// Machines a listing showed with this directory's tags that no state records, and that
-    /// cannot be adopted: twins or leaks (`kind` `twin`: `sweep-orphans --strays` destroys
-    /// them), and machines that name one of its groups but no file here (`unknown`: left
-    /// alone). In `--check`, those the cloud record knows.
-    strays: Vec<Classified>,
-}
-
-/// What a run read from the cloud (README "What a reconcile reads").
-#[derive(Debug, Default, Serialize)]
-struct Reads {
-    /// Whether every resource was refreshed (no look-up lists any, `--full-refresh`, `--check`).
-    full_refresh: bool,
-    /// The share of the listed machines refreshed (`1/N`); `null` with a full refresh.
-    slice: Option<String>,
-    /// Resources terraform refreshed, in every terraform run of this reconcile.
-    refreshed: u64,
-    /// Look-up listings read (one data-source read each).
-    lists: u64,
-    /// Other data sources read (your configuration's).
-    data_sources: u64,
-    /// Listed machines the listings did not show, each refreshed to confirm.
-    unlisted: Vec<String>,
-    /// Whether the whole configuration was planned (without refreshing): the configuration or
-    /// the state changed since the last whole plan that found nothing to do.
-    whole_plan: bool,
-    /// The most cloud reads this run could take: `(retries + 1) × (listings + 1 + slice +
-    /// unlisted + 2 × strays read)` (`slice`: the listed machines the slice refreshes); `null`
-    /// with a full refresh.
-    bound: Option<u64>,
-}
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
@@ -197,25 +120,8 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         }
         failure
     };
-    report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
-    report.retries = crate::metrics::retries();
-    let read = crate::metrics::reads();
-    (report.reads.refreshed, report.reads.lists, report.reads.data_sources) =
-        (read.refreshed, read.lists, read.data_sources);
-    crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
-    if report.reads.slice.is_some() || report.check {
-        crate::metrics::note_strays(report.strays.len());
-    }
-    crate::metrics::note_healing(report.groups.iter().filter_map(|g| {
-        let h = g.healing.as_ref()?;
-        let counts = crate::metrics::Healing {
-            unhealthy: h.unhealthy.len(),
-            repaired: h.repaired.len(),
-            halted: h.repair_halted.is_some(),
-        };
-        Some((g.id.clone(), counts))
-    }));
-    finish(ctx, &report, failure)
+    report.note_metrics(started.elapsed());
+    report::finish(ctx, &report, failure)
 }
 
 /// Imports the machines adopted after a cut apply (a targeted plan of their addresses,
@@ -296,7 +202,7 @@ fn check(
     report.strays = ws.known_strays(&state).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
     report.terraform_runs = 1;
     report.reads.full_refresh = true;
-    fill_plan(report, &plan);
+    report.fill_plan(&plan);
     let leaving: BTreeSet<InstanceId> =
         vanished(&plan, instances, &queued_ids(instances)).into_iter().map(|(i, _)| i.id.clone()).collect();
     let decisions = groups::decide_all(groups, instances, &leaving, &plan, record);
@@ -506,7 +412,7 @@ impl Run<'_> {
                 *whole = None;
             }
         }
-        fill_plan(report, seen.plan());
+        report.fill_plan(seen.plan());
 
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
         let doomed = vanished(seen.plan(), instances, &promoted_ids);
@@ -1094,7 +1000,7 @@ impl Seen {
         report.reads.whole_plan = true;
         *plan = crate::workspace::merge(Some(&planned.plan), std::mem::take(plan), None);
         *whole = Some(planned);
-        fill_plan(report, plan);
+        report.fill_plan(plan);
         Ok(())
     }
 }
@@ -1145,176 +1051,7 @@ fn vanished<'i>(plan: &Plan, instances: &'i [Instance], promoted: &BTreeSet<Stri
         .collect()
 }
 
-fn fill_plan(report: &mut Report, plan: &Plan) {
-    report.drift = plan.drift.clone();
-    report.planned = plan.changes.clone();
-}
-
 fn resource_count(doc: Option<&serde_json::Value>) -> usize {
     doc.and_then(|d| d.get("resource")?.as_object())
         .map_or(0, |types| types.values().filter_map(|n| n.as_object()).map(|n| n.len()).sum())
-}
-
-fn finish(ctx: &Ctx, report: &Report, failure: Option<anyhow::Error>) -> Result<()> {
-    if ctx.printer.json_output() {
-        ctx.printer.json(report)?;
-    } else {
-        ctx.printer.table_or_line(|| table(report).to_string(), || line(report))?;
-    }
-    if let Some(failure) = failure {
-        return Err(failure);
-    }
-    let abandoned: Vec<String> = report.groups.iter().flat_map(|g| g.abandoned.iter().cloned()).collect();
-    if !abandoned.is_empty() {
-        return Err(crate::cmd::drain::abandoned(&abandoned));
-    }
-    let halted: Vec<(String, String)> =
-        report.groups.iter().filter_map(|g| Some((g.id.clone(), g.healing.as_ref()?.repair_halted.clone()?))).collect();
-    if !report.check && !halted.is_empty() {
-        return Err(crate::cmd::heal::halted(&halted));
-    }
-    if report.check && report.pending {
-        return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(report)))
-            .hint("run `infrakit-tf reconcile` to apply them")
-            .into());
-    }
-    Ok(())
-}
-
-fn summary(r: &Report) -> String {
-    let vanished = r.drift.iter().filter(|d| d.action == Action::Delete).count();
-    let changes = r.planned.len();
-    let mut summary = format!(
-        "{vanished} vanished, {} drifted, {changes} planned change(s), {} queued file(s)",
-        r.drift.len() - vanished,
-        r.promoted.len()
-    );
-    if !r.adopted.is_empty() {
-        let unrecorded: Vec<String> = r.adopted.iter().map(|a| format!("{} = {}", a.address, a.id)).collect();
-        summary.push_str(&format!(
-            "; {} unrecorded machine(s) an apply cut short made: {}",
-            unrecorded.len(),
-            unrecorded.join(", ")
-        ));
-    }
-    if !r.strays.is_empty() {
-        let ids: Vec<&str> = r.strays.iter().map(|s| s.id.as_str()).collect();
-        summary.push_str(&format!("; {} stray machine(s) in no state: {}", ids.len(), ids.join(", ")));
-    }
-    for g in r.groups.iter().filter(|g| g.pending) {
-        summary.push_str(&format!("; group {}: {}", g.id, g.todo));
-    }
-    summary
-}
-
-/// One timestamped line: what cron logs.
-fn line(r: &Report) -> String {
-    let pruned: Vec<&str> = r.pruned.iter().map(|p| p.id.as_str()).collect();
-    let head = if r.check { "reconcile --check" } else { "reconcile" };
-    let pruned = if pruned.is_empty() { "0".to_string() } else { format!("{} ({})", pruned.len(), pruned.join(" ")) };
-    let what = if r.check {
-        format!("{}; pending={}", summary(r), r.pending)
-    } else {
-        format!(
-            "pruned={pruned} promoted={} drift={} applied={} +{} ~{} -{}",
-            r.promoted.len(),
-            r.drift.len(),
-            r.applied,
-            r.added,
-            r.changed,
-            r.destroyed
-        )
-    };
-    let adopted = if r.adopted.is_empty() || r.check { String::new() } else { format!(" adopted={}", r.adopted.len()) };
-    let unconfirmed =
-        if r.unconfirmed.is_empty() { String::new() } else { format!(" unconfirmed={}", r.unconfirmed.len()) };
-    let strays = if r.strays.is_empty() || r.check { String::new() } else { format!(" strays={}", r.strays.len()) };
-    let retries = if r.retries == 0 { String::new() } else { format!(" retries={}", r.retries) };
-    let now = utc_now();
-    let mut out = format!(
-        "{now} {head}: {what}{adopted}{unconfirmed}{strays} terraform_runs={}{retries} refreshed={} lists={} in {:.2}s",
-        r.terraform_runs, r.reads.refreshed, r.reads.lists, r.duration_seconds
-    );
-    for g in &r.groups {
-        out.push_str(&format!("\n{now} {head}: {}", g.line()));
-    }
-    out
-}
-
-fn table(r: &Report) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    let list = |v: Vec<String>| if v.is_empty() { "-".to_string() } else { v.join("\n") };
-    t.add_row(["pruned".to_string(), list(r.pruned.iter().map(|p| format!("{} ({} vanished)", p.id, p.vm)).collect())]);
-    t.add_row(["promoted".to_string(), list(r.promoted.clone())]);
-    t.add_row(["drift".to_string(), list(r.drift.iter().map(|d| format!("{} {}", d.action, d.address)).collect())]);
-    if !r.adopted.is_empty() {
-        let name = if r.check { "unrecorded" } else { "adopted" };
-        t.add_row([name.to_string(), list(r.adopted.iter().map(|a| format!("{} = {}", a.address, a.id)).collect())]);
-    }
-    if let Some(why) = &r.lookup_pending {
-        t.add_row(["lookup pending".to_string(), why.clone()]);
-    }
-    if !r.unconfirmed.is_empty() {
-        let rows = r.unconfirmed.iter().map(|u| match &u.until {
-            Some(until) => format!("{} ({}; believed from {until})", u.address, u.why),
-            None => format!("{} ({})", u.address, u.why),
-        });
-        t.add_row(["unconfirmed".to_string(), list(rows.collect())]);
-    }
-    if !r.strays.is_empty() {
-        let rows = r.strays.iter().map(|s| {
-            let names = s.address.clone().or_else(|| s.file.clone()).unwrap_or_else(|| "no file here".into());
-            format!("{} {} ({names}; {})", s.rtype, s.id, s.kind.as_str())
-        });
-        t.add_row(["strays".to_string(), list(rows.collect())]);
-    }
-    if r.check {
-        t.add_row([
-            "planned".to_string(),
-            list(r.planned.iter().map(|d| format!("{} {}", d.action, d.address)).collect()),
-        ]);
-        t.add_row(["pending".to_string(), r.pending.to_string()]);
-    } else {
-        t.add_row([
-            "applied".to_string(),
-            format!("{} added, {} changed, {} destroyed", r.added, r.changed, r.destroyed),
-        ]);
-    }
-    for g in &r.groups {
-        let mut what = vec![format!(
-            "{}/{} members, {} current, {} outdated{}",
-            g.members,
-            g.desired,
-            g.current,
-            g.outdated,
-            if g.pending { format!(" (pending: {})", g.todo) } else { String::new() }
-        )];
-        what.extend(g.provisioned.iter().map(|id| format!("provisioned {id}")));
-        what.extend(g.terminated.iter().map(|id| format!("terminated {id}")));
-        what.extend(g.replaced.iter().map(|r| format!("replaced {} by {}", r.old, r.new)));
-        what.extend(g.abandoned.iter().map(|id| format!("kept {id}: its drain failed")));
-        if let Some(h) = &g.healing {
-            what.extend(h.unhealthy.iter().map(|id| format!("unhealthy {id}")));
-            what.extend(h.repaired.iter().map(|r| format!("repaired {} by {}", r.old, r.new)));
-            what.extend(h.repair_halted.iter().map(|why| format!("repairs halted: {why}")));
-        }
-        what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
-        t.add_row([format!("group {}", g.id), what.join("\n")]);
-    }
-    let reads = &r.reads;
-    let mut read = format!("{} resource(s) refreshed", reads.refreshed);
-    match &reads.slice {
-        Some(slice) => read.push_str(&format!(" (slice {slice}), {} look-up listing(s)", reads.lists)),
-        None => read.push_str(" (all)"),
-    }
-    if !reads.unlisted.is_empty() {
-        read.push_str(&format!(", {} not listed: confirmed", reads.unlisted.len()));
-    }
-    if reads.whole_plan {
-        read.push_str(", whole configuration planned");
-    }
-    t.add_row(["cloud reads".to_string(), read]);
-    t.add_row(["duration".to_string(), format!("{:.2}s ({} terraform run(s))", r.duration_seconds, r.terraform_runs)]);
-    t
 }
