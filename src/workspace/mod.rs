@@ -86,6 +86,8 @@ pub(crate) struct Workspace<'a> {
     /// The command changes nothing though it holds the lock (`reconcile --check`): a state
     /// terraform could not save is not pushed (`heal`), only refused.
     check_only: bool,
+    /// The terraform runs it started at its caller's asking (see [`Workspace::runs`]).
+    runs: std::cell::Cell<u32>,
 }
 
 /// The situation a workspace is opened for (`open.rs`): the one answer to "is there a store".
@@ -680,6 +682,20 @@ impl<'a> Workspace<'a> {
         init::providers_of(instances.iter().filter_map(|i| i.doc.as_ref().ok()).chain(&others))
     }
 
+    /// The terraform runs this workspace started at its caller's asking, counted as each
+    /// starts (whether it succeeds or not): every plan (saved, in a mirror with
+    /// [`Workspace::plan_after`], each of a look's), apply and forget. Not what serves them
+    /// (`init`, `show`, reading or pushing the state, the look-ups of what a cut apply made,
+    /// the strays' reads) nor a retry (`metrics` counts every spawn and every retry).
+    pub(crate) fn runs(&self) -> u32 {
+        self.runs.get()
+    }
+
+    /// Counts one run (see [`Workspace::runs`]).
+    fn started_run(&self) {
+        self.runs.set(self.runs.get() + 1);
+    }
+
     /// A refreshing plan of the directory as it is, saved for [`Workspace::apply`].
     pub(crate) fn plan(&self) -> Result<SavedPlan> {
         self.saved_plan(None, &[])
@@ -700,6 +716,7 @@ impl<'a> Workspace<'a> {
     fn saved_plan(&self, refresh: Option<bool>, targets: &[String]) -> Result<SavedPlan> {
         let dir = crate::fsio::temp_dir("plan")?;
         let path = dir.path().join("plan");
+        self.started_run();
         let plan = self.terraform()?.plan(PlanOptions { refresh, lock: true, out: Some(&path), targets })?;
         Ok(SavedPlan { plan, _dir: dir, path, targets: targets.to_vec(), refresh })
     }
@@ -707,6 +724,7 @@ impl<'a> Workspace<'a> {
     /// Applies the directory as it is, or a saved plan, after `init` if what was written
     /// needs it. Returns what terraform did.
     pub(crate) fn apply(&mut self, what: Apply<'_>) -> Result<Changes> {
+        self.started_run();
         if !self.written_providers.is_empty() {
             self.init_if_needed(&self.written_providers)?;
         }
@@ -898,6 +916,7 @@ impl<'a> Workspace<'a> {
     pub(crate) fn plan_after(&self, changes: &ChangeSet, refresh: bool) -> Result<Plan> {
         let mirror = mirror::build(&self.dir, changes)?;
         let options = PlanOptions { refresh: Some(refresh), lock: false, out: None, targets: &[] };
+        self.started_run();
         self.plan_in_mirror(mirror.path(), changes, &self.queued_docs(changes), options)
     }
 

@@ -58,6 +58,7 @@ impl<'a> Workspace<'a> {
             unsettled: None,
             held_back: BTreeSet::new(),
             held_until: None,
+            runs: std::cell::Cell::new(0),
             check_only: false,
         })
     }
@@ -106,6 +107,7 @@ impl<'a> Workspace<'a> {
             unsettled,
             held_back: BTreeSet::new(),
             held_until: None,
+            runs: std::cell::Cell::new(0),
             check_only: false,
         })
     }

@@ -120,6 +120,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         }
         failure
     };
+    report.terraform_runs = ws.runs();
     report.note_metrics(started.elapsed());
     report::finish(ctx, &report, failure)
 }
@@ -139,7 +140,6 @@ fn adopt_first(
 ) -> Result<()> {
     let targets: Vec<String> = adopted.iter().map(|a| a.address.clone()).collect();
     let saved = ws.plan_targets(&targets)?;
-    report.terraform_runs += 1;
     if saved.plan.totals.remove > 0 {
         printer.status(&format!(
             "importing the adopted machines would destroy {}: left to this run's apply, which --max-destroy checks",
@@ -149,7 +149,6 @@ fn adopt_first(
     }
     let c = ws.apply(saved.to_apply())?;
     ws.imports_done(&targets)?;
-    report.terraform_runs += 1;
     report.applied = true;
     report.added += c.add;
     report.changed += c.change;
@@ -200,7 +199,6 @@ fn check(
     let state: BTreeMap<String, String> =
         ws.state()?.into_iter().map(|(a, r)| (a, r.attribute("id").unwrap_or_default())).collect();
     report.strays = ws.known_strays(&state).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
-    report.terraform_runs = 1;
     report.reads.full_refresh = true;
     report.fill_plan(&plan);
     let leaving: BTreeSet<InstanceId> =
@@ -312,22 +310,21 @@ impl Run<'_> {
             _ if careful && work => Some(Apply::Configuration { refresh: false }),
             _ => None,
         };
-        let settled_and_applied = |ws: &mut Workspace<'_>, report: &mut Report, what| {
+        let settled_and_applied = |ws: &mut Workspace<'_>, what| {
             if careful {
                 let deposed = match &seen {
                     Seen::Looked { deposed, .. } => deposed.as_slice(),
                     Seen::Refreshed(_) => &[],
                 };
-                self.settle_look(ws, plan, deposed, report)?;
+                Self::settle_look(ws, plan, deposed)?;
             }
             ws.apply(what)
         };
-        let applied = match what.map(|what| settled_and_applied(ws, report, what)).transpose() {
+        let applied = match what.map(|what| settled_and_applied(ws, what)).transpose() {
             Ok(applied) => applied,
             // The files stay as asked (a failed create is retried by the next apply): the
             // report says what was decided, then the run fails.
             Err(e) if !self.groups.is_empty() => {
-                report.terraform_runs += 1;
                 for g in &mut report.groups {
                     g.pending = true;
                 }
@@ -341,7 +338,6 @@ impl Run<'_> {
             ws.finish_imports()?;
         }
         if let Some(c) = applied {
-            report.terraform_runs += 1;
             report.applied = true;
             report.added += c.add;
             report.changed += c.change;
@@ -379,8 +375,7 @@ impl Run<'_> {
                 break;
             }
         }
-        report.terraform_runs += tally.runs;
-        report.applied |= tally.runs > 0;
+        report.applied |= tally.tried;
         report.added += tally.changes.add;
         report.changed += tally.changes.change;
         report.destroyed += tally.changes.remove;
@@ -454,9 +449,6 @@ impl Run<'_> {
             || decisions.iter().any(|(_, d)| !d.replace.is_empty());
         seen.plan_whole(ws, anything, report)?;
         let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
-        if planned.is_some() {
-            report.terraform_runs += 1;
-        }
         self.check_max_destroy(seen.plan(), &doomed, planned, &decisions)?;
 
         // Drain the members to terminate, now that the run is allowed, before their files go
@@ -486,7 +478,6 @@ impl Run<'_> {
         let listed = if self.args.full_refresh { None } else { ws.presence(slice)? };
         let refresh_all = |ws: &mut Workspace<'_>, report: &mut Report| {
             let saved = ws.plan()?;
-            report.terraform_runs += 1;
             report.reads = Reads { full_refresh: true, ..Reads::default() };
             Ok(Seen::Refreshed(saved))
         };
@@ -495,7 +486,6 @@ impl Run<'_> {
         let digest = ws.digest(&state);
         let whole = if ws.planned_before(&digest) { None } else { Some(ws.plan_unrefreshed()?) };
         report.reads.whole_plan = whole.is_some();
-        report.terraform_runs += u32::from(whole.is_some());
         let look = match ws.look(&presence)? {
             Ok(look) => look,
             Err(failed) if failed.transient => {
@@ -513,11 +503,9 @@ impl Run<'_> {
                     "{} could not be read, so this run refreshes everything (check `lookups` in infrakit-tf.json): {:#}",
                     failed.what, failed.error
                 ));
-                report.terraform_runs += 1;
                 return refresh_all(ws, report);
             }
         };
-        report.terraform_runs += look.runs;
         report.reads.unlisted = look.unlisted.clone();
         let addresses: BTreeSet<String> =
             presence.listed.iter().map(|l| l.address.clone()).chain(presence.always.iter().cloned()).collect();
@@ -548,18 +536,16 @@ impl Run<'_> {
     /// state again (`-refresh-only` of them alone), so that the apply sees what the look saw.
     /// One gone that holds a deposed object is read again too: forgetting its address would
     /// forget that object, and leak it.
-    fn settle_look(&self, ws: &mut Workspace<'_>, plan: &Plan, deposed: &[String], report: &mut Report) -> Result<()> {
+    fn settle_look(ws: &mut Workspace<'_>, plan: &Plan, deposed: &[String]) -> Result<()> {
         let (kept, gone): (Vec<String>, Vec<String>) = crate::workspace::gone(plan)
             .into_iter()
             .partition(|a| deposed.iter().any(|d| a.split('[').next() == Some(d.as_str())));
         let mut drifted = crate::workspace::drifted(plan);
         drifted.extend(kept);
         if !gone.is_empty() {
-            report.terraform_runs += 1;
             ws.forget(&gone)?;
         }
         if !drifted.is_empty() {
-            report.terraform_runs += 1;
             ws.apply(Apply::RefreshOnly(&drifted))?;
         }
         Ok(())
@@ -996,7 +982,6 @@ impl Seen {
             return Ok(());
         }
         let planned = ws.plan_unrefreshed()?;
-        report.terraform_runs += 1;
         report.reads.whole_plan = true;
         *plan = crate::workspace::merge(Some(&planned.plan), std::mem::take(plan), None);
         *whole = Some(planned);
@@ -1019,14 +1004,15 @@ struct Decided<'i> {
 /// The applies of the rolling updates, added up for the report.
 #[derive(Default)]
 struct Tally {
-    runs: u32,
+    /// Whether one was tried.
+    tried: bool,
     changes: crate::tfoutput::Changes,
 }
 
 impl Tally {
     /// Applies, counting the run whether it succeeds or not.
     fn apply(&mut self, ws: &mut Workspace<'_>, what: Apply<'_>) -> Result<()> {
-        self.runs += 1;
+        self.tried = true;
         let c = ws.apply(what)?;
         self.changes.add += c.add;
         self.changes.change += c.change;
