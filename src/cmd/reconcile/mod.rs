@@ -36,6 +36,7 @@
 //! the health record calls for (it runs no check).
 
 mod absence;
+mod decide;
 mod groups;
 mod report;
 
@@ -45,6 +46,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use self::absence::{Reading, Unconfirmed};
+use self::decide::{Applying, Found, Next, Order};
 use self::groups::{Group, GroupReport, Replaced};
 use self::report::{Pruned, Reads, Report};
 use crate::cli::{Reason, ReconcileArgs};
@@ -55,16 +57,12 @@ use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::health_record::HealthRecord;
-use crate::names::{self, InstanceId, Suffix};
+use crate::names::{self, InstanceId};
 use crate::output::Printer;
 use crate::presence::{RefreshRecord, Slice};
 use crate::profile::Profiles;
 use crate::terraform::{Apply, Plan};
-use crate::tfoutput::Action;
 use crate::workspace::{ChangeSet, SavedPlan, Workspace};
-
-/// `--max-destroy` when not given.
-const MAX_DESTROY: u64 = 10;
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
@@ -201,14 +199,12 @@ fn check(
     report.strays = ws.known_strays(&state).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
     report.reads.full_refresh = true;
     report.fill_plan(&plan);
-    let leaving: BTreeSet<InstanceId> =
-        vanished(&plan, instances, &queued_ids(instances)).into_iter().map(|(i, _)| i.id.clone()).collect();
-    let decisions = groups::decide_all(groups, instances, &leaving, &plan, record);
+    let decisions = decide::decide(groups, &Found { instances, plan: &plan, record }).decisions;
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         report.groups.push(GroupReport::new(group, members, decision));
     }
     // No check runs: the health record says which repairs are pending.
-    for (i, g) in &groups::healed(groups, instances, &decisions) {
+    for (i, g) in &decide::healed(groups, instances, &decisions) {
         report.groups[*i].heal(&crate::cmd::heal::verdict(record, g));
     }
     report.pending = plan.has_changes
@@ -218,10 +214,6 @@ fn check(
         || !report.promoted.is_empty()
         || report.groups.iter().any(|g| g.pending);
     Ok(())
-}
-
-fn queued_ids(instances: &[Instance]) -> BTreeSet<String> {
-    instances.iter().filter(|i| i.suffix == Suffix::Queued).map(|i| i.id.to_string()).collect()
 }
 
 /// One converging run: what it was asked.
@@ -290,25 +282,23 @@ impl Run<'_> {
         // (`settle_look`), and the configuration applied without refreshing: nothing is read
         // twice.
         let plan = seen.plan();
-        let careful = matches!(seen, Seen::Looked { .. }) || !report.unconfirmed.is_empty();
-        let work = !report.pruned.is_empty() || scaling || !plan.drift.is_empty() || plan.has_changes;
-        let what = match &seen {
-            Seen::Refreshed(_) if !careful && (!report.pruned.is_empty() || !plan.drift.is_empty() && scaling) => {
-                Some(Apply::Configuration { refresh: true })
+        let applying = Applying {
+            looked: matches!(seen, Seen::Looked { .. }),
+            whole: matches!(seen, Seen::Looked { whole: Some(_), .. }),
+            unconfirmed: !report.unconfirmed.is_empty(),
+            pruned: !report.pruned.is_empty(),
+            scaling,
+            drift: !plan.drift.is_empty(),
+            changes: plan.has_changes,
+        };
+        let careful = applying.careful();
+        let what = match (applying.next(), &seen) {
+            (Next::Nothing, _) => None,
+            (Next::Configuration { refresh }, _) => Some(Apply::Configuration { refresh }),
+            (Next::Saved, Seen::Refreshed(saved) | Seen::Looked { whole: Some(saved), .. }) => Some(saved.to_apply()),
+            (Next::Saved, Seen::Looked { whole: None, .. }) => {
+                unreachable!("a saved plan is applied only when there is one")
             }
-            // The plan just refreshed every object and found nothing changed outside
-            // Terraform: a second refresh would only double the cost on a large group.
-            Seen::Refreshed(_) if !careful && scaling => Some(Apply::Configuration { refresh: false }),
-            Seen::Refreshed(saved) if !careful && (plan.has_changes || !plan.drift.is_empty()) => {
-                Some(saved.to_apply())
-            }
-            Seen::Looked { whole: Some(whole), .. }
-                if report.pruned.is_empty() && !scaling && plan.drift.is_empty() && plan.has_changes =>
-            {
-                Some(whole.to_apply())
-            }
-            _ if careful && work => Some(Apply::Configuration { refresh: false }),
-            _ => None,
         };
         let settled_and_applied = |ws: &mut Workspace<'_>, what| {
             if careful {
@@ -391,7 +381,6 @@ impl Run<'_> {
         instances: &'i [Instance],
         report: &mut Report,
     ) -> Result<Decided<'i>> {
-        let promoted_ids = queued_ids(instances);
         report.promoted = ws.promote()?;
         // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
         let importing = ws.settle_imports()?;
@@ -410,9 +399,8 @@ impl Run<'_> {
         report.fill_plan(seen.plan());
 
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
-        let doomed = vanished(seen.plan(), instances, &promoted_ids);
-        let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
-        let mut decisions = groups::decide_all(self.groups, instances, &leaving, seen.plan(), self.record);
+        let found = Found { instances, plan: seen.plan(), record: self.record };
+        let decide::Decided { doomed, leaving, mut decisions } = decide::decide(self.groups, &found);
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
@@ -449,7 +437,7 @@ impl Run<'_> {
             || decisions.iter().any(|(_, d)| !d.replace.is_empty());
         seen.plan_whole(ws, anything, report)?;
         let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
-        self.check_max_destroy(seen.plan(), &doomed, planned, &decisions)?;
+        decide::check_max_destroy(self.groups, self.args.max_destroy, seen.plan(), &doomed, planned, &decisions)?;
 
         // Drain the members to terminate, now that the run is allowed, before their files go
         // (see `cmd::drain`); those kept (`abandon`) leave the change.
@@ -593,7 +581,7 @@ impl Run<'_> {
         decisions: &mut [(Vec<crate::converge::Member>, crate::converge::Decision)],
         report: &mut Report,
     ) -> Result<()> {
-        let healed = groups::healed(self.groups, instances, decisions);
+        let healed = decide::healed(self.groups, instances, decisions);
         let verdicts = crate::cmd::heal::check(
             ws,
             &self.ctx.printer,
@@ -609,7 +597,7 @@ impl Run<'_> {
                 self.ctx.printer.event(&format!("group {}: {id} is unhealthy: repairing it", h.group));
             }
             report.groups[*i].heal(&verdict);
-            decisions[*i].1.replace.extend(verdict.repair);
+            decide::repair(&mut decisions[*i].1, &verdict);
         }
         Ok(())
     }
@@ -624,7 +612,7 @@ impl Run<'_> {
         report: &mut GroupReport,
         tally: &mut Tally,
     ) -> Option<anyhow::Error> {
-        let at_once = self.args.max_unavailable.or(group.spec.max_unavailable).unwrap_or(1);
+        let road = decide::rollout(group, outdated, self.args.max_unavailable);
         // A replacement an earlier run made must be healthy before anything more is destroyed:
         // an update that stopped stays stopped until the cause is fixed.
         let instances = ws.dir().instances(self.profiles);
@@ -637,7 +625,7 @@ impl Run<'_> {
         if let Err(e) = self.health(ws, group, &current) {
             return Some(e);
         }
-        for batch in outdated.chunks(usize::try_from(at_once).unwrap_or(usize::MAX)) {
+        for batch in road.batches {
             if crate::signals::stop_requested() {
                 return Some(
                     Failure::new(
@@ -653,7 +641,7 @@ impl Run<'_> {
                 group.spec.id,
                 batch.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
             ));
-            if let Err(e) = self.replace(ws, group, batch, report, tally) {
+            if let Err(e) = self.replace(ws, (group, road.order), batch, report, tally) {
                 return Some(e);
             }
         }
@@ -670,14 +658,14 @@ impl Run<'_> {
     fn replace(
         &self,
         ws: &mut Workspace<'_>,
-        group: &Group,
+        (group, order): (&Group, Order),
         batch: &[InstanceId],
         report: &mut GroupReport,
         tally: &mut Tally,
     ) -> Result<()> {
         let instances = ws.dir().instances(self.profiles);
         let mut batch = batch.to_vec();
-        if group.destroy_first() {
+        if order == Order::DestroyFirst {
             // Drained before their files go; one kept (`abandon`) is not replaced this run: its
             // slot or logical ID stays its own.
             let kept = self.drain(ws, &instances, [(group, batch.as_slice())])?;
@@ -700,7 +688,7 @@ impl Run<'_> {
                 ws.write(ChangeSet::removing(files))?;
                 tally.apply(ws, Apply::Configuration { refresh: false })
             };
-        if group.destroy_first() {
+        if order == Order::DestroyFirst {
             remove(ws, &old, Reason::RollingUpdate, tally)?;
         }
         let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer);
@@ -714,7 +702,7 @@ impl Run<'_> {
         let created =
             tally.apply(ws, Apply::Configuration { refresh: false }).and_then(|()| self.health(ws, group, &ids));
         if let Err(failed) = created {
-            if group.destroy_first() {
+            if order == Order::DestroyFirst {
                 // The old members are gone already; their replacements stay (a failed create
                 // is retried by the next apply), and the next run checks them first.
                 report.terminated.extend(batch.iter().map(ToString::to_string));
@@ -731,7 +719,7 @@ impl Run<'_> {
             }
             return Err(failed);
         }
-        if !group.destroy_first() {
+        if order == Order::Surge {
             // Drained once their replacements are up, before their files go; one kept
             // (`abandon`) stays beside its replacement, for a later run's scale-in.
             let kept = self.drain(ws, &instances, [(group, batch)])?;
@@ -851,57 +839,6 @@ impl Run<'_> {
         Ok(Some(ws.plan_after(&after, false)?.totals.remove))
     }
 
-    /// Refuses a run that would destroy more than `--max-destroy` resources: `planned` (see
-    /// [`Run::planned_destroys`]) when a group has work, else the saved plan's own destroys
-    /// and everything in a pruned instance's file. A group spec that empties a group needs
-    /// `--max-destroy`. Counted before anything is touched.
-    fn check_max_destroy(
-        &self,
-        plan: &Plan,
-        doomed: &[(&Instance, String)],
-        planned: Option<u64>,
-        decisions: &[(Vec<crate::converge::Member>, crate::converge::Decision)],
-    ) -> Result<()> {
-        let pruned: u64 = doomed.iter().map(|(i, _)| resource_count(i.doc.as_ref().ok()) as u64).sum();
-        let destroys = planned.unwrap_or(plan.totals.remove + pruned);
-        let max = self.args.max_destroy.unwrap_or(MAX_DESTROY);
-        for (group, (members, _)) in self.groups.iter().zip(decisions) {
-            if group.spec.desired() == 0 && !members.is_empty() && self.args.max_destroy.is_none() {
-                return Err(Failure::new(
-                    Code::TooManyDestroys,
-                    format!(
-                        "refusing to empty group `{}` ({} member(s)): its spec asks for none; nothing was applied",
-                        group.spec.id,
-                        members.len()
-                    ),
-                )
-                .hint(format!("if this is wanted, run again with --max-destroy {destroys} (or more)"))
-                .into());
-            }
-        }
-        if destroys <= max {
-            return Ok(());
-        }
-        let ids: Vec<String> = doomed.iter().map(|(i, _)| i.id.to_string()).collect();
-        let terminated: usize = decisions.iter().map(|(_, d)| d.terminate.len()).sum();
-        let outdated: usize = decisions.iter().map(|(_, d)| d.replace.len()).sum();
-        let groups = if self.groups.is_empty() {
-            String::new()
-        } else {
-            format!(", {terminated} member(s) to terminate, {outdated} to replace")
-        };
-        Err(Failure::new(
-            Code::TooManyDestroys,
-            format!(
-                "refusing to destroy {destroys} resources (more than --max-destroy {max}): {} vanished machine(s){}{groups}; nothing was applied",
-                ids.len(),
-                if ids.is_empty() { String::new() } else { format!(" ({})", ids.join(", ")) }
-            ),
-        )
-        .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
-        .into())
-    }
-
     /// The member counts of every group after the scaling apply (the directory read once).
     fn settle_counts(&self, ws: &Workspace<'_>, report: &mut Report) {
         let instances = ws.dir().instances(self.profiles);
@@ -1019,25 +956,4 @@ impl Tally {
         self.changes.remove += c.remove;
         Ok(())
     }
-}
-
-/// The live instances whose VM the plan found deleted outside Terraform, with the VM's
-/// address. Instances just promoted from the queue are never among them.
-fn vanished<'i>(plan: &Plan, instances: &'i [Instance], promoted: &BTreeSet<String>) -> Vec<(&'i Instance, String)> {
-    let gone: BTreeSet<&str> =
-        plan.drift.iter().filter(|d| d.action == Action::Delete).map(|d| d.address.as_str()).collect();
-    instances
-        .iter()
-        .filter(|i| !promoted.contains(&i.id.to_string()))
-        .filter_map(|i| {
-            let (t, n) = i.vm.as_ref()?;
-            let addr = format!("{t}.{n}");
-            gone.contains(addr.as_str()).then_some((i, addr))
-        })
-        .collect()
-}
-
-fn resource_count(doc: Option<&serde_json::Value>) -> usize {
-    doc.and_then(|d| d.get("resource")?.as_object())
-        .map_or(0, |types| types.values().filter_map(|n| n.as_object()).map(|n| n.len()).sum())
 }
