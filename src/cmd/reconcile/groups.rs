@@ -1,9 +1,11 @@
 //! Groups in `reconcile`: reading the group specs, telling a group's members (its tag, its
-//! config hash, its rolling update's order), and the report of what was done to them. What
-//! each group needs is decided in `decide.rs` (pure, over `converge::decide`); the order of the
-//! work is `Run::converge`'s.
+//! config hash, its rolling update's order), making new members ([`NewMembers`]: the one place
+//! a reconcile makes one, whether a group grows, a rolling update replaces a member, or
+//! `--max-destroy` plans the replacements), and the report of what was done to them. What each
+//! group needs is decided in `decide.rs` (pure, over `converge::decide`); the order of the work
+//! is `Run::converge`'s.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -11,14 +13,17 @@ use serde::Serialize;
 
 use crate::cli::{DrainArgs, HealArgs};
 use crate::cmd::heal::Verdict;
+use crate::cmd::instances::NewInstances;
 use crate::cmd::load_groups;
 use crate::context::Ctx;
 use crate::converge::{Decision, Member};
-use crate::directory::Instance;
+use crate::directory::{Directory, Instance};
 use crate::group::{is_current, Drain, GroupSpec, Heal, GROUP_TAG};
-use crate::names::Scope;
+use crate::names::{InstanceId, Scope};
+use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::Spec;
+use crate::workspace::FileWrite;
 
 /// One group to converge.
 pub(super) struct Group {
@@ -50,6 +55,46 @@ impl Group {
         matches!(self.spec.allocation, crate::group::Allocation::LogicalIds(_))
             || self.members.resources.iter().any(|r| matches!(r.scope, Scope::Dedicated(_)))
     }
+}
+
+/// New members of groups for one change (`cmd::instances::NewInstances`: the next IDs, the
+/// lowest free slots): the one place a reconcile makes a member, whether a group grows, its
+/// rolling update replaces one, or `--max-destroy` plans what the replacements would destroy.
+pub(super) struct NewMembers<'a>(NewInstances<'a>);
+
+impl<'a> NewMembers<'a> {
+    pub(super) fn new(dir: &'a Directory, profiles: &'a Profiles, printer: &'a Printer) -> Self {
+        NewMembers(NewInstances::new(dir, profiles, printer))
+    }
+
+    /// The same, in a change that also removes the instances `leaving` (their slots free).
+    pub(super) fn replacing(self, leaving: &BTreeSet<InstanceId>) -> Self {
+        NewMembers(self.0.replacing(leaving))
+    }
+
+    /// The same, issuing IDs after `last` (members another change adds first).
+    pub(super) fn after(self, last: Option<&InstanceId>) -> Self {
+        NewMembers(self.0.after(last))
+    }
+
+    /// Adds a member of `group` for each of `lids` (a pet for a logical ID, cattle for
+    /// `None`); their IDs.
+    pub(super) fn add_all(&mut self, group: &Group, lids: &[Option<String>]) -> Result<Vec<InstanceId>> {
+        lids.iter().map(|lid| self.0.add(&group.members, lid.as_deref(), &BTreeMap::new())).collect()
+    }
+
+    /// The files the new members write, in order.
+    pub(super) fn writes(self) -> Vec<FileWrite> {
+        self.0.writes
+    }
+}
+
+/// The logical ID of each of `ids` among `instances` (`None`: cattle, or not found): what a
+/// replacement takes over.
+pub(super) fn logical_ids(instances: &[Instance], ids: &[InstanceId]) -> Vec<Option<String>> {
+    ids.iter()
+        .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
+        .collect()
 }
 
 /// The group specs to converge (see `cmd::load_groups`): `given`, else the configuration's;

@@ -1,7 +1,8 @@
-//! The report of a reconcile: one [`Report`], built as the run goes, printed once at its end
-//! (`--output json`: as it is; else the table, or with `--quiet` the one line cron logs), its
-//! counts noted for the metrics, and the exit code its content calls for (pending, abandoned,
-//! halted repairs) picked. The terraform runs it names are the workspace's count
+//! The report of a reconcile: one [`Report`], built as the run goes and printed once at its
+//! end (`--output json`: as it is; else the table on a terminal, and the one timestamped line
+//! cron keeps otherwise), its counts noted for the metrics ([`Report::note_metrics`]), and the
+//! exit its content calls for ([`finish`]: the run's failure, abandoned members, halted
+//! repairs, `--check` pending). The terraform runs it names are the workspace's count
 //! (`Workspace::runs`), read once at the end.
 
 use anyhow::Result;
