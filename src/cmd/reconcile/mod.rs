@@ -56,7 +56,7 @@ use anyhow::Result;
 use self::absence::Reading;
 use self::decide::{Applying, Decisions, Found};
 use self::groups::{logical_ids, Group, GroupReport, NewMembers};
-use self::observe::{adopt_first, Seen};
+use self::observe::{adopt_first, Observed, Seen};
 use self::report::{Pruned, Report};
 use crate::cli::{Reason, ReconcileArgs};
 use crate::cloud_record::StrayKind;
@@ -100,7 +100,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let mut report = Report { check: args.check, adopted, lookup_pending, ..Report::default() };
     if !args.check && !report.adopted.is_empty() {
         let adopted = report.adopted.clone();
-        adopt_first(&mut ws, &ctx.printer, &mut report, &adopted)?;
+        if let Some(applied) = adopt_first(&mut ws, &ctx.printer, &adopted)? {
+            report.note_applied(applied);
+        }
     }
     let instances = ws.dir().instances(&profiles);
     // The health counts as earlier runs left them: which members are unhealthy.
@@ -228,7 +230,9 @@ impl Run<'_> {
         instances: &'i [Instance],
         report: &mut Report,
     ) -> Result<Prepared<'i>> {
-        let (mut seen, importing) = self.observe(ws, instances, report)?;
+        let mut observed = self.observe(ws, instances)?;
+        report.observed(&mut observed);
+        let Observed { mut seen, importing, .. } = observed;
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
         let found = Found { instances, plan: seen.plan(), record: self.record };
         let decide::Decided { doomed, leaving, mut decisions } = decide::decide(self.groups, &found);
@@ -236,7 +240,10 @@ impl Run<'_> {
             report.groups.push(GroupReport::new(group, members, decision));
         }
         // Health checks: the unhealthy members to repair join the rolling updates.
-        self.heal(ws, instances, &mut decisions, report)?;
+        for (i, verdict) in self.heal(ws, instances, &decisions)? {
+            report.groups[i].heal(&verdict);
+            decide::repair(&mut decisions[i].1, &verdict);
+        }
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
         // Nothing applies unless the whole configuration was planned and counted: an apply
         // plans all of it again, and what your data sources read may change more than the
@@ -245,7 +252,10 @@ impl Run<'_> {
             || !scale.change.writes.is_empty()
             || !scale.change.removals.is_empty()
             || decisions.iter().any(|(_, d)| !d.replace.is_empty());
-        seen.plan_whole(ws, anything, report)?;
+        if seen.plan_whole(ws, anything)? {
+            report.reads.whole_plan = true;
+            report.fill_plan(seen.plan());
+        }
         let last_added = scale.added.iter().flatten().max();
         let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
         decide::check_max_destroy(self.groups, self.args.max_destroy, seen.plan(), &doomed, planned, &decisions)?;
@@ -386,10 +396,7 @@ impl Run<'_> {
             ws.finish_imports()?;
         }
         if let Some(c) = applied {
-            report.applied = true;
-            report.added += c.add;
-            report.changed += c.change;
-            report.destroyed += c.remove;
+            report.note_applied(c);
         }
         seen.settled(ws, what.is_some())?;
         Ok(None)

@@ -11,12 +11,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
+use serde::Serialize;
 
 use super::absence::{self, Reading, Unconfirmed};
 use super::decide::{self, Decisions, Next};
-use super::report::{Reads, Report};
 use super::Run;
 use crate::cloud_record::{Classified, StrayKind};
+use crate::cmd::heal::Verdict;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::names;
@@ -24,6 +25,7 @@ use crate::output::Printer;
 use crate::presence::{RefreshRecord, Slice};
 use crate::profile::Profiles;
 use crate::terraform::{Apply, Plan};
+use crate::tfoutput::Changes;
 use crate::workspace::{ChangeSet, SavedPlan, Workspace};
 
 /// Imports the machines adopted after a cut apply (a targeted plan of their addresses,
@@ -33,12 +35,12 @@ use crate::workspace::{ChangeSet, SavedPlan, Workspace};
 /// those of an import that did not finish stay for the whole apply that follows. A plan that
 /// would destroy anything (an adopted machine replaced) is not applied here: it is left to
 /// the whole apply, which `--max-destroy` checks.
+/// What it applied, if it did.
 pub(super) fn adopt_first(
     ws: &mut Workspace<'_>,
     printer: &Printer,
-    report: &mut Report,
     adopted: &[crate::lookup::Adopted],
-) -> Result<()> {
+) -> Result<Option<Changes>> {
     let targets: Vec<String> = adopted.iter().map(|a| a.address.clone()).collect();
     let saved = ws.plan_targets(&targets)?;
     if saved.plan.totals.remove > 0 {
@@ -46,15 +48,11 @@ pub(super) fn adopt_first(
             "importing the adopted machines would destroy {}: left to this run's apply, which --max-destroy checks",
             saved.plan.totals.remove
         ));
-        return Ok(());
+        return Ok(None);
     }
     let c = ws.apply(saved.to_apply())?;
     ws.imports_done(&targets)?;
-    report.applied = true;
-    report.added += c.add;
-    report.changed += c.change;
-    report.destroyed += c.remove;
-    Ok(())
+    Ok(Some(c))
 }
 
 /// The line that reports a stray.
@@ -78,51 +76,45 @@ fn stray_line(s: &Classified) -> String {
 }
 
 impl Run<'_> {
-    /// Promotes the queue, settles an import that did not finish (whether import blocks
-    /// remain), and looks at the cloud ([`Run::look`]): what it found, weighed, its strays
-    /// adopted or reported, in the report. Writes nothing but the promotion and the adoptions.
-    pub(super) fn observe(
-        &self,
-        ws: &mut Workspace<'_>,
-        instances: &[Instance],
-        report: &mut Report,
-    ) -> Result<(Seen, bool)> {
-        report.promoted = ws.promote()?;
+    /// Promotes the queue, settles an import that did not finish, and looks at the cloud
+    /// ([`Run::look`]): what it found, weighed, its strays adopted or reported. Writes nothing
+    /// but the promotion and the adoptions.
+    pub(super) fn observe(&self, ws: &mut Workspace<'_>, instances: &[Instance]) -> Result<Observed> {
+        let promoted = ws.promote()?;
         // An import that did not finish: its blocks are applied now (see `Workspace::settle_imports`).
         let importing = ws.settle_imports()?;
         ws.keep_configuration()?;
         ws.init_if_needed(&ws.providers(instances))?;
         let read_at = ws.now_ms()?;
-        let mut seen = self.look(ws, report)?;
-        report.unconfirmed = seen.weigh(ws, read_at, self.profiles, &self.ctx.printer, false)?;
-        if let Seen::Looked { strays, whole, .. } = &mut seen {
+        let (mut seen, reads) = self.look(ws)?;
+        let unconfirmed = seen.weigh(ws, read_at, self.profiles, &self.ctx.printer, false)?;
+        let mut strays = Strays::default();
+        if let Seen::Looked { strays: found, whole, .. } = &mut seen {
+            strays = self.strays(ws, found)?;
             // A stray adopted changes the state: a whole plan saved before is stale (planned
-            // again below when the run applies anything).
-            if self.strays(ws, strays, report)? {
+            // again when the run applies anything).
+            if !strays.adopted.is_empty() {
                 *whole = None;
             }
         }
-        report.fill_plan(seen.plan());
-        Ok((seen, importing))
+        Ok(Observed { seen, importing, promoted, reads, unconfirmed, strays })
     }
 
     /// Looks at the cloud (see the module doc): a look when a look-up lists machines of the
     /// directory, else (or `--full-refresh`) a refreshing plan of everything, saved. A listing
     /// the cloud throttles fails the run (a full refresh would be throttled too, and cost
     /// more); one that fails otherwise (a mistake in `lookups`) makes it refresh everything.
-    pub(super) fn look(&self, ws: &mut Workspace<'_>, report: &mut Report) -> Result<Seen> {
+    /// What it read goes with it, for the report.
+    fn look(&self, ws: &mut Workspace<'_>) -> Result<(Seen, Reads)> {
         let slice = Slice { of: self.args.refresh_slice };
         let listed = if self.args.full_refresh { None } else { ws.presence(slice)? };
-        let refresh_all = |ws: &mut Workspace<'_>, report: &mut Report| {
+        let refresh_all = |ws: &mut Workspace<'_>| {
             let saved = ws.plan()?;
-            report.reads = Reads { full_refresh: true, ..Reads::default() };
-            Ok(Seen::Refreshed(saved))
+            Ok((Seen::Refreshed(saved), Reads { full_refresh: true, ..Reads::default() }))
         };
-        let Some((state, presence)) = listed else { return refresh_all(ws, report) };
-        report.reads.slice = Some(slice.to_string());
+        let Some((state, presence)) = listed else { return refresh_all(ws) };
         let digest = ws.digest(&state);
         let whole = if ws.planned_before(&digest) { None } else { Some(ws.plan_unrefreshed()?) };
-        report.reads.whole_plan = whole.is_some();
         let look = match ws.look(&presence)? {
             Ok(look) => look,
             Err(failed) if failed.transient => {
@@ -140,10 +132,9 @@ impl Run<'_> {
                     "{} could not be read, so this run refreshes everything (check `lookups` in infrakit-tf.json): {:#}",
                     failed.what, failed.error
                 ));
-                return refresh_all(ws, report);
+                return refresh_all(ws);
             }
         };
-        report.reads.unlisted = look.unlisted.clone();
         let addresses: BTreeSet<String> =
             presence.listed.iter().map(|l| l.address.clone()).chain(presence.always.iter().cloned()).collect();
         let (strays, strays_read) = ws.strays(&look.unknown, &addresses)?;
@@ -151,10 +142,15 @@ impl Run<'_> {
         // and two calls for each stray read: each tried as often as retries allow.
         let tries = u64::from(ws.terraform()?.retries()) + 1;
         let reads = presence.listings.len() + 1 + presence.slice.len() + look.unlisted.len() + 2 * strays_read;
-        report.reads.bound = Some(tries * reads as u64);
-
+        let reads = Reads {
+            slice: Some(slice.to_string()),
+            whole_plan: whole.is_some(),
+            unlisted: look.unlisted,
+            bound: Some(tries * reads as u64),
+            ..Reads::default()
+        };
         let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
-        Ok(Seen::Looked {
+        let seen = Seen::Looked {
             plan,
             whole,
             digest,
@@ -165,7 +161,8 @@ impl Run<'_> {
             unread: look.unread,
             strays,
             ids: presence.ids,
-        })
+        };
+        Ok((seen, reads))
     }
 
     /// After a look, before the configuration applies without refreshing: the objects it
@@ -192,9 +189,8 @@ impl Run<'_> {
     /// a machine (and carries its group tag: `cloud_record::classify`) is adopted at once
     /// (imported, as after a cut apply); the others are reported, one line each, and left alone (a plain run
     /// still succeeds; `reconcile --check` says so; `sweep-orphans --strays` destroys twins).
-    /// Whether it adopted any.
-    pub(super) fn strays(&self, ws: &mut Workspace<'_>, strays: &[Classified], report: &mut Report) -> Result<bool> {
-        let mut adopting = Vec::new();
+    fn strays(&self, ws: &mut Workspace<'_>, strays: &[Classified]) -> Result<Strays> {
+        let (mut adopting, mut reported) = (Vec::new(), Vec::new());
         for s in strays {
             match (s.kind, &s.address) {
                 (StrayKind::Adoptable, Some(address)) => {
@@ -206,30 +202,28 @@ impl Run<'_> {
                 }
                 _ => {
                     self.ctx.printer.warn(&stray_line(s));
-                    report.strays.push(s.clone());
+                    reported.push(s.clone());
                 }
             }
         }
         if adopting.is_empty() {
-            return Ok(false);
+            return Ok(Strays { reported, ..Strays::default() });
         }
         let existing = ws.dir().read_doc(names::IMPORT_FILE).ok();
         let blocks = crate::lookup::import_blocks(existing.as_ref(), &adopting);
         ws.write(ChangeSet::writing(vec![crate::workspace::FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?;
-        report.adopted.extend(adopting.iter().cloned());
-        adopt_first(ws, &self.ctx.printer, report, &adopting)?;
-        Ok(true)
+        let applied = adopt_first(ws, &self.ctx.printer, &adopting)?;
+        Ok(Strays { reported, adopted: adopting, applied })
     }
 
-    /// Checks the members of the groups that heal (`cmd::heal`), writes the health record,
-    /// and adds the members to repair to their group's replacements (after the outdated).
+    /// Checks the members of the groups that heal (`cmd::heal`) and writes the health record;
+    /// the verdict of each, with its index among the groups.
     pub(super) fn heal(
         &self,
         ws: &mut Workspace<'_>,
         instances: &[Instance],
-        decisions: &mut Decisions,
-        report: &mut Report,
-    ) -> Result<()> {
+        decisions: &Decisions,
+    ) -> Result<Vec<(usize, Verdict)>> {
         let healed = decide::healed(self.groups, instances, decisions);
         let verdicts = crate::cmd::heal::check(
             ws,
@@ -238,18 +232,63 @@ impl Run<'_> {
             self.record.clone(),
             &healed.iter().map(|(_, h)| h).collect::<Vec<_>>(),
         )?;
-        for ((i, h), verdict) in healed.iter().zip(verdicts) {
+        for ((_, h), verdict) in healed.iter().zip(&verdicts) {
             if let Some(why) = &verdict.halted {
                 self.ctx.printer.warn(&format!("group {}: repairs halted: {why}", h.group));
             }
             for id in &verdict.repair {
                 self.ctx.printer.event(&format!("group {}: {id} is unhealthy: repairing it", h.group));
             }
-            report.groups[*i].heal(&verdict);
-            decide::repair(&mut decisions[*i].1, &verdict);
         }
-        Ok(())
+        Ok(healed.iter().map(|(i, _)| *i).zip(verdicts).collect())
     }
+}
+
+/// What a run read from the cloud (README "What a reconcile reads").
+#[derive(Debug, Default, Serialize)]
+pub(super) struct Reads {
+    /// Whether every resource was refreshed (no look-up lists any, `--full-refresh`, `--check`).
+    pub(super) full_refresh: bool,
+    /// The share of the listed machines refreshed (`1/N`); `null` with a full refresh.
+    pub(super) slice: Option<String>,
+    /// Resources terraform refreshed, in every terraform run of this reconcile.
+    pub(super) refreshed: u64,
+    /// Look-up listings read (one data-source read each).
+    pub(super) lists: u64,
+    /// Other data sources read (your configuration's).
+    pub(super) data_sources: u64,
+    /// Listed machines the listings did not show, each refreshed to confirm.
+    pub(super) unlisted: Vec<String>,
+    /// Whether the whole configuration was planned (without refreshing): the configuration or
+    /// the state changed since the last whole plan that found nothing to do.
+    pub(super) whole_plan: bool,
+    /// The most cloud reads this run could take: `(retries + 1) × (listings + 1 + slice +
+    /// unlisted + 2 × strays read)` (`slice`: the listed machines the slice refreshes); `null`
+    /// with a full refresh.
+    pub(super) bound: Option<u64>,
+}
+
+/// What a converging run found before deciding ([`Run::observe`]).
+pub(super) struct Observed {
+    pub(super) seen: Seen,
+    /// Whether import blocks remain for the apply (`Workspace::settle_imports`).
+    pub(super) importing: bool,
+    /// The queued files promoted.
+    pub(super) promoted: Vec<String>,
+    /// What it read from the cloud.
+    pub(super) reads: Reads,
+    /// The machines it keeps as they are until a later run knows.
+    pub(super) unconfirmed: Vec<Unconfirmed>,
+    pub(super) strays: Strays,
+}
+
+/// The strays a look found: those reported and left alone, and those adopted (imported at
+/// once: what that applied, when it did).
+#[derive(Default)]
+pub(super) struct Strays {
+    pub(super) reported: Vec<Classified>,
+    pub(super) adopted: Vec<crate::lookup::Adopted>,
+    pub(super) applied: Option<Changes>,
 }
 
 /// What a run saw of the cloud and the configuration before deciding.
@@ -346,17 +385,15 @@ impl Seen {
 
     /// After a look that skipped the whole plan: plans the whole configuration (without
     /// refreshing) when the run will apply anything (`anything`, or what the look found), and
-    /// merges it in, so that `--max-destroy` counts all that the apply will do.
-    pub(super) fn plan_whole(&mut self, ws: &mut Workspace<'_>, anything: bool, report: &mut Report) -> Result<()> {
-        let Seen::Looked { plan, whole: whole @ None, .. } = self else { return Ok(()) };
+    /// merges it in, so that `--max-destroy` counts all that the apply will do. Whether it did.
+    pub(super) fn plan_whole(&mut self, ws: &mut Workspace<'_>, anything: bool) -> Result<bool> {
+        let Seen::Looked { plan, whole: whole @ None, .. } = self else { return Ok(false) };
         if !anything && !plan.has_changes && plan.drift.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let planned = ws.plan_unrefreshed()?;
-        report.reads.whole_plan = true;
         *plan = crate::workspace::merge(Some(&planned.plan), std::mem::take(plan), None);
         *whole = Some(planned);
-        report.fill_plan(plan);
-        Ok(())
+        Ok(true)
     }
 }

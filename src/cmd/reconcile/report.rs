@@ -11,12 +11,13 @@ use serde::Serialize;
 
 use super::absence::Unconfirmed;
 use super::groups::GroupReport;
+use super::observe::{Observed, Reads};
 use crate::cloud_record::Classified;
 use crate::context::Ctx;
 use crate::exit::{Code, Failure};
 use crate::output::utc_now;
 use crate::terraform::Plan;
-use crate::tfoutput::{Action, ResourceChange};
+use crate::tfoutput::{Action, Changes, ResourceChange};
 
 #[derive(Debug, Serialize)]
 pub(super) struct Pruned {
@@ -71,31 +72,28 @@ pub(super) struct Report {
     pub(super) strays: Vec<Classified>,
 }
 
-/// What a run read from the cloud (README "What a reconcile reads").
-#[derive(Debug, Default, Serialize)]
-pub(super) struct Reads {
-    /// Whether every resource was refreshed (no look-up lists any, `--full-refresh`, `--check`).
-    pub(super) full_refresh: bool,
-    /// The share of the listed machines refreshed (`1/N`); `null` with a full refresh.
-    pub(super) slice: Option<String>,
-    /// Resources terraform refreshed, in every terraform run of this reconcile.
-    pub(super) refreshed: u64,
-    /// Look-up listings read (one data-source read each).
-    pub(super) lists: u64,
-    /// Other data sources read (your configuration's).
-    pub(super) data_sources: u64,
-    /// Listed machines the listings did not show, each refreshed to confirm.
-    pub(super) unlisted: Vec<String>,
-    /// Whether the whole configuration was planned (without refreshing): the configuration or
-    /// the state changed since the last whole plan that found nothing to do.
-    pub(super) whole_plan: bool,
-    /// The most cloud reads this run could take: `(retries + 1) × (listings + 1 + slice +
-    /// unlisted + 2 × strays read)` (`slice`: the listed machines the slice refreshes); `null`
-    /// with a full refresh.
-    pub(super) bound: Option<u64>,
-}
-
 impl Report {
+    /// What an apply did.
+    pub(super) fn note_applied(&mut self, c: Changes) {
+        self.applied = true;
+        self.added += c.add;
+        self.changed += c.change;
+        self.destroyed += c.remove;
+    }
+
+    /// What a converging run found before deciding.
+    pub(super) fn observed(&mut self, o: &mut Observed) {
+        self.promoted = std::mem::take(&mut o.promoted);
+        self.reads = std::mem::take(&mut o.reads);
+        self.unconfirmed = std::mem::take(&mut o.unconfirmed);
+        self.strays.append(&mut o.strays.reported);
+        self.adopted.extend(o.strays.adopted.iter().cloned());
+        if let Some(c) = o.strays.applied.take() {
+            self.note_applied(c);
+        }
+        self.fill_plan(o.seen.plan());
+    }
+
     /// What the plan found: the drift, and the changes before anything was pruned.
     pub(super) fn fill_plan(&mut self, plan: &Plan) {
         self.drift = plan.drift.clone();

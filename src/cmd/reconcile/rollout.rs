@@ -51,10 +51,9 @@ impl Run<'_> {
                 break;
             }
         }
-        report.applied |= tally.tried;
-        report.added += tally.changes.add;
-        report.changed += tally.changes.change;
-        report.destroyed += tally.changes.remove;
+        if tally.tried {
+            report.note_applied(tally.changes);
+        }
         stopped
     }
 
