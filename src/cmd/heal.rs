@@ -2,7 +2,7 @@
 //! has `Healing.Command` (or `--heal-cmd`) and counts its failed checks in a row across runs in
 //! the health record (`health_record`, written all or nothing, with a store in the store). A
 //! member whose last `FailuresBeforeRepair` checks failed is unhealthy, and is replaced in its
-//! slot through the rolling update's road (`reconcile::replace`: its order, its drains, its
+//! slot through the rolling update's road (`reconcile::rollout`: its order, its drains, its
 //! health gate, `--max-destroy`), at most `MaxRepairsPerRun` a group a run. The circuit breaker:
 //! with more unhealthy members than `MaxUnhealthy`, the group repairs none (then the checker or
 //! the network is the likelier fault), and the run exits 18 once all else is done.

@@ -47,8 +47,6 @@ pub(crate) struct Look {
     /// What could not be read (a read throttled past its retries, a read that failed), and
     /// why: kept as it is, unconfirmed; the next run reads it again.
     pub(crate) unread: Vec<(String, String)>,
-    /// Terraform runs (plans) it took.
-    pub(crate) runs: u32,
     /// Where the slice stopped; `None`: the slice was not read (a read failed), and the next
     /// run reads it again.
     pub(crate) cursor: Option<String>,
@@ -123,7 +121,6 @@ impl Workspace<'_> {
         let refreshed = presence.refreshed();
         let mut empty: BTreeSet<usize> = BTreeSet::new();
         let mut unread: Vec<(String, String)> = Vec::new();
-        let mut runs = 0;
         let reads = loop {
             let listings: Vec<String> = (0..presence.listings.len())
                 .filter(|i| !empty.contains(i))
@@ -139,7 +136,6 @@ impl Workspace<'_> {
                 let (doc, _) = look::listing_document(&presence.listings, &empty);
                 FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private }
             });
-            runs += 1;
             let e = match self.targeted_plan(files.as_deref(), &targets, listing) {
                 Ok((plan, reads)) => break (plan, reads),
                 Err(e) if crate::exit::code_for(&e) == crate::exit::Code::TerraformFailed => e,
@@ -197,7 +193,6 @@ impl Workspace<'_> {
             self.ctx
                 .printer
                 .status(&format!("{} machine(s) the look-ups did not list: refreshing them to confirm", confirm.len()));
-            runs += 1;
             match self.targeted_plan(files.as_deref(), &confirm, None) {
                 Ok((plan, _)) => {
                     read.extend(confirm);
@@ -223,7 +218,6 @@ impl Workspace<'_> {
             unlisted,
             read,
             unread,
-            runs,
             cursor: if slice_read { presence.cursor.clone() } else { None },
             unknown: presence.unknown(&reads),
         }))
@@ -251,6 +245,7 @@ impl Workspace<'_> {
         let mirror = mirror::build_with(&self.dir, &changes, only.as_ref())?;
         let saved = mirror.path().join(".infrakit-tf-look.plan");
         let options = PlanOptions { refresh: Some(true), lock: false, out: lists.then_some(saved.as_path()), targets };
+        self.started_run();
         let plan = self.plan_in_mirror(mirror.path(), &changes, &[], options)?;
         let reads =
             if lists { self.terraform()?.in_dir(mirror.path()).show_plan_reads(&saved)? } else { BTreeMap::new() };
@@ -327,6 +322,7 @@ impl Workspace<'_> {
             return Ok(());
         }
         let addresses: Vec<&str> = gone.iter().map(String::as_str).collect();
+        self.started_run();
         let forgotten = self.terraform()?.state_rm(&addresses);
         self.recorded(forgotten)
     }

@@ -92,6 +92,8 @@ pub(crate) struct Workspace<'a> {
     /// The addresses this workspace's applies created (noted as each ended): what a commit
     /// whose apply failed still made.
     created: Vec<String>,
+    /// The terraform runs it started at its caller's asking (see [`Workspace::runs`]).
+    runs: std::cell::Cell<u32>,
 }
 
 /// The situation a workspace is opened for (`open.rs`): the one answer to "is there a store".
@@ -184,6 +186,20 @@ impl<'a> Workspace<'a> {
     /// [`Workspace::preflight`].
     pub(crate) fn check_only(&mut self) {
         self.check_only = true;
+    }
+
+    /// The terraform runs this workspace started at its caller's asking, counted as each
+    /// starts (whether it succeeds or not): every plan (saved, in a mirror with
+    /// [`Workspace::plan_after`], each of a look's), apply and forget. Not what serves them
+    /// (`init`, `show`, reading or pushing the state, the look-ups of what a cut apply made,
+    /// the strays' reads) nor a retry (`metrics` counts every spawn and every retry).
+    pub(crate) fn runs(&self) -> u32 {
+        self.runs.get()
+    }
+
+    /// Counts one run (see [`Workspace::runs`]).
+    fn started_run(&self) {
+        self.runs.set(self.runs.get() + 1);
     }
 
     /// The directory as last listed.

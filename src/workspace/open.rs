@@ -58,6 +58,7 @@ impl<'a> Workspace<'a> {
             evidence: None,
             held_back: BTreeSet::new(),
             held_until: None,
+            runs: std::cell::Cell::new(0),
             check_only: false,
             created: Vec::new(),
         })
@@ -107,6 +108,7 @@ impl<'a> Workspace<'a> {
             evidence,
             held_back: BTreeSet::new(),
             held_until: None,
+            runs: std::cell::Cell::new(0),
             check_only: false,
             created: Vec::new(),
         })

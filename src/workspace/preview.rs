@@ -18,6 +18,7 @@ impl Workspace<'_> {
     pub(crate) fn plan_after(&self, changes: &ChangeSet, refresh: bool) -> Result<Plan> {
         let mirror = mirror::build(&self.dir, changes)?;
         let options = PlanOptions { refresh: Some(refresh), lock: false, out: None, targets: &[] };
+        self.started_run();
         self.plan_in_mirror(mirror.path(), changes, &self.queued_docs(changes), options)
     }
 

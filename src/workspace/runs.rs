@@ -56,6 +56,7 @@ impl Workspace<'_> {
     pub(super) fn saved_plan(&self, refresh: Option<bool>, targets: &[String]) -> Result<SavedPlan> {
         let dir = crate::fsio::temp_dir("plan")?;
         let path = dir.path().join("plan");
+        self.started_run();
         let plan = self.terraform()?.plan(PlanOptions { refresh, lock: true, out: Some(&path), targets })?;
         Ok(SavedPlan { plan, _dir: dir, path, targets: targets.to_vec(), refresh })
     }
@@ -63,6 +64,7 @@ impl Workspace<'_> {
     /// Applies the directory as it is, or a saved plan, after `init` if what was written
     /// needs it. Returns what terraform did.
     pub(crate) fn apply(&mut self, what: Apply<'_>) -> Result<Changes> {
+        self.started_run();
         if !self.written_providers.is_empty() {
             self.init_if_needed(&self.written_providers)?;
         }

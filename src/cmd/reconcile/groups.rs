@@ -1,26 +1,29 @@
-//! Groups in `reconcile`: reading the group specs, finding each group's members, and the
-//! report of what was done to them. The decision itself is `converge::decide` (pure); the
-//! order of the work is `reconcile::converge`.
+//! Groups in `reconcile`: reading the group specs, telling a group's members (its tag, its
+//! config hash, its rolling update's order), making new members ([`NewMembers`]: the one place
+//! a reconcile makes one, whether a group grows, a rolling update replaces a member, or
+//! `--max-destroy` plans the replacements), and the report of what was done to them. What each
+//! group needs is decided in `decide.rs` (pure, over `converge::decide`); the order of the work
+//! is `Run::converge`'s.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::{DrainArgs, HealArgs};
-use crate::cmd::heal::{Healed, Verdict};
+use crate::cmd::heal::Verdict;
+use crate::cmd::instances::NewInstances;
 use crate::cmd::load_groups;
 use crate::context::Ctx;
-use crate::converge::{self, Decision, Member};
-use crate::directory::Instance;
+use crate::converge::{Decision, Member};
+use crate::directory::{Directory, Instance};
 use crate::group::{is_current, Drain, GroupSpec, Heal, GROUP_TAG};
-use crate::health_record::{Health, HealthRecord};
 use crate::names::{InstanceId, Scope};
+use crate::output::Printer;
 use crate::profile::Profiles;
 use crate::spec::Spec;
-use crate::terraform::Plan;
-use crate::tfoutput::Action;
+use crate::workspace::FileWrite;
 
 /// One group to converge.
 pub(super) struct Group {
@@ -54,6 +57,46 @@ impl Group {
     }
 }
 
+/// New members of groups for one change (`cmd::instances::NewInstances`: the next IDs, the
+/// lowest free slots): the one place a reconcile makes a member, whether a group grows, its
+/// rolling update replaces one, or `--max-destroy` plans what the replacements would destroy.
+pub(super) struct NewMembers<'a>(NewInstances<'a>);
+
+impl<'a> NewMembers<'a> {
+    pub(super) fn new(dir: &'a Directory, profiles: &'a Profiles, printer: &'a Printer) -> Self {
+        NewMembers(NewInstances::new(dir, profiles, printer))
+    }
+
+    /// The same, in a change that also removes the instances `leaving` (their slots free).
+    pub(super) fn replacing(self, leaving: &BTreeSet<InstanceId>) -> Self {
+        NewMembers(self.0.replacing(leaving))
+    }
+
+    /// The same, issuing IDs after `last` (members another change adds first).
+    pub(super) fn after(self, last: Option<&InstanceId>) -> Self {
+        NewMembers(self.0.after(last))
+    }
+
+    /// Adds a member of `group` for each of `lids` (a pet for a logical ID, cattle for
+    /// `None`); their IDs.
+    pub(super) fn add_all(&mut self, group: &Group, lids: &[Option<String>]) -> Result<Vec<InstanceId>> {
+        lids.iter().map(|lid| self.0.add(&group.members, lid.as_deref(), &BTreeMap::new())).collect()
+    }
+
+    /// The files the new members write, in order.
+    pub(super) fn writes(self) -> Vec<FileWrite> {
+        self.0.writes
+    }
+}
+
+/// The logical ID of each of `ids` among `instances` (`None`: cattle, or not found): what a
+/// replacement takes over.
+pub(super) fn logical_ids(instances: &[Instance], ids: &[InstanceId]) -> Vec<Option<String>> {
+    ids.iter()
+        .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
+        .collect()
+}
+
 /// The group specs to converge (see `cmd::load_groups`): `given`, else the configuration's;
 /// each with its drain and healing, the flags overriding its spec's.
 pub(super) fn load(
@@ -74,38 +117,6 @@ pub(super) fn load(
             Group { spec, members, drain, heal }
         })
         .collect())
-}
-
-/// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
-/// group's ID. A member is current when its config hash is the spec's (`bootstrap`, what
-/// `import` gives the first manager, never is), created unless the plan creates or replaces
-/// its VM (a queued or pending member, or a tainted one), and unhealthy when its group heals
-/// and `record` (as the run found it, before its checks) says so.
-pub(super) fn members(
-    group: &Group,
-    instances: &[Instance],
-    leaving: &BTreeSet<InstanceId>,
-    plan: &Plan,
-    record: &HealthRecord,
-) -> Vec<Member> {
-    let threshold = group.heal.as_ref().map(|h| h.failures_before_repair);
-    let creating: BTreeSet<&str> = plan
-        .changes
-        .iter()
-        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
-        .map(|c| c.address.as_str())
-        .collect();
-    group
-        .tagged(instances)
-        .filter(|i| !leaving.contains(&i.id))
-        .map(|i| Member {
-            id: i.id.clone(),
-            logical_id: i.logical_id().map(str::to_string),
-            current: group.is_current(i),
-            created: i.vm.as_ref().is_some_and(|(t, n)| !creating.contains(format!("{t}.{n}").as_str())),
-            unhealthy: threshold.is_some_and(|k| record.health(&i.id.to_string(), k) == Some(Health::Unhealthy)),
-        })
-        .collect()
 }
 
 /// What converging one group did (or, with `--check`, would do).
@@ -181,7 +192,7 @@ impl GroupReport {
     }
 
     /// The member counts as `instances` have them (after the run's changes).
-    pub(super) fn settle(&mut self, group: &Group, instances: &[Instance]) {
+    pub(super) fn count_members(&mut self, group: &Group, instances: &[Instance]) {
         self.members = group.tagged(instances).count();
         self.current = group.tagged(instances).filter(|i| group.is_current(i)).count();
         self.outdated = self.members - self.current;
@@ -255,34 +266,6 @@ fn ids(list: &[String]) -> String {
     }
 }
 
-/// The groups that heal, each as `cmd::heal` checks it (with its index among `groups`): its
-/// created members, and those `decisions` replace or terminate anyway.
-pub(super) fn healed<'a>(
-    groups: &'a [Group],
-    instances: &'a [Instance],
-    decisions: &[(Vec<Member>, Decision)],
-) -> Vec<(usize, Healed<'a>)> {
-    groups
-        .iter()
-        .zip(decisions)
-        .enumerate()
-        .filter_map(|(i, (group, (members, decision)))| {
-            let heal = group.heal.as_ref()?;
-            let created: BTreeSet<&InstanceId> = members.iter().filter(|m| m.created).map(|m| &m.id).collect();
-            Some((
-                i,
-                Healed {
-                    group: &group.spec.id,
-                    heal,
-                    desired: group.spec.desired(),
-                    created: instances.iter().filter(|inst| created.contains(&inst.id)).collect(),
-                    going: decision.replace.iter().chain(&decision.terminate).cloned().collect(),
-                },
-            ))
-        })
-        .collect()
-}
-
 impl GroupReport {
     /// Takes in what the health record says of the group (`cmd::heal::Verdict`): its
     /// unhealthy members, the repairs to come (added to what is left to do), the breaker.
@@ -308,22 +291,4 @@ impl GroupReport {
         h.repaired = repaired;
         self.replaced = replaced;
     }
-}
-
-/// Decides every group, from the members left after pruning.
-pub(super) fn decide_all(
-    groups: &[Group],
-    instances: &[Instance],
-    leaving: &BTreeSet<InstanceId>,
-    plan: &Plan,
-    record: &HealthRecord,
-) -> Vec<(Vec<Member>, Decision)> {
-    groups
-        .iter()
-        .map(|g| {
-            let members = members(g, instances, leaving, plan, record);
-            let decision = converge::decide(&g.spec.allocation, &members);
-            (members, decision)
-        })
-        .collect()
 }

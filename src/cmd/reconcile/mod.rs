@@ -34,114 +34,41 @@
 //! `--check` plans the would-be directory (queue promoted) in a mirror, with a refresh that is
 //! not saved, and exits 10 when anything is pending: drift, changes, queued files, or a repair
 //! the health record calls for (it runs no check).
+//!
+//! This file orchestrates ([`run`], `Run::converge`); each idea has a file: `observe.rs` the
+//! look and what it found, `decide.rs` what the run decides (pure), `rollout.rs` the rolling
+//! road, `report.rs` the report and the exit it calls for, `groups.rs` the groups and the one
+//! maker of new members, `absence.rs` what the run believes gone. The terraform runs the report
+//! names are the workspace's count (`Workspace::runs`).
 
 mod absence;
+mod decide;
 mod groups;
+mod observe;
+mod report;
+mod rollout;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use serde::Serialize;
 
-use self::absence::{Reading, Unconfirmed};
-use self::groups::{Group, GroupReport, Replaced};
+use self::absence::Reading;
+use self::decide::{Applying, Decisions, Found};
+use self::groups::{logical_ids, Group, GroupReport, NewMembers};
+use self::observe::{adopt_first, Observed, Seen};
+use self::report::{Pruned, Report};
 use crate::cli::{Reason, ReconcileArgs};
-use crate::cloud_record::{Classified, StrayKind};
-use crate::cmd::drain::Draining;
-use crate::cmd::instances::{removals, NewInstances};
+use crate::cloud_record::StrayKind;
+use crate::cmd::instances::removals;
 use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::health_record::HealthRecord;
-use crate::look::{RefreshRecord, Slice};
-use crate::names::{self, InstanceId, Suffix};
-use crate::output::{utc_now, Printer};
+use crate::names::{self, InstanceId};
+use crate::output::Printer;
 use crate::profile::Profiles;
-use crate::terraform::{Apply, Plan};
-use crate::tfoutput::{Action, ResourceChange};
-use crate::workspace::{ChangeSet, SavedPlan, Workspace};
-
-/// `--max-destroy` when not given.
-const MAX_DESTROY: u64 = 10;
-
-#[derive(Debug, Serialize)]
-struct Pruned {
-    #[serde(rename = "ID")]
-    id: String,
-    file: String,
-    vm: String,
-}
-
-#[derive(Debug, Default, Serialize)]
-struct Report {
-    check: bool,
-    /// Instances whose VM vanished, their files removed.
-    pruned: Vec<Pruned>,
-    /// Queued files promoted (in `--check`: that would be).
-    promoted: Vec<String>,
-    /// Objects changed outside Terraform (`action` `delete`: vanished).
-    drift: Vec<ResourceChange>,
-    /// The plan's changes before anything was pruned.
-    planned: Vec<ResourceChange>,
-    added: u64,
-    changed: u64,
-    destroyed: u64,
-    applied: bool,
-    /// `--check`: whether anything is pending.
-    pending: bool,
-    terraform_runs: u32,
-    /// Terraform runs started again after a transient error (README "Running unattended").
-    retries: u64,
-    duration_seconds: f64,
-    /// The groups converged (`--group`, or infrakit-tf.json's `groups`).
-    groups: Vec<GroupReport>,
-    /// What the run read from the cloud.
-    reads: Reads,
-    /// Machines an apply that was cut short made but never recorded, found by their tags:
-    /// adopted by this run (`{address, id}`); in `--check`, those the next run adopts (drift).
-    adopted: Vec<crate::lookup::Adopted>,
-    /// Why machines may exist that no state records (an apply failed while creating, or was
-    /// cut short), while the look-up is still to be settled: in `--check`, which looks without
-    /// settling (what it finds is `adopted`, and pending); after a run, when its own apply
-    /// failed while creating. `null`: nothing awaits.
-    lookup_pending: Option<String>,
-    /// Machines kept as they are because the cloud's answer about them is not believed yet
-    /// (a read that called one gone too early, or that its listing contradicts), could not be
-    /// read, or may exist unlisted (an apply that failed or was cut short may have made them):
-    /// nothing prunes, forgets or makes them again until a later run knows.
-    unconfirmed: Vec<Unconfirmed>,
-    /// Machines a listing showed with this directory's tags that no state records, and that
-    /// cannot be adopted: twins or leaks (`kind` `twin`: `sweep-orphans --strays` destroys
-    /// them), and machines that name one of its groups but no file here (`unknown`: left
-    /// alone). In `--check`, those the cloud record knows.
-    strays: Vec<Classified>,
-}
-
-/// What a run read from the cloud (README "What a reconcile reads").
-#[derive(Debug, Default, Serialize)]
-struct Reads {
-    /// Whether every resource was refreshed (no look-up lists any, `--full-refresh`, `--check`).
-    full_refresh: bool,
-    /// The share of the listed machines refreshed (`1/N`); `null` with a full refresh.
-    slice: Option<String>,
-    /// Resources terraform refreshed, in every terraform run of this reconcile.
-    refreshed: u64,
-    /// Look-up listings read (one data-source read each).
-    lists: u64,
-    /// Other data sources read (your configuration's).
-    data_sources: u64,
-    /// Listed machines the listings did not show, each refreshed to confirm.
-    unlisted: Vec<String>,
-    /// Whether the whole configuration was planned (without refreshing): the configuration or
-    /// the state changed since the last whole plan that found nothing to do.
-    whole_plan: bool,
-    /// The most cloud reads this run could take: `(retries + 1) × (listings + 1 + slice +
-    /// unlisted + 2 × strays read)` (`slice`: the listed machines the slice refreshes); `null`
-    /// with a full refresh.
-    bound: Option<u64>,
-}
+use crate::workspace::{ChangeSet, FileWrite, Workspace};
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
@@ -173,7 +100,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let mut report = Report { check: args.check, adopted, lookup_pending, ..Report::default() };
     if !args.check && !report.adopted.is_empty() {
         let adopted = report.adopted.clone();
-        adopt_first(&mut ws, &ctx.printer, &mut report, &adopted)?;
+        if let Some(applied) = adopt_first(&mut ws, &ctx.printer, &adopted)? {
+            report.note_applied(applied);
+        }
     }
     let instances = ws.dir().instances(&profiles);
     // The health counts as earlier runs left them: which members are unhealthy.
@@ -197,78 +126,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         }
         failure
     };
-    report.duration_seconds = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
-    report.retries = crate::metrics::retries();
-    let read = crate::metrics::reads();
-    (report.reads.refreshed, report.reads.lists, report.reads.data_sources) =
-        (read.refreshed, read.lists, read.data_sources);
-    crate::metrics::note_reconciled(report.drift.len(), report.groups.iter().map(|g| (g.id.clone(), g.outdated)));
-    if report.reads.slice.is_some() || report.check {
-        crate::metrics::note_strays(report.strays.len());
-    }
-    crate::metrics::note_healing(report.groups.iter().filter_map(|g| {
-        let h = g.healing.as_ref()?;
-        let counts = crate::metrics::Healing {
-            unhealthy: h.unhealthy.len(),
-            repaired: h.repaired.len(),
-            halted: h.repair_halted.is_some(),
-        };
-        Some((g.id.clone(), counts))
-    }));
-    finish(ctx, &report, failure)
-}
-
-/// Imports the machines adopted after a cut apply (a targeted plan of their addresses,
-/// applied) before anything is decided: a scale-down could otherwise remove the instance whose
-/// machine is being adopted, and its import block, left without an address, would leak the
-/// machine. Their import blocks go once carried out (a scale-down may remove their addresses);
-/// those of an import that did not finish stay for the whole apply that follows. A plan that
-/// would destroy anything (an adopted machine replaced) is not applied here: it is left to
-/// the whole apply, which `--max-destroy` checks.
-fn adopt_first(
-    ws: &mut Workspace<'_>,
-    printer: &Printer,
-    report: &mut Report,
-    adopted: &[crate::lookup::Adopted],
-) -> Result<()> {
-    let targets: Vec<String> = adopted.iter().map(|a| a.address.clone()).collect();
-    let saved = ws.plan_targets(&targets)?;
-    report.terraform_runs += 1;
-    if saved.plan.totals.remove > 0 {
-        printer.status(&format!(
-            "importing the adopted machines would destroy {}: left to this run's apply, which --max-destroy checks",
-            saved.plan.totals.remove
-        ));
-        return Ok(());
-    }
-    let c = ws.apply(saved.to_apply())?;
-    ws.imports_done(&targets)?;
-    report.terraform_runs += 1;
-    report.applied = true;
-    report.added += c.add;
-    report.changed += c.change;
-    report.destroyed += c.remove;
-    Ok(())
-}
-
-/// The line that reports a stray.
-fn stray_line(s: &Classified) -> String {
-    let whose = s.file.as_deref().map_or_else(
-        || format!("the tags of group `{}`, naming no file here", s.group.as_deref().unwrap_or("(none)")),
-        |f| format!("the tags of `{f}`"),
-    );
-    match s.kind {
-        StrayKind::Twin => format!(
-            "stray {} {}: it carries {whose}, whose {} is another machine, and is in no state (a twin a lost answer made, or a leak): `infrakit-tf sweep-orphans --strays` destroys it",
-            s.rtype,
-            s.id,
-            s.address.as_deref().unwrap_or("resource")
-        ),
-        _ => format!(
-            "stray {} {}: it carries {whose} and is in no state; another directory's? it is left alone (delete it, or take the tags off, if it is nobody's)",
-            s.rtype, s.id
-        ),
-    }
+    report.terraform_runs = ws.runs();
+    report.note_metrics(started.elapsed());
+    report::finish(ctx, &report, failure)
 }
 
 /// `--check`: plans the would-be directory (queue promoted) in a mirror, with a refresh that
@@ -294,17 +154,14 @@ fn check(
     let state: BTreeMap<String, String> =
         ws.state()?.into_iter().map(|(a, r)| (a, r.attribute("id").unwrap_or_default())).collect();
     report.strays = ws.known_strays(&state).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
-    report.terraform_runs = 1;
     report.reads.full_refresh = true;
-    fill_plan(report, &plan);
-    let leaving: BTreeSet<InstanceId> =
-        vanished(&plan, instances, &queued_ids(instances)).into_iter().map(|(i, _)| i.id.clone()).collect();
-    let decisions = groups::decide_all(groups, instances, &leaving, &plan, record);
+    report.fill_plan(&plan);
+    let decisions = decide::decide(groups, &Found { instances, plan: &plan, record }).decisions;
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         report.groups.push(GroupReport::new(group, members, decision));
     }
     // No check runs: the health record says which repairs are pending.
-    for (i, g) in &groups::healed(groups, instances, &decisions) {
+    for (i, g) in &decide::healed(groups, instances, &decisions) {
         report.groups[*i].heal(&crate::cmd::heal::verdict(record, g));
     }
     report.pending = plan.has_changes
@@ -314,10 +171,6 @@ fn check(
         || !report.promoted.is_empty()
         || report.groups.iter().any(|g| g.pending);
     Ok(())
-}
-
-fn queued_ids(instances: &[Instance]) -> BTreeSet<String> {
-    instances.iter().filter(|i| i.suffix == Suffix::Queued).map(|i| i.id.to_string()).collect()
 }
 
 /// One converging run: what it was asked.
@@ -331,9 +184,9 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Promote, plan, then in one change and one apply: prune, and scale every group; then
-    /// replace the groups' outdated members, batch by batch. Returns the failure that stopped
-    /// a rolling update, if one did (the report is printed first).
+    /// Promote, look and decide; then in one change and one apply: prune, and scale every
+    /// group; then the rolling updates, batch by batch (`rollout.rs`). Returns the failure that
+    /// stopped the run once it had written, if one did (the report is printed first).
     fn converge(
         &self,
         ws: &mut Workspace<'_>,
@@ -345,25 +198,143 @@ impl Run<'_> {
         let touched: Vec<String> =
             ws.dir().queued().map(str::to_string).chain([names::IMPORT_FILE.to_string()]).collect();
         let before = ws.save_files(&touched);
-        let Decided { seen, doomed, pruned_files, decisions, scale, added, importing } =
-            match self.decide(ws, instances, report) {
-                Ok(decided) => decided,
-                Err(e) => {
-                    if let Err(undo) = ws.restore(&before) {
-                        self.ctx.printer.warn(&format!("the promoted queue could not be put back: {undo:#}"));
-                    }
-                    report.promoted.clear();
-                    return Err(e);
+        let Prepared { seen, doomed, decisions, scale, importing } = match self.prepare(ws, instances, report) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                if let Err(undo) = ws.restore(&before) {
+                    self.ctx.printer.warn(&format!("the promoted queue could not be put back: {undo:#}"));
                 }
-            };
-        let scaling = !scale.writes.is_empty() || scale.removals.len() > pruned_files.len();
-        ws.write(scale)?;
+                report.promoted.clear();
+                return Err(e);
+            }
+        };
+        let scaling = self.prune_and_scale(ws, &doomed, scale, &decisions, report)?;
+        if importing && !report.pruned.is_empty() {
+            ws.carry_out_imports()?;
+        }
+        if let Some(failure) = self.apply_first(ws, &seen, (scaling, importing), report)? {
+            return Ok(Some(failure));
+        }
+        if scaling {
+            self.count_members(ws, report);
+        }
+        Ok(self.roll_all(ws, &decisions, report))
+    }
+
+    /// Looks, then decides everything this run will do (`decide.rs`): what to prune, every
+    /// group's new members and terminations as one change, the repairs. Checks `--max-destroy`,
+    /// then drains the members to terminate. Writes nothing but the promotion.
+    fn prepare<'i>(
+        &self,
+        ws: &mut Workspace<'_>,
+        instances: &'i [Instance],
+        report: &mut Report,
+    ) -> Result<Prepared<'i>> {
+        let mut observed = self.observe(ws, instances)?;
+        report.observed(&mut observed);
+        let Observed { mut seen, importing, .. } = observed;
+        // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
+        let found = Found { instances, plan: seen.plan(), record: self.record };
+        let decide::Decided { doomed, leaving, mut decisions } = decide::decide(self.groups, &found);
+        for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
+            report.groups.push(GroupReport::new(group, members, decision));
+        }
+        // Health checks: the unhealthy members to repair join the rolling updates.
+        for (i, verdict) in self.heal(ws, instances, &decisions)? {
+            report.groups[i].heal(&verdict);
+            decide::repair(&mut decisions[i].1, &verdict);
+        }
+        let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
+        // Nothing applies unless the whole configuration was planned and counted: an apply
+        // plans all of it again, and what your data sources read may change more than the
+        // look saw (a new image replaces every machine that uses it).
+        let anything = !doomed.is_empty()
+            || !scale.change.writes.is_empty()
+            || !scale.change.removals.is_empty()
+            || decisions.iter().any(|(_, d)| !d.replace.is_empty());
+        if seen.plan_whole(ws, anything)? {
+            report.reads.whole_plan = true;
+            report.fill_plan(seen.plan());
+        }
+        let last_added = scale.added.iter().flatten().max();
+        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
+        decide::check_max_destroy(self.groups, self.args.max_destroy, seen.plan(), &doomed, planned, &decisions)?;
+        self.drain_terminated(ws, instances, &mut decisions, &mut scale, report)?;
+        Ok(Prepared { seen, doomed, decisions, scale, importing })
+    }
+
+    /// The change that prunes and scales, all or nothing, applied at once: the pruned
+    /// instances' files (`doomed`, whose IDs are `leaving`), every group's new members and its
+    /// terminated members' files.
+    fn scale(
+        &self,
+        ws: &Workspace<'_>,
+        instances: &[Instance],
+        (doomed, leaving): (&[(&Instance, String)], &BTreeSet<InstanceId>),
+        decisions: &Decisions,
+    ) -> Result<Scale> {
+        let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
+        let terminated: BTreeSet<InstanceId> =
+            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
+        let terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
+        let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(leaving);
+        let added = self
+            .groups
+            .iter()
+            .zip(decisions)
+            .map(|(group, (_, d))| new.add_all(group, &d.add))
+            .collect::<Result<_>>()?;
+        let writes = new.writes();
+        let removals = Scale::removals(&pruned_files, terminations, &writes);
+        Ok(Scale { change: ChangeSet { writes, removals }, pruned_files, added })
+    }
+
+    /// Drains the members to terminate, now that the run is allowed, before their files go
+    /// (see `cmd::drain`); those kept (`abandon`) leave the decisions and the change, and the
+    /// report names them.
+    fn drain_terminated(
+        &self,
+        ws: &Workspace<'_>,
+        instances: &[Instance],
+        decisions: &mut Decisions,
+        scale: &mut Scale,
+        report: &mut Report,
+    ) -> Result<()> {
+        let kept =
+            self.drain(ws, instances, self.groups.iter().zip(decisions.iter().map(|(_, d)| d.terminate.as_slice())))?;
+        if kept.is_empty() {
+            return Ok(());
+        }
+        for ((_, decision), g) in decisions.iter_mut().zip(report.groups.iter_mut()) {
+            g.abandoned = decision.terminate.iter().filter(|id| kept.contains(id)).map(ToString::to_string).collect();
+            decision.terminate.retain(|id| !kept.contains(id));
+        }
+        let terminated: BTreeSet<InstanceId> =
+            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
+        let terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
+        scale.change.removals = Scale::removals(&scale.pruned_files, terminations, &scale.change.writes);
+        Ok(())
+    }
+
+    /// Writes the change that prunes and scales and promotes the new members' files; the
+    /// report says what was pruned, provisioned and terminated. Whether any group scaled.
+    fn prune_and_scale(
+        &self,
+        ws: &mut Workspace<'_>,
+        doomed: &[(&Instance, String)],
+        scale: Scale,
+        decisions: &Decisions,
+        report: &mut Report,
+    ) -> Result<bool> {
+        let Scale { change, pruned_files, added } = scale;
+        let scaling = !change.writes.is_empty() || change.removals.len() > pruned_files.len();
+        ws.write(change)?;
         ws.promote()?; // the new members' files, queued as any new file is
         for ((inst, vm), file) in doomed.iter().zip(pruned_files) {
             self.ctx.printer.event(&format!("pruned {} ({vm} vanished)", inst.id));
             report.pruned.push(Pruned { id: inst.id.to_string(), file, vm: vm.clone() });
         }
-        for ((g, ids), (_, decision)) in report.groups.iter_mut().zip(&added).zip(&decisions) {
+        for ((g, ids), (_, decision)) in report.groups.iter_mut().zip(&added).zip(decisions) {
             g.provisioned = ids.iter().map(ToString::to_string).collect();
             g.terminated = decision.terminate.iter().map(ToString::to_string).collect();
             if !ids.is_empty() || !decision.terminate.is_empty() {
@@ -375,53 +346,43 @@ impl Run<'_> {
                 ));
             }
         }
-        if importing && !report.pruned.is_empty() {
-            ws.carry_out_imports()?;
-        }
+        Ok(scaling)
+    }
 
-        // A refresh that found objects gone is saved by applying its plan, even one with no
-        // changes: otherwise every later run finds the same drift and `--check` never says 0.
-        // After a look, or when machines are kept unconfirmed (a refresh would drop them from
-        // the state, and the apply make them again), what the reads found is settled first
-        // (`settle_look`), and the configuration applied without refreshing: nothing is read
-        // twice.
+    /// The apply of what the run found, pruned and scaled (`decide::Applying::next`). After a
+    /// look, or when machines are kept unconfirmed (a refresh would drop them from the state,
+    /// and the apply make them again), what the reads found is brought into the state first
+    /// (`bring_state_to_look`), and the configuration applied without refreshing: nothing is read
+    /// twice. A failed apply in a run with groups is returned, the groups pending: the files
+    /// stay as asked (a failed create is retried by the next apply), and the report says what
+    /// was decided before the run fails.
+    fn apply_first(
+        &self,
+        ws: &mut Workspace<'_>,
+        seen: &Seen,
+        (scaling, importing): (bool, bool),
+        report: &mut Report,
+    ) -> Result<Option<anyhow::Error>> {
         let plan = seen.plan();
-        let careful = matches!(seen, Seen::Looked { .. }) || !report.unconfirmed.is_empty();
-        let work = !report.pruned.is_empty() || scaling || !plan.drift.is_empty() || plan.has_changes;
-        let what = match &seen {
-            Seen::Refreshed(_) if !careful && (!report.pruned.is_empty() || !plan.drift.is_empty() && scaling) => {
-                Some(Apply::Configuration { refresh: true })
-            }
-            // The plan just refreshed every object and found nothing changed outside
-            // Terraform: a second refresh would only double the cost on a large group.
-            Seen::Refreshed(_) if !careful && scaling => Some(Apply::Configuration { refresh: false }),
-            Seen::Refreshed(saved) if !careful && (plan.has_changes || !plan.drift.is_empty()) => {
-                Some(saved.to_apply())
-            }
-            Seen::Looked { whole: Some(whole), .. }
-                if report.pruned.is_empty() && !scaling && plan.drift.is_empty() && plan.has_changes =>
-            {
-                Some(whole.to_apply())
-            }
-            _ if careful && work => Some(Apply::Configuration { refresh: false }),
-            _ => None,
+        let applying = Applying {
+            looked: matches!(seen, Seen::Looked { .. }),
+            whole: matches!(seen, Seen::Looked { whole: Some(_), .. }),
+            unconfirmed: !report.unconfirmed.is_empty(),
+            pruned: !report.pruned.is_empty(),
+            scaling,
+            drift: !plan.drift.is_empty(),
+            changes: plan.has_changes,
         };
-        let settled_and_applied = |ws: &mut Workspace<'_>, report: &mut Report, what| {
-            if careful {
-                let deposed = match &seen {
-                    Seen::Looked { deposed, .. } => deposed.as_slice(),
-                    Seen::Refreshed(_) => &[],
-                };
-                self.settle_look(ws, plan, deposed, report)?;
+        let what = seen.apply(applying.next());
+        let synced_and_applied = |ws: &mut Workspace<'_>, what| {
+            if applying.careful() {
+                Self::bring_state_to_look(ws, plan, seen.deposed())?;
             }
             ws.apply(what)
         };
-        let applied = match what.map(|what| settled_and_applied(ws, report, what)).transpose() {
+        let applied = match what.map(|what| synced_and_applied(ws, what)).transpose() {
             Ok(applied) => applied,
-            // The files stay as asked (a failed create is retried by the next apply): the
-            // report says what was decided, then the run fails.
             Err(e) if !self.groups.is_empty() => {
-                report.terraform_runs += 1;
                 for g in &mut report.groups {
                     g.pending = true;
                 }
@@ -435,482 +396,10 @@ impl Run<'_> {
             ws.finish_imports()?;
         }
         if let Some(c) = applied {
-            report.terraform_runs += 1;
-            report.applied = true;
-            report.added += c.add;
-            report.changed += c.change;
-            report.destroyed += c.remove;
+            report.note_applied(c);
         }
-        if let Seen::Looked { digest, cursor, whole, .. } = &seen {
-            // The slice was read and what the look found is settled: the next run, on any
-            // host, goes on after it (a slice that could not be read is read again).
-            if cursor.is_some() {
-                ws.write_refresh_record(&RefreshRecord { cursor: cursor.clone() })?;
-            }
-            if what.is_none() && whole.is_some() {
-                ws.note_planned(digest)?;
-            }
-        }
-        if scaling {
-            self.settle_counts(ws, report);
-        }
-
-        // Rolling updates: batch by batch, each waiting for the last.
-        let mut tally = Tally::default();
-        let mut stopped = None;
-        for ((group, (_, decision)), g) in self.groups.iter().zip(&decisions).zip(report.groups.iter_mut()) {
-            if decision.replace.is_empty() {
-                continue;
-            }
-            let failure = self.roll(ws, group, &decision.replace, g, &mut tally);
-            if let Some(failure) = &failure {
-                g.stopped = Some(format!("{failure:#}"));
-            }
-            g.repaired();
-            self.settle_group(ws, group, g);
-            if failure.is_some() {
-                stopped = failure;
-                break;
-            }
-        }
-        report.terraform_runs += tally.runs;
-        report.applied |= tally.runs > 0;
-        report.added += tally.changes.add;
-        report.changed += tally.changes.change;
-        report.destroyed += tally.changes.remove;
-        Ok(stopped)
-    }
-
-    /// Promotes and settles the queue, plans, and decides everything this run will do: what
-    /// to prune, and every group's new members and terminations as one change. Checks
-    /// `--max-destroy`. Writes nothing but the promotion.
-    fn decide<'i>(
-        &self,
-        ws: &mut Workspace<'_>,
-        instances: &'i [Instance],
-        report: &mut Report,
-    ) -> Result<Decided<'i>> {
-        let promoted_ids = queued_ids(instances);
-        report.promoted = ws.promote()?;
-        // An import that did not finish: its blocks are applied now (see `Workspace::carry_out_imports`).
-        let importing = ws.carry_out_imports()?;
-        ws.keep_configuration()?;
-        ws.init_if_needed(&ws.providers(instances))?;
-        let read_at = ws.now_ms()?;
-        let mut seen = self.look(ws, report)?;
-        report.unconfirmed = seen.weigh(ws, read_at, self.profiles, &self.ctx.printer, false)?;
-        if let Seen::Looked { strays, whole, .. } = &mut seen {
-            // A stray adopted changes the state: a whole plan saved before is stale (planned
-            // again below when the run applies anything).
-            if self.strays(ws, strays, report)? {
-                *whole = None;
-            }
-        }
-        fill_plan(report, seen.plan());
-
-        // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
-        let doomed = vanished(seen.plan(), instances, &promoted_ids);
-        let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
-        let mut decisions = groups::decide_all(self.groups, instances, &leaving, seen.plan(), self.record);
-        for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
-            report.groups.push(GroupReport::new(group, members, decision));
-        }
-        // Health checks: the unhealthy members to repair join the rolling updates.
-        self.heal(ws, instances, &mut decisions, report)?;
-
-        // Scale: every group's new members and terminations, with the pruned files, in one
-        // change (all or nothing), applied at once.
-        let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
-        let terminated: BTreeSet<InstanceId> =
-            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
-        let mut terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
-        let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&leaving);
-        let mut added: Vec<Vec<InstanceId>> = Vec::new();
-        for (group, (_, decision)) in self.groups.iter().zip(&decisions) {
-            let ids = decision
-                .add
-                .iter()
-                .map(|lid| new.add(&group.members, lid.as_deref(), &BTreeMap::new()))
-                .collect::<Result<Vec<_>>>()?;
-            added.push(ids);
-        }
-        let writes = new.writes;
-        // A shared file a new member writes is not removed with a terminated one.
-        terminations.retain(|name| !writes.iter().any(|w| w.name == *name));
-        let mut scale = ChangeSet { writes, removals: pruned_files.iter().cloned().chain(terminations).collect() };
-        let last_added = added.iter().flatten().max();
-        // Nothing applies unless the whole configuration was planned and counted: an apply
-        // plans all of it again, and what your data sources read may change more than the
-        // look saw (a new image replaces every machine that uses it).
-        let anything = !doomed.is_empty()
-            || !scale.writes.is_empty()
-            || !scale.removals.is_empty()
-            || decisions.iter().any(|(_, d)| !d.replace.is_empty());
-        seen.plan_whole(ws, anything, report)?;
-        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale, last_added)?;
-        if planned.is_some() {
-            report.terraform_runs += 1;
-        }
-        self.check_max_destroy(seen.plan(), &doomed, planned, &decisions)?;
-
-        // Drain the members to terminate, now that the run is allowed, before their files go
-        // (see `cmd::drain`); those kept (`abandon`) leave the change.
-        let kept =
-            self.drain(ws, instances, self.groups.iter().zip(decisions.iter().map(|(_, d)| d.terminate.as_slice())))?;
-        if !kept.is_empty() {
-            for ((_, decision), g) in decisions.iter_mut().zip(report.groups.iter_mut()) {
-                g.abandoned =
-                    decision.terminate.iter().filter(|id| kept.contains(id)).map(ToString::to_string).collect();
-                decision.terminate.retain(|id| !kept.contains(id));
-            }
-            let terminated: BTreeSet<InstanceId> = terminated.difference(&kept).cloned().collect();
-            let mut terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
-            terminations.retain(|name| !scale.writes.iter().any(|w| w.name == *name));
-            scale.removals = pruned_files.iter().cloned().chain(terminations).collect();
-        }
-        Ok(Decided { seen, doomed, pruned_files, decisions, scale, added, importing })
-    }
-
-    /// Looks at the cloud (see the module doc): a look when a look-up lists machines of the
-    /// directory, else (or `--full-refresh`) a refreshing plan of everything, saved. A listing
-    /// the cloud throttles fails the run (a full refresh would be throttled too, and cost
-    /// more); one that fails otherwise (a mistake in `lookups`) makes it refresh everything.
-    fn look(&self, ws: &mut Workspace<'_>, report: &mut Report) -> Result<Seen> {
-        let slice = Slice { of: self.args.refresh_slice };
-        let listed = if self.args.full_refresh { None } else { ws.presence(slice)? };
-        let refresh_all = |ws: &mut Workspace<'_>, report: &mut Report| {
-            let saved = ws.plan()?;
-            report.terraform_runs += 1;
-            report.reads = Reads { full_refresh: true, ..Reads::default() };
-            Ok(Seen::Refreshed(saved))
-        };
-        let Some((state, presence)) = listed else { return refresh_all(ws, report) };
-        report.reads.slice = Some(slice.to_string());
-        let digest = ws.digest(&state);
-        let whole = if ws.planned_before(&digest) { None } else { Some(ws.plan_unrefreshed()?) };
-        report.reads.whole_plan = whole.is_some();
-        report.terraform_runs += u32::from(whole.is_some());
-        let look = match ws.look(&presence)? {
-            Ok(look) => look,
-            Err(failed) if failed.transient => {
-                return Err(Failure::new(
-                    Code::TerraformFailed,
-                    format!("{} failed: {:#}", failed.what, failed.error),
-                )
-                .hint("the cloud refused the listing for now (throttled, or briefly away); nothing was pruned or applied, and nothing more was read (a full refresh would be refused too): the next run looks again")
-                .into());
-            }
-            // A look-up that cannot list (a mistake in `lookups`) must not stop cron: this run
-            // refreshes everything, as before.
-            Err(failed) => {
-                self.ctx.printer.warn(&format!(
-                    "{} could not be read, so this run refreshes everything (check `lookups` in infrakit-tf.json): {:#}",
-                    failed.what, failed.error
-                ));
-                report.terraform_runs += 1;
-                return refresh_all(ws, report);
-            }
-        };
-        report.terraform_runs += look.runs;
-        report.reads.unlisted = look.unlisted.clone();
-        let addresses: BTreeSet<String> =
-            presence.listed.iter().map(|l| l.address.clone()).chain(presence.always.iter().cloned()).collect();
-        let (strays, strays_read) = ws.strays(&look.unknown, &addresses)?;
-        // Each listing, one listing again after a read failed, the slice, each confirmation,
-        // and two calls for each stray read: each tried as often as retries allow.
-        let tries = u64::from(ws.terraform()?.retries()) + 1;
-        let reads = presence.listings.len() + 1 + presence.slice.len() + look.unlisted.len() + 2 * strays_read;
-        report.reads.bound = Some(tries * reads as u64);
-
-        let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
-        Ok(Seen::Looked {
-            plan,
-            whole,
-            digest,
-            cursor: look.cursor,
-            deposed: presence.deposed,
-            shown: look.shown,
-            read: look.read,
-            unread: look.unread,
-            strays,
-            ids: presence.ids,
-        })
-    }
-
-    /// After a look, before the configuration applies without refreshing: the objects it
-    /// confirmed gone are forgotten (no cloud call), and those that drifted are read into the
-    /// state again (`-refresh-only` of them alone), so that the apply sees what the look saw.
-    /// One gone that holds a deposed object is read again too: forgetting its address would
-    /// forget that object, and leak it.
-    fn settle_look(&self, ws: &mut Workspace<'_>, plan: &Plan, deposed: &[String], report: &mut Report) -> Result<()> {
-        let (kept, gone): (Vec<String>, Vec<String>) = crate::workspace::gone(plan)
-            .into_iter()
-            .partition(|a| deposed.iter().any(|d| a.split('[').next() == Some(d.as_str())));
-        let mut drifted = crate::workspace::drifted(plan);
-        drifted.extend(kept);
-        if !gone.is_empty() {
-            report.terraform_runs += 1;
-            ws.forget(&gone)?;
-        }
-        if !drifted.is_empty() {
-            report.terraform_runs += 1;
-            ws.apply(Apply::RefreshOnly(&drifted))?;
-        }
-        Ok(())
-    }
-
-    /// The strays the look found (`workspace::strays`): one that stands for a resource without
-    /// a machine (and carries its group tag: `cloud_record::classify`) is adopted at once
-    /// (imported, as after a cut apply); the others are reported, one line each, and left alone (a plain run
-    /// still succeeds; `reconcile --check` says so; `sweep-orphans --strays` destroys twins).
-    /// Whether it adopted any.
-    fn strays(&self, ws: &mut Workspace<'_>, strays: &[Classified], report: &mut Report) -> Result<bool> {
-        let mut adopting = Vec::new();
-        for s in strays {
-            match (s.kind, &s.address) {
-                (StrayKind::Adoptable, Some(address)) => {
-                    self.ctx.printer.status(&format!(
-                        "adopted {address} = {}: a machine the listing shows with its tags, in no state",
-                        s.id
-                    ));
-                    adopting.push(crate::lookup::Adopted { address: address.clone(), id: s.id.clone() });
-                }
-                _ => {
-                    self.ctx.printer.warn(&stray_line(s));
-                    report.strays.push(s.clone());
-                }
-            }
-        }
-        if adopting.is_empty() {
-            return Ok(false);
-        }
-        let existing = ws.dir().read_doc(names::IMPORT_FILE).ok();
-        let blocks = crate::lookup::import_blocks(existing.as_ref(), &adopting);
-        ws.write(ChangeSet::writing(vec![crate::workspace::FileWrite::managed(names::IMPORT_FILE.into(), blocks)]))?;
-        report.adopted.extend(adopting.iter().cloned());
-        adopt_first(ws, &self.ctx.printer, report, &adopting)?;
-        Ok(true)
-    }
-
-    /// Checks the members of the groups that heal (`cmd::heal`), writes the health record,
-    /// and adds the members to repair to their group's replacements (after the outdated).
-    fn heal(
-        &self,
-        ws: &mut Workspace<'_>,
-        instances: &[Instance],
-        decisions: &mut [(Vec<crate::converge::Member>, crate::converge::Decision)],
-        report: &mut Report,
-    ) -> Result<()> {
-        let healed = groups::healed(self.groups, instances, decisions);
-        let verdicts = crate::cmd::heal::check(
-            ws,
-            &self.ctx.printer,
-            instances,
-            self.record.clone(),
-            &healed.iter().map(|(_, h)| h).collect::<Vec<_>>(),
-        )?;
-        for ((i, h), verdict) in healed.iter().zip(verdicts) {
-            if let Some(why) = &verdict.halted {
-                self.ctx.printer.warn(&format!("group {}: repairs halted: {why}", h.group));
-            }
-            for id in &verdict.repair {
-                self.ctx.printer.event(&format!("group {}: {id} is unhealthy: repairing it", h.group));
-            }
-            report.groups[*i].heal(&verdict);
-            decisions[*i].1.replace.extend(verdict.repair);
-        }
-        Ok(())
-    }
-
-    /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
-    /// failure that stopped it: nothing more is destroyed after a batch fails.
-    fn roll(
-        &self,
-        ws: &mut Workspace<'_>,
-        group: &Group,
-        outdated: &[InstanceId],
-        report: &mut GroupReport,
-        tally: &mut Tally,
-    ) -> Option<anyhow::Error> {
-        let at_once = self.args.max_unavailable.or(group.spec.max_unavailable).unwrap_or(1);
-        // A replacement an earlier run made must be healthy before anything more is destroyed:
-        // an update that stopped stays stopped until the cause is fixed.
-        let instances = ws.dir().instances(self.profiles);
-        // (Not the members this roll replaces: an unhealthy member being repaired is current.)
-        let current: Vec<InstanceId> = group
-            .tagged(&instances)
-            .filter(|i| group.is_current(i) && !outdated.contains(&i.id))
-            .map(|i| i.id.clone())
-            .collect();
-        if let Err(e) = self.health(ws, group, &current) {
-            return Some(e);
-        }
-        for batch in outdated.chunks(usize::try_from(at_once).unwrap_or(usize::MAX)) {
-            if crate::signals::stop_requested() {
-                return Some(
-                    Failure::new(
-                        Code::Interrupted,
-                        format!("interrupted: the rolling update of group `{}` stopped", group.spec.id),
-                    )
-                    .hint("run `infrakit-tf reconcile` again to go on")
-                    .into(),
-                );
-            }
-            self.ctx.printer.event(&format!(
-                "group {}: replacing {}",
-                group.spec.id,
-                batch.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
-            ));
-            if let Err(e) = self.replace(ws, group, batch, report, tally) {
-                return Some(e);
-            }
-        }
-        None
-    }
-
-    /// Replaces one batch. With a dedicated resource: destroy the old members (their slots
-    /// kept), apply, create the replacements (which re-attach the slots), apply. Without: create
-    /// the replacements, apply, then destroy the old members, apply (surge). Each replacement
-    /// must be created and, with `--health-cmd`, healthy before the old ones go (surge) or
-    /// before the next batch. A surge whose replacements fail is taken back (the new members
-    /// are removed again), so that the group is not left over its size and the next run's
-    /// scale-down never gives up a healthy old member for a failed new one.
-    fn replace(
-        &self,
-        ws: &mut Workspace<'_>,
-        group: &Group,
-        batch: &[InstanceId],
-        report: &mut GroupReport,
-        tally: &mut Tally,
-    ) -> Result<()> {
-        let instances = ws.dir().instances(self.profiles);
-        let mut batch = batch.to_vec();
-        if group.destroy_first() {
-            // Drained before their files go; one kept (`abandon`) is not replaced this run: its
-            // slot or logical ID stays its own.
-            let kept = self.drain(ws, &instances, [(group, batch.as_slice())])?;
-            report.abandoned.extend(batch.iter().filter(|id| kept.contains(id)).map(ToString::to_string));
-            batch.retain(|id| !kept.contains(id));
-            if batch.is_empty() {
-                return Ok(());
-            }
-        }
-        let batch = batch.as_slice();
-        let mut old: BTreeSet<InstanceId> = batch.iter().cloned().collect();
-        let lids: Vec<Option<String>> = batch
-            .iter()
-            .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
-            .collect();
-        let remove =
-            |ws: &mut Workspace<'_>, ids: &BTreeSet<InstanceId>, reason: Reason, tally: &mut Tally| -> Result<()> {
-                let instances = ws.dir().instances(self.profiles);
-                let files = removals(ws.dir(), &instances, ids, reason, &self.ctx.printer)?;
-                ws.write(ChangeSet::removing(files))?;
-                tally.apply(ws, Apply::Configuration { refresh: false })
-            };
-        if group.destroy_first() {
-            remove(ws, &old, Reason::RollingUpdate, tally)?;
-        }
-        let mut new = NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer);
-        let ids = lids
-            .iter()
-            .map(|lid| new.add(&group.members, lid.as_deref(), &BTreeMap::new()))
-            .collect::<Result<Vec<_>>>()?;
-        let writes = new.writes;
-        ws.write(ChangeSet::writing(writes))?;
-        ws.promote()?;
-        let created =
-            tally.apply(ws, Apply::Configuration { refresh: false }).and_then(|()| self.health(ws, group, &ids));
-        if let Err(failed) = created {
-            if group.destroy_first() {
-                // The old members are gone already; their replacements stay (a failed create
-                // is retried by the next apply), and the next run checks them first.
-                report.terminated.extend(batch.iter().map(ToString::to_string));
-                report.provisioned.extend(ids.iter().map(ToString::to_string));
-                return Err(failed);
-            }
-            // Not one whose machine the failed apply may have made, unlisted yet: its file stays
-            // (removing it would leave the machine behind), and a later run adopts it.
-            let new: BTreeSet<InstanceId> =
-                ids.iter().filter(|id| !ws.holds(&format!("{id}{}", names::LIVE))).cloned().collect();
-            if let Err(e) = remove(ws, &new, Reason::Terminate, tally) {
-                self.ctx.printer.warn(&format!("the failed replacements could not be taken back: {e:#}"));
-                report.provisioned.extend(ids.iter().map(ToString::to_string));
-            }
-            return Err(failed);
-        }
-        if !group.destroy_first() {
-            // Drained once their replacements are up, before their files go; one kept
-            // (`abandon`) stays beside its replacement, for a later run's scale-in.
-            let kept = self.drain(ws, &instances, [(group, batch)])?;
-            old.retain(|id| !kept.contains(id));
-            for (o, n) in batch.iter().zip(&ids).filter(|(o, _)| kept.contains(*o)) {
-                report.abandoned.push(o.to_string());
-                report.provisioned.push(n.to_string());
-            }
-            if !old.is_empty() {
-                remove(ws, &old, Reason::Terminate, tally)?;
-            }
-        }
-        report.replaced.extend(
-            batch
-                .iter()
-                .zip(&ids)
-                .filter(|(o, _)| old.contains(*o))
-                .map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }),
-        );
-        Ok(())
-    }
-
-    /// Drains the members `doomed` lists, each with its group's drain (`cmd::drain`); returns
-    /// those kept (`abandon`).
-    fn drain<'d>(
-        &self,
-        ws: &Workspace<'_>,
-        instances: &[Instance],
-        doomed: impl IntoIterator<Item = (&'d Group, &'d [InstanceId])>,
-    ) -> Result<BTreeSet<InstanceId>> {
-        let mut draining = Vec::new();
-        for (group, ids) in doomed {
-            let Some(drain) = &group.drain else { continue };
-            for id in ids {
-                if let Some(instance) = instances.iter().find(|i| &i.id == id) {
-                    draining.push(Draining { instance, group: &group.spec.id, drain });
-                }
-            }
-        }
-        crate::cmd::drain::drain(ws, &self.ctx.printer, &draining)
-    }
-
-    /// Runs `--health-cmd` for each new member; the first that fails stops the update.
-    fn health(&self, ws: &Workspace<'_>, group: &Group, ids: &[InstanceId]) -> Result<()> {
-        let Some(cmd) = &self.args.health_cmd else { return Ok(()) };
-        let state = ws.state()?;
-        let instances = ws.dir().instances(self.profiles);
-        for id in ids {
-            let inst = instances.iter().find(|i| &i.id == id);
-            let attributes = inst
-                .and_then(|i| i.vm.as_ref())
-                .and_then(|(t, n)| state.get(&format!("{t}.{n}")))
-                .map(|r| r.key_attributes())
-                .unwrap_or_default();
-            let subject = crate::health::Subject {
-                id: &id.to_string(),
-                logical_id: inst.and_then(Instance::logical_id),
-                group: &group.spec.id,
-                attributes: &attributes,
-            };
-            if let Some(why) = crate::health::run(crate::health::Hook::Health, cmd, &subject, self.args.health_timeout)?
-            {
-                return Err(Failure::new(
-                    Code::UpdateStopped,
-                    format!("the rolling update of group `{}` stopped: {id} is not healthy ({why})", group.spec.id),
-                )
-                .hint("nothing more was destroyed; fix the spec or the machine, then run `infrakit-tf reconcile` again")
-                .into());
-            }
-        }
-        Ok(())
+        seen.record_progress(ws, what.is_some())?;
+        Ok(None)
     }
 
     /// What the whole run would destroy when its groups terminate, replace or rewrite an
@@ -923,7 +412,7 @@ impl Run<'_> {
         ws: &Workspace<'_>,
         instances: &[Instance],
         leaving: &BTreeSet<InstanceId>,
-        decisions: &[(Vec<crate::converge::Member>, crate::converge::Decision)],
+        decisions: &Decisions,
         scale: &ChangeSet,
         last_added: Option<&InstanceId>,
     ) -> Result<Option<u64>> {
@@ -947,374 +436,49 @@ impl Run<'_> {
             }
             let gone: BTreeSet<InstanceId> = leaving.union(&outdated).cloned().collect();
             let mut new =
-                NewInstances::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&gone).after(last_added);
+                NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&gone).after(last_added);
             for (group, (_, decision)) in self.groups.iter().zip(decisions) {
-                for id in &decision.replace {
-                    let lid = instances.iter().find(|i| &i.id == id).and_then(Instance::logical_id);
-                    new.add(&group.members, lid, &BTreeMap::new())?;
-                }
+                new.add_all(group, &logical_ids(instances, &decision.replace))?;
             }
-            after.writes.extend(new.writes);
+            after.writes.extend(new.writes());
         }
         Ok(Some(ws.plan_after(&after, false)?.totals.remove))
     }
 
-    /// Refuses a run that would destroy more than `--max-destroy` resources: `planned` (see
-    /// [`Run::planned_destroys`]) when a group has work, else the saved plan's own destroys
-    /// and everything in a pruned instance's file. A group spec that empties a group needs
-    /// `--max-destroy`. Counted before anything is touched.
-    fn check_max_destroy(
-        &self,
-        plan: &Plan,
-        doomed: &[(&Instance, String)],
-        planned: Option<u64>,
-        decisions: &[(Vec<crate::converge::Member>, crate::converge::Decision)],
-    ) -> Result<()> {
-        let pruned: u64 = doomed.iter().map(|(i, _)| resource_count(i.doc.as_ref().ok()) as u64).sum();
-        let destroys = planned.unwrap_or(plan.totals.remove + pruned);
-        let max = self.args.max_destroy.unwrap_or(MAX_DESTROY);
-        for (group, (members, _)) in self.groups.iter().zip(decisions) {
-            if group.spec.desired() == 0 && !members.is_empty() && self.args.max_destroy.is_none() {
-                return Err(Failure::new(
-                    Code::TooManyDestroys,
-                    format!(
-                        "refusing to empty group `{}` ({} member(s)): its spec asks for none; nothing was applied",
-                        group.spec.id,
-                        members.len()
-                    ),
-                )
-                .hint(format!("if this is wanted, run again with --max-destroy {destroys} (or more)"))
-                .into());
-            }
-        }
-        if destroys <= max {
-            return Ok(());
-        }
-        let ids: Vec<String> = doomed.iter().map(|(i, _)| i.id.to_string()).collect();
-        let terminated: usize = decisions.iter().map(|(_, d)| d.terminate.len()).sum();
-        let outdated: usize = decisions.iter().map(|(_, d)| d.replace.len()).sum();
-        let groups = if self.groups.is_empty() {
-            String::new()
-        } else {
-            format!(", {terminated} member(s) to terminate, {outdated} to replace")
-        };
-        Err(Failure::new(
-            Code::TooManyDestroys,
-            format!(
-                "refusing to destroy {destroys} resources (more than --max-destroy {max}): {} vanished machine(s){}{groups}; nothing was applied",
-                ids.len(),
-                if ids.is_empty() { String::new() } else { format!(" ({})", ids.join(", ")) }
-            ),
-        )
-        .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
-        .into())
-    }
-
     /// The member counts of every group after the scaling apply (the directory read once).
-    fn settle_counts(&self, ws: &Workspace<'_>, report: &mut Report) {
+    fn count_members(&self, ws: &Workspace<'_>, report: &mut Report) {
         let instances = ws.dir().instances(self.profiles);
         for (group, g) in self.groups.iter().zip(report.groups.iter_mut()) {
-            g.settle(group, &instances);
+            g.count_members(group, &instances);
         }
-    }
-
-    /// A group's member counts as the directory now has them.
-    fn settle_group(&self, ws: &Workspace<'_>, group: &Group, g: &mut GroupReport) {
-        g.settle(group, &ws.dir().instances(self.profiles));
-    }
-}
-
-/// What a run saw of the cloud and the configuration before deciding.
-#[expect(clippy::large_enum_variant, reason = "one per run: boxing the larger variant saves nothing")]
-enum Seen {
-    /// Every resource refreshed: the saved refreshing plan.
-    Refreshed(SavedPlan),
-    /// A look (`workspace::look`): what it found, merged with the whole plan (saved, not
-    /// refreshed) when one ran; the state document it looked at, and where its slice stopped.
-    /// `digest`: what the whole plan planned (`Workspace::digest`); `deposed`: the resources
-    /// holding a deposed object, which are not forgotten (that would forget the object).
-    /// `shown`: the listed machines their listing showed; `read`: every address a refresh
-    /// read; `unread`: what could not be read, and why; `strays`: what the listings showed that
-    /// no state records (`workspace::strays`); `ids`: the ID the state holds for each address.
-    Looked {
-        plan: Plan,
-        whole: Option<SavedPlan>,
-        digest: String,
-        cursor: Option<String>,
-        deposed: Vec<String>,
-        shown: BTreeSet<String>,
-        read: BTreeSet<String>,
-        unread: Vec<(String, String)>,
-        strays: Vec<Classified>,
-        ids: BTreeMap<String, String>,
-    },
-}
-
-impl Seen {
-    fn plan(&self) -> &Plan {
-        match self {
-            Seen::Refreshed(saved) => &saved.plan,
-            Seen::Looked { plan, .. } => plan,
-        }
-    }
-
-    /// Weighs what the run's reads (begun at `at`) found gone (`absence::weigh`): what is not
-    /// believed leaves the plan. With what the run held back or could not read, the machines
-    /// it leaves unconfirmed.
-    fn weigh(
-        &mut self,
-        ws: &mut Workspace<'_>,
-        at: u64,
-        profiles: &Profiles,
-        printer: &Printer,
-        check: bool,
-    ) -> Result<Vec<Unconfirmed>> {
-        let none = BTreeSet::new();
-        let (plan, reading, unread) = match self {
-            Seen::Refreshed(saved) => (&mut saved.plan, Reading { shown: &none, read: None, ids: None, at }, &[][..]),
-            Seen::Looked { plan, shown, read, unread, ids, .. } => {
-                (plan, Reading { shown: &*shown, read: Some(&*read), ids: Some(&*ids), at }, unread.as_slice())
-            }
-        };
-        let mut unconfirmed = absence::weigh(ws, plan, &reading, profiles, printer, check)?;
-        unconfirmed.extend(absence::held_and_unread(ws, unread));
-        Ok(unconfirmed)
-    }
-
-    /// After a look that skipped the whole plan: plans the whole configuration (without
-    /// refreshing) when the run will apply anything (`anything`, or what the look found), and
-    /// merges it in, so that `--max-destroy` counts all that the apply will do.
-    fn plan_whole(&mut self, ws: &mut Workspace<'_>, anything: bool, report: &mut Report) -> Result<()> {
-        let Seen::Looked { plan, whole: whole @ None, .. } = self else { return Ok(()) };
-        if !anything && !plan.has_changes && plan.drift.is_empty() {
-            return Ok(());
-        }
-        let planned = ws.plan_unrefreshed()?;
-        report.terraform_runs += 1;
-        report.reads.whole_plan = true;
-        *plan = crate::workspace::merge(Some(&planned.plan), std::mem::take(plan), None);
-        *whole = Some(planned);
-        fill_plan(report, plan);
-        Ok(())
     }
 }
 
 /// What a converging run decided before its first write.
-struct Decided<'i> {
+struct Prepared<'i> {
     seen: Seen,
+    /// The instances pruned, with their VM's address.
     doomed: Vec<(&'i Instance, String)>,
-    pruned_files: Vec<String>,
-    decisions: Vec<(Vec<crate::converge::Member>, crate::converge::Decision)>,
-    scale: ChangeSet,
-    added: Vec<Vec<InstanceId>>,
+    decisions: Decisions,
+    scale: Scale,
+    /// Whether import blocks remain for the apply (`Workspace::carry_out_imports`).
     importing: bool,
 }
 
-/// The applies of the rolling updates, added up for the report.
-#[derive(Default)]
-struct Tally {
-    runs: u32,
-    changes: crate::tfoutput::Changes,
+/// The change that prunes and scales.
+struct Scale {
+    change: ChangeSet,
+    /// The pruned instances' files (the first of `change.removals`).
+    pruned_files: Vec<String>,
+    /// Each group's new members.
+    added: Vec<Vec<InstanceId>>,
 }
 
-impl Tally {
-    /// Applies, counting the run whether it succeeds or not.
-    fn apply(&mut self, ws: &mut Workspace<'_>, what: Apply<'_>) -> Result<()> {
-        self.runs += 1;
-        let c = ws.apply(what)?;
-        self.changes.add += c.add;
-        self.changes.change += c.change;
-        self.changes.remove += c.remove;
-        Ok(())
+impl Scale {
+    /// What the change removes: the pruned files, then the terminated members' files, less
+    /// those a new member writes (a shared file is not removed with a terminated member).
+    fn removals(pruned_files: &[String], terminations: Vec<String>, writes: &[FileWrite]) -> Vec<String> {
+        let terminations = terminations.into_iter().filter(|name| !writes.iter().any(|w| w.name == *name));
+        pruned_files.iter().cloned().chain(terminations).collect()
     }
-}
-
-/// The live instances whose VM the plan found deleted outside Terraform, with the VM's
-/// address. Instances just promoted from the queue are never among them.
-fn vanished<'i>(plan: &Plan, instances: &'i [Instance], promoted: &BTreeSet<String>) -> Vec<(&'i Instance, String)> {
-    let gone: BTreeSet<&str> =
-        plan.drift.iter().filter(|d| d.action == Action::Delete).map(|d| d.address.as_str()).collect();
-    instances
-        .iter()
-        .filter(|i| !promoted.contains(&i.id.to_string()))
-        .filter_map(|i| {
-            let (t, n) = i.vm.as_ref()?;
-            let addr = format!("{t}.{n}");
-            gone.contains(addr.as_str()).then_some((i, addr))
-        })
-        .collect()
-}
-
-fn fill_plan(report: &mut Report, plan: &Plan) {
-    report.drift = plan.drift.clone();
-    report.planned = plan.changes.clone();
-}
-
-fn resource_count(doc: Option<&serde_json::Value>) -> usize {
-    doc.and_then(|d| d.get("resource")?.as_object())
-        .map_or(0, |types| types.values().filter_map(|n| n.as_object()).map(|n| n.len()).sum())
-}
-
-fn finish(ctx: &Ctx, report: &Report, failure: Option<anyhow::Error>) -> Result<()> {
-    if ctx.printer.json_output() {
-        ctx.printer.json(report)?;
-    } else {
-        ctx.printer.table_or_line(|| table(report).to_string(), || line(report))?;
-    }
-    if let Some(failure) = failure {
-        return Err(failure);
-    }
-    let abandoned: Vec<String> = report.groups.iter().flat_map(|g| g.abandoned.iter().cloned()).collect();
-    if !abandoned.is_empty() {
-        return Err(crate::cmd::drain::abandoned(&abandoned));
-    }
-    let halted: Vec<(String, String)> =
-        report.groups.iter().filter_map(|g| Some((g.id.clone(), g.healing.as_ref()?.repair_halted.clone()?))).collect();
-    if !report.check && !halted.is_empty() {
-        return Err(crate::cmd::heal::halted(&halted));
-    }
-    if report.check && report.pending {
-        return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(report)))
-            .hint("run `infrakit-tf reconcile` to apply them")
-            .into());
-    }
-    Ok(())
-}
-
-fn summary(r: &Report) -> String {
-    let vanished = r.drift.iter().filter(|d| d.action == Action::Delete).count();
-    let changes = r.planned.len();
-    let mut summary = format!(
-        "{vanished} vanished, {} drifted, {changes} planned change(s), {} queued file(s)",
-        r.drift.len() - vanished,
-        r.promoted.len()
-    );
-    if !r.adopted.is_empty() {
-        let unrecorded: Vec<String> = r.adopted.iter().map(|a| format!("{} = {}", a.address, a.id)).collect();
-        summary.push_str(&format!(
-            "; {} unrecorded machine(s) an apply cut short made: {}",
-            unrecorded.len(),
-            unrecorded.join(", ")
-        ));
-    }
-    if !r.strays.is_empty() {
-        let ids: Vec<&str> = r.strays.iter().map(|s| s.id.as_str()).collect();
-        summary.push_str(&format!("; {} stray machine(s) in no state: {}", ids.len(), ids.join(", ")));
-    }
-    for g in r.groups.iter().filter(|g| g.pending) {
-        summary.push_str(&format!("; group {}: {}", g.id, g.todo));
-    }
-    summary
-}
-
-/// One timestamped line: what cron logs.
-fn line(r: &Report) -> String {
-    let pruned: Vec<&str> = r.pruned.iter().map(|p| p.id.as_str()).collect();
-    let head = if r.check { "reconcile --check" } else { "reconcile" };
-    let pruned = if pruned.is_empty() { "0".to_string() } else { format!("{} ({})", pruned.len(), pruned.join(" ")) };
-    let what = if r.check {
-        format!("{}; pending={}", summary(r), r.pending)
-    } else {
-        format!(
-            "pruned={pruned} promoted={} drift={} applied={} +{} ~{} -{}",
-            r.promoted.len(),
-            r.drift.len(),
-            r.applied,
-            r.added,
-            r.changed,
-            r.destroyed
-        )
-    };
-    let adopted = if r.adopted.is_empty() || r.check { String::new() } else { format!(" adopted={}", r.adopted.len()) };
-    let unconfirmed =
-        if r.unconfirmed.is_empty() { String::new() } else { format!(" unconfirmed={}", r.unconfirmed.len()) };
-    let strays = if r.strays.is_empty() || r.check { String::new() } else { format!(" strays={}", r.strays.len()) };
-    let retries = if r.retries == 0 { String::new() } else { format!(" retries={}", r.retries) };
-    let now = utc_now();
-    let mut out = format!(
-        "{now} {head}: {what}{adopted}{unconfirmed}{strays} terraform_runs={}{retries} refreshed={} lists={} in {:.2}s",
-        r.terraform_runs, r.reads.refreshed, r.reads.lists, r.duration_seconds
-    );
-    for g in &r.groups {
-        out.push_str(&format!("\n{now} {head}: {}", g.line()));
-    }
-    out
-}
-
-fn table(r: &Report) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    let list = |v: Vec<String>| if v.is_empty() { "-".to_string() } else { v.join("\n") };
-    t.add_row(["pruned".to_string(), list(r.pruned.iter().map(|p| format!("{} ({} vanished)", p.id, p.vm)).collect())]);
-    t.add_row(["promoted".to_string(), list(r.promoted.clone())]);
-    t.add_row(["drift".to_string(), list(r.drift.iter().map(|d| format!("{} {}", d.action, d.address)).collect())]);
-    if !r.adopted.is_empty() {
-        let name = if r.check { "unrecorded" } else { "adopted" };
-        t.add_row([name.to_string(), list(r.adopted.iter().map(|a| format!("{} = {}", a.address, a.id)).collect())]);
-    }
-    if let Some(why) = &r.lookup_pending {
-        t.add_row(["lookup pending".to_string(), why.clone()]);
-    }
-    if !r.unconfirmed.is_empty() {
-        let rows = r.unconfirmed.iter().map(|u| match &u.until {
-            Some(until) => format!("{} ({}; believed from {until})", u.address, u.why),
-            None => format!("{} ({})", u.address, u.why),
-        });
-        t.add_row(["unconfirmed".to_string(), list(rows.collect())]);
-    }
-    if !r.strays.is_empty() {
-        let rows = r.strays.iter().map(|s| {
-            let names = s.address.clone().or_else(|| s.file.clone()).unwrap_or_else(|| "no file here".into());
-            format!("{} {} ({names}; {})", s.rtype, s.id, s.kind.as_str())
-        });
-        t.add_row(["strays".to_string(), list(rows.collect())]);
-    }
-    if r.check {
-        t.add_row([
-            "planned".to_string(),
-            list(r.planned.iter().map(|d| format!("{} {}", d.action, d.address)).collect()),
-        ]);
-        t.add_row(["pending".to_string(), r.pending.to_string()]);
-    } else {
-        t.add_row([
-            "applied".to_string(),
-            format!("{} added, {} changed, {} destroyed", r.added, r.changed, r.destroyed),
-        ]);
-    }
-    for g in &r.groups {
-        let mut what = vec![format!(
-            "{}/{} members, {} current, {} outdated{}",
-            g.members,
-            g.desired,
-            g.current,
-            g.outdated,
-            if g.pending { format!(" (pending: {})", g.todo) } else { String::new() }
-        )];
-        what.extend(g.provisioned.iter().map(|id| format!("provisioned {id}")));
-        what.extend(g.terminated.iter().map(|id| format!("terminated {id}")));
-        what.extend(g.replaced.iter().map(|r| format!("replaced {} by {}", r.old, r.new)));
-        what.extend(g.abandoned.iter().map(|id| format!("kept {id}: its drain failed")));
-        if let Some(h) = &g.healing {
-            what.extend(h.unhealthy.iter().map(|id| format!("unhealthy {id}")));
-            what.extend(h.repaired.iter().map(|r| format!("repaired {} by {}", r.old, r.new)));
-            what.extend(h.repair_halted.iter().map(|why| format!("repairs halted: {why}")));
-        }
-        what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
-        t.add_row([format!("group {}", g.id), what.join("\n")]);
-    }
-    let reads = &r.reads;
-    let mut read = format!("{} resource(s) refreshed", reads.refreshed);
-    match &reads.slice {
-        Some(slice) => read.push_str(&format!(" (slice {slice}), {} look-up listing(s)", reads.lists)),
-        None => read.push_str(" (all)"),
-    }
-    if !reads.unlisted.is_empty() {
-        read.push_str(&format!(", {} not listed: confirmed", reads.unlisted.len()));
-    }
-    if reads.whole_plan {
-        read.push_str(", whole configuration planned");
-    }
-    t.add_row(["cloud reads".to_string(), read]);
-    t.add_row(["duration".to_string(), format!("{:.2}s ({} terraform run(s))", r.duration_seconds, r.terraform_runs)]);
-    t
 }

@@ -1,0 +1,306 @@
+//! What a converging run decides, from what it found (`observe.rs`), its groups and its flags:
+//! which instances to prune (their VM vanished), what each group needs (`converge::decide` over
+//! its members: new members, terminations in the scale-in order, replacements), the repairs the
+//! health record calls for, whether `--max-destroy` allows it all, how each group's rolling
+//! update goes (its order, its batches of `MaxUnavailable`), and which apply comes next.
+//!
+//! Pure: no I/O, no terraform. The caller looks, writes the files and runs terraform (`mod.rs`,
+//! `rollout.rs`); the table-driven tests (`decide/tests.rs`) need nothing but values.
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+
+use super::groups::Group;
+use crate::cmd::heal::{Healed, Verdict};
+use crate::converge::{self, Decision, Member};
+use crate::directory::Instance;
+use crate::exit::{Code, Failure};
+use crate::health_record::{Health, HealthRecord};
+use crate::names::{InstanceId, Suffix};
+use crate::terraform::Plan;
+use crate::tfoutput::Action;
+
+#[cfg(test)]
+mod tests;
+
+/// `--max-destroy` when not given.
+const MAX_DESTROY: u64 = 10;
+
+/// Each group's members (less those pruned) and what converging it takes, in the groups' order.
+pub(super) type Decisions = Vec<(Vec<Member>, Decision)>;
+
+/// What the run found, as deciding needs it.
+pub(super) struct Found<'i, 'a> {
+    /// The directory's instances, as the run listed them (before it promoted the queue).
+    pub(super) instances: &'i [Instance],
+    /// What the plan (or the look) found: drift, and what applying would change.
+    pub(super) plan: &'a Plan,
+    /// The health record as the run found it.
+    pub(super) record: &'a HealthRecord,
+}
+
+/// What to prune, and what every group needs.
+pub(super) struct Decided<'i> {
+    /// Live instances whose VM vanished, with the VM's address: their files go.
+    pub(super) doomed: Vec<(&'i Instance, String)>,
+    /// Their IDs.
+    pub(super) leaving: BTreeSet<InstanceId>,
+    pub(super) decisions: Decisions,
+}
+
+/// Decides what to prune and what every group needs. An instance queued when the run began is
+/// never pruned (its VM never was); a pruned one is no group's member any more.
+pub(super) fn decide<'i>(groups: &[Group], found: &Found<'i, '_>) -> Decided<'i> {
+    let doomed = vanished(found.plan, found.instances);
+    let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
+    let decisions = groups
+        .iter()
+        .map(|g| {
+            let members = members(g, found.instances, &leaving, found.plan, found.record);
+            let decision = converge::decide(&g.spec.allocation, &members);
+            (members, decision)
+        })
+        .collect();
+    Decided { doomed, leaving, decisions }
+}
+
+/// The live instances whose VM the plan found deleted outside Terraform, with the VM's
+/// address. Instances queued (promoted by this run) are never among them.
+fn vanished<'i>(plan: &Plan, instances: &'i [Instance]) -> Vec<(&'i Instance, String)> {
+    let gone: BTreeSet<&str> =
+        plan.drift.iter().filter(|d| d.action == Action::Delete).map(|d| d.address.as_str()).collect();
+    instances
+        .iter()
+        .filter(|i| i.suffix != Suffix::Queued)
+        .filter_map(|i| {
+            let (t, n) = i.vm.as_ref()?;
+            let addr = format!("{t}.{n}");
+            gone.contains(addr.as_str()).then_some((i, addr))
+        })
+        .collect()
+}
+
+/// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
+/// group's ID. A member is current when its config hash is the spec's (`bootstrap`, what
+/// `import` gives the first manager, never is), created unless the plan creates or replaces
+/// its VM (a queued or pending member, or a tainted one), and unhealthy when its group heals
+/// and `record` (as the run found it, before its checks) says so.
+fn members(
+    group: &Group,
+    instances: &[Instance],
+    leaving: &BTreeSet<InstanceId>,
+    plan: &Plan,
+    record: &HealthRecord,
+) -> Vec<Member> {
+    let threshold = group.heal.as_ref().map(|h| h.failures_before_repair);
+    let creating: BTreeSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
+        .map(|c| c.address.as_str())
+        .collect();
+    group
+        .tagged(instances)
+        .filter(|i| !leaving.contains(&i.id))
+        .map(|i| Member {
+            id: i.id.clone(),
+            logical_id: i.logical_id().map(str::to_string),
+            current: group.is_current(i),
+            created: i.vm.as_ref().is_some_and(|(t, n)| !creating.contains(format!("{t}.{n}").as_str())),
+            unhealthy: threshold.is_some_and(|k| record.health(&i.id.to_string(), k) == Some(Health::Unhealthy)),
+        })
+        .collect()
+}
+
+/// The groups that heal, each as `cmd::heal` checks it (with its index among `groups`): its
+/// created members, and those `decisions` replace or terminate anyway (never repaired besides).
+pub(super) fn healed<'a>(
+    groups: &'a [Group],
+    instances: &'a [Instance],
+    decisions: &[(Vec<Member>, Decision)],
+) -> Vec<(usize, Healed<'a>)> {
+    groups
+        .iter()
+        .zip(decisions)
+        .enumerate()
+        .filter_map(|(i, (group, (members, decision)))| {
+            let heal = group.heal.as_ref()?;
+            let created: BTreeSet<&InstanceId> = members.iter().filter(|m| m.created).map(|m| &m.id).collect();
+            Some((
+                i,
+                Healed {
+                    group: &group.spec.id,
+                    heal,
+                    desired: group.spec.desired(),
+                    created: instances.iter().filter(|inst| created.contains(&inst.id)).collect(),
+                    going: decision.replace.iter().chain(&decision.terminate).cloned().collect(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Joins the members a group's health verdict repairs (none when the circuit breaker halted
+/// its repairs: `cmd::heal::verdict`) to its rolling update, after its outdated members: a
+/// repair takes the replacement's road and counts in `--max-destroy`.
+pub(super) fn repair(decision: &mut Decision, verdict: &Verdict) {
+    decision.replace.extend(verdict.repair.iter().cloned());
+}
+
+/// Refuses a run that would destroy more than `max` resources (`--max-destroy`, when given):
+/// `planned` (what a plan of the directory as the run would leave it destroys) when a group
+/// has work, else the plan's own destroys and everything in a pruned instance's file. A group
+/// spec that empties a group needs `--max-destroy`. Counted before anything is touched.
+pub(super) fn check_max_destroy(
+    groups: &[Group],
+    max: Option<u64>,
+    plan: &Plan,
+    doomed: &[(&Instance, String)],
+    planned: Option<u64>,
+    decisions: &[(Vec<Member>, Decision)],
+) -> Result<()> {
+    let pruned: u64 = doomed.iter().map(|(i, _)| resource_count(i.doc.as_ref().ok()) as u64).sum();
+    let destroys = planned.unwrap_or(plan.totals.remove + pruned);
+    for (group, (members, _)) in groups.iter().zip(decisions) {
+        if group.spec.desired() == 0 && !members.is_empty() && max.is_none() {
+            return Err(Failure::new(
+                Code::TooManyDestroys,
+                format!(
+                    "refusing to empty group `{}` ({} member(s)): its spec asks for none; nothing was applied",
+                    group.spec.id,
+                    members.len()
+                ),
+            )
+            .hint(format!("if this is wanted, run again with --max-destroy {destroys} (or more)"))
+            .into());
+        }
+    }
+    let max = max.unwrap_or(MAX_DESTROY);
+    if destroys <= max {
+        return Ok(());
+    }
+    let ids: Vec<String> = doomed.iter().map(|(i, _)| i.id.to_string()).collect();
+    let terminated: usize = decisions.iter().map(|(_, d)| d.terminate.len()).sum();
+    let outdated: usize = decisions.iter().map(|(_, d)| d.replace.len()).sum();
+    let groups = if groups.is_empty() {
+        String::new()
+    } else {
+        format!(", {terminated} member(s) to terminate, {outdated} to replace")
+    };
+    Err(Failure::new(
+        Code::TooManyDestroys,
+        format!(
+            "refusing to destroy {destroys} resources (more than --max-destroy {max}): {} vanished machine(s){}{groups}; nothing was applied",
+            ids.len(),
+            if ids.is_empty() { String::new() } else { format!(" ({})", ids.join(", ")) }
+        ),
+    )
+    .hint("check the provider and the cloud; if this is wanted, run again with a higher --max-destroy")
+    .into())
+}
+
+/// The resources a document declares.
+fn resource_count(doc: Option<&serde_json::Value>) -> usize {
+    doc.and_then(|d| d.get("resource")?.as_object())
+        .map_or(0, |types| types.values().filter_map(|n| n.as_object()).map(|n| n.len()).sum())
+}
+
+/// The order of a group's rolling update (see `Group::destroy_first`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Order {
+    /// The old members of a batch are drained and removed (applied) before their replacements
+    /// are created: a dedicated slot is re-attached by the replacement, and a logical ID names
+    /// one member's resources, never two at once.
+    DestroyFirst,
+    /// The replacements are created (and pass the health gate) first; then the old members
+    /// are drained and removed.
+    Surge,
+}
+
+/// A group's rolling update: its order, and the members it replaces, batch by batch.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Rollout<'a> {
+    pub(super) order: Order,
+    /// `MaxUnavailable` members a batch (`--max-unavailable` over the spec's, else 1), in the
+    /// order decided (the outdated, in ID order, then those repaired).
+    pub(super) batches: Vec<&'a [InstanceId]>,
+}
+
+/// How `group` replaces `replace`, with `--max-unavailable` when given.
+pub(super) fn rollout<'a>(group: &Group, replace: &'a [InstanceId], max_unavailable: Option<u64>) -> Rollout<'a> {
+    let at_once = max_unavailable.or(group.spec.max_unavailable).unwrap_or(1);
+    let order = if group.destroy_first() { Order::DestroyFirst } else { Order::Surge };
+    Rollout { order, batches: replace.chunks(usize::try_from(at_once).unwrap_or(usize::MAX)).collect() }
+}
+
+/// What the run found and decided, as the choice of its (first) apply needs it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Applying {
+    /// It looked (`workspace::look`) rather than refreshing everything.
+    pub(super) looked: bool,
+    /// After a look: the whole configuration was planned, and that plan saved.
+    pub(super) whole: bool,
+    /// Machines are kept unconfirmed (a refresh would drop them from the state).
+    pub(super) unconfirmed: bool,
+    /// Instances were pruned.
+    pub(super) pruned: bool,
+    /// A group's members are added or terminated.
+    pub(super) scaling: bool,
+    /// The plan found objects changed outside Terraform.
+    pub(super) drift: bool,
+    /// The plan has changes.
+    pub(super) changes: bool,
+}
+
+/// The apply that comes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    Nothing,
+    /// The saved plan: the refreshing plan's, or after a look the whole plan's.
+    Saved,
+    /// The configuration as the directory now has it, refreshed first or not.
+    Configuration {
+        refresh: bool,
+    },
+}
+
+impl Applying {
+    /// Whether what the reads found is brought into the state before the apply, which then does not refresh
+    /// (`bring_state_to_look`): after a look, or when machines are kept unconfirmed.
+    pub(super) fn careful(&self) -> bool {
+        self.looked || self.unconfirmed
+    }
+
+    /// The apply that comes next. A refresh that found objects gone is saved by applying,
+    /// even with no changes: otherwise every later run finds the same drift and `--check`
+    /// never says 0. Files written since a refreshing plan (pruned, scaled) are applied afresh,
+    /// refreshing again only when the plan found drift to save (one that found none need not
+    /// read every object twice); a saved plan is applied as it is when nothing was written.
+    pub(super) fn next(&self) -> Next {
+        let work = self.pruned || self.scaling || self.drift || self.changes;
+        if self.careful() {
+            // After a look, a whole plan saved applies as it is when the look found nothing
+            // to settle and the run wrote nothing.
+            let as_planned = self.looked && self.whole && !self.pruned && !self.scaling && !self.drift;
+            return if as_planned && self.changes {
+                Next::Saved
+            } else if work {
+                Next::Configuration { refresh: false }
+            } else {
+                Next::Nothing
+            };
+        }
+        if self.pruned || self.drift && self.scaling {
+            Next::Configuration { refresh: true }
+        } else if self.scaling {
+            // The plan just refreshed every object and found nothing changed outside
+            // Terraform: a second refresh would only double the cost on a large group.
+            Next::Configuration { refresh: false }
+        } else if self.changes || self.drift {
+            Next::Saved
+        } else {
+            Next::Nothing
+        }
+    }
+}

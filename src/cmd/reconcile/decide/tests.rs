@@ -1,0 +1,365 @@
+//! The decisions of a converging run, case by case: which members a run destroys, creates,
+//! keeps and replaces, and in what order. Values in, values out: no directory, no terraform.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::*;
+use crate::group::{CONFIG_TAG, GROUP_TAG};
+use crate::names::Suffix;
+use crate::profile::Profiles;
+use crate::tfconfig::LOGICAL_ID_TAG;
+use crate::tfoutput::ResourceChange;
+
+/// A group `web` of `allocation`; `dedicated`: its members have a dedicated volume; `props`:
+/// more of the group's `Properties` (`"Updating": ...`, `"Healing": ...`).
+fn group(allocation: &str, dedicated: bool, props: &str) -> Group {
+    let volume = if dedicated { r#", "aws_ebs_volume": {"data": {"@scope": "@dedicated", "size": 5}}"# } else { "" };
+    let text = format!(
+        r#"{{"ID": "web", "Properties": {{"Allocation": {allocation}, {props}
+            "Instance": {{"Properties": {{"resource": {{"aws_instance": {{"vm": {{"ami": "ami-1"}}}}{volume}}}}}}}}}}}"#
+    );
+    let (members, spec) = crate::cmd::parse_spec(&text, &Profiles::builtin()).unwrap_or_else(|p| panic!("{p:?}"));
+    let spec = spec.expect("a group spec");
+    let heal = crate::group::Heal::resolve(spec.healing.as_ref(), &crate::group::Healing::default());
+    Group { spec, members, drain: None, heal }
+}
+
+/// How a member is found.
+#[derive(Clone, Copy, PartialEq)]
+enum Is {
+    Current,
+    Outdated,
+}
+
+/// Member `n` of `g` (its VM `aws_instance.vm_n`), a pet when `lid` is given.
+fn member(g: &Group, n: u64, is: Is, lid: Option<&str>) -> Instance {
+    let hash = if is == Is::Current { g.spec.config_hash.clone() } else { "bootstrap".into() };
+    let mut tags = BTreeMap::from([(GROUP_TAG.to_string(), "web".to_string()), (CONFIG_TAG.to_string(), hash)]);
+    if let Some(lid) = lid {
+        tags.insert(LOGICAL_ID_TAG.to_string(), lid.to_string());
+    }
+    let vm = format!("vm_{n}");
+    Instance {
+        id: InstanceId::new(n),
+        file: format!("instance-{n}.tf.json"),
+        suffix: Suffix::Live,
+        doc: Ok(json!({"resource": {"aws_instance": {vm.clone(): {}}, "aws_eip": {format!("ip_{n}"): {}}}})),
+        vm: Some(("aws_instance".into(), vm)),
+        tags,
+        attachments: BTreeSet::new(),
+    }
+}
+
+/// A plan that found the VMs of `vanished` deleted, and creates those of `creating`.
+fn plan(vanished: &[u64], creating: &[u64]) -> Plan {
+    let change = |action: Action| {
+        move |n: &u64| ResourceChange { address: format!("aws_instance.vm_{n}"), action: action.clone() }
+    };
+    Plan {
+        drift: vanished.iter().map(change(Action::Delete)).collect(),
+        changes: creating.iter().map(change(Action::Create)).collect(),
+        ..Plan::default()
+    }
+}
+
+fn numbers(ids: &[InstanceId]) -> Vec<u64> {
+    ids.iter().map(InstanceId::number).collect()
+}
+
+/// Decides one group: (doomed, decision).
+fn decide_one(g: &Group, instances: &[Instance], plan: &Plan, record: &HealthRecord) -> (Vec<u64>, Decision) {
+    let found = Found { instances, plan, record };
+    let Decided { doomed, mut decisions, .. } = decide(std::slice::from_ref(g), &found);
+    (doomed.iter().map(|(i, _)| i.id.number()).collect(), decisions.remove(0).1)
+}
+
+/// Members kept: neither pruned nor terminated.
+fn kept(instances: &[Instance], doomed: &[u64], d: &Decision) -> Vec<u64> {
+    let gone: Vec<u64> = doomed.iter().copied().chain(numbers(&d.terminate)).collect();
+    instances.iter().map(|i| i.id.number()).filter(|n| !gone.contains(n)).collect()
+}
+
+#[test]
+fn scaling_adds_the_missing_and_gives_up_outdated_then_uncreated_then_the_lowest() {
+    use Is::{Current as C, Outdated as O};
+    struct Case {
+        what: &'static str,
+        size: u64,
+        members: &'static [(u64, Is)],
+        /// The members whose VM the plan creates (not created yet).
+        creating: &'static [u64],
+        /// Terminated, in this order.
+        terminated: &'static [u64],
+        kept: &'static [u64],
+        added: usize,
+    }
+    let case = |what, size, members, creating, terminated, kept, added| Case {
+        what,
+        size,
+        members,
+        creating,
+        terminated,
+        kept,
+        added,
+    };
+    let cases = [
+        case("scale up from one", 3, &[(1, C)], &[], &[], &[1], 2),
+        case("scale up from none", 2, &[], &[], &[], &[], 2),
+        case("at size: nothing", 2, &[(1, C), (2, C)], &[], &[], &[1, 2], 0),
+        case("scale in: the lowest IDs go first", 2, &[(3, C), (1, C), (2, C), (4, C)], &[], &[1, 2], &[3, 4], 0),
+        case("scale in: the outdated first", 2, &[(1, C), (2, O), (3, C)], &[], &[2], &[1, 3], 0),
+        case("scale in: the uncreated before the lowest", 2, &[(1, C), (2, C), (3, C)], &[3], &[3], &[1, 2], 0),
+        case(
+            "scale in: outdated, uncreated, lowest",
+            2,
+            &[(1, C), (2, O), (3, C), (4, C), (5, C)],
+            &[4],
+            &[2, 4, 1],
+            &[3, 5],
+            0,
+        ),
+    ];
+    for Case { what, size, members, creating, terminated, kept: staying, added } in cases {
+        let g = group(&format!(r#"{{"Size": {size}}}"#), false, "");
+        let instances: Vec<Instance> = members.iter().map(|(n, is)| member(&g, *n, *is, None)).collect();
+        let (doomed, d) = decide_one(&g, &instances, &plan(&[], creating), &HealthRecord::default());
+        assert!(doomed.is_empty(), "{what}");
+        assert_eq!(numbers(&d.terminate), terminated, "{what}: terminated");
+        assert_eq!(kept(&instances, &doomed, &d), staying, "{what}: kept");
+        assert_eq!(d.add, vec![None; added], "{what}: added");
+    }
+}
+
+#[test]
+fn scale_in_gives_up_an_unhealthy_member_after_the_outdated_before_the_uncreated() {
+    let g = group(r#"{"Size": 2}"#, false, r#""Healing": {"Command": "true", "FailuresBeforeRepair": 2},"#);
+    let instances: Vec<Instance> =
+        [(1, Is::Current), (2, Is::Current), (3, Is::Outdated), (4, Is::Current), (5, Is::Current)]
+            .iter()
+            .map(|(n, is)| member(&g, *n, *is, None))
+            .collect();
+    let mut record = HealthRecord::default();
+    for (id, failures) in [("instance-4", 2), ("instance-2", 1)] {
+        record.seen(id, 0);
+        (0..failures).for_each(|_| record.note(id, false));
+    }
+    let (_, d) = decide_one(&g, &instances, &plan(&[], &[5]), &record);
+    // 4 failed twice (unhealthy); 2 once (failing, not unhealthy yet): it counts as healthy.
+    assert_eq!(numbers(&d.terminate), [3, 4, 5], "outdated, unhealthy, not created");
+    assert_eq!(kept(&instances, &[], &d), [1, 2]);
+}
+
+#[test]
+fn pets_have_one_member_per_logical_id() {
+    let g = group(r#"{"LogicalIDs": ["a", "b", "c", "d"]}"#, false, "");
+    let instances = [
+        member(&g, 1, Is::Current, Some("a")),
+        member(&g, 2, Is::Current, Some("a")),    // a twin: the lowest ID stays
+        member(&g, 3, Is::Current, Some("gone")), // its logical ID left the list
+        member(&g, 4, Is::Outdated, Some("b")),   // stays, replaced in its slot
+        member(&g, 5, Is::Current, None),         // no logical ID: not a pet of this group
+        member(&g, 6, Is::Outdated, Some("d")),
+        member(&g, 7, Is::Current, Some("d")), // of twins, the current one stays
+    ];
+    let (_, d) = decide_one(&g, &instances, &plan(&[], &[]), &HealthRecord::default());
+    assert_eq!(d.add, [Some("c".to_string())]);
+    assert_eq!(BTreeSet::from_iter(numbers(&d.terminate)), BTreeSet::from([2, 3, 5, 6]));
+    assert_eq!(kept(&instances, &[], &d), [1, 4, 7]);
+    assert_eq!(numbers(&d.replace), [4]);
+}
+
+#[test]
+fn a_vanished_member_is_pruned_and_made_again_but_never_a_queued_one() {
+    let g = group(r#"{"Size": 3}"#, false, "");
+    let mut queued = member(&g, 3, Is::Current, None);
+    queued.suffix = Suffix::Queued;
+    let instances = [member(&g, 1, Is::Current, None), member(&g, 2, Is::Current, None), queued];
+    let (doomed, d) = decide_one(&g, &instances, &plan(&[2, 3], &[3]), &HealthRecord::default());
+    assert_eq!(doomed, [2], "a queued member's VM was never made: not pruned");
+    assert_eq!(d.add, [None], "the pruned member is made again");
+    assert!(d.terminate.is_empty() && d.replace.is_empty());
+}
+
+#[test]
+fn outdated_members_are_replaced_max_unavailable_at_a_time_in_the_groups_order() {
+    let ids: Vec<InstanceId> = (1..=5).map(InstanceId::new).collect();
+    let batches = |r: &Rollout<'_>| r.batches.iter().map(|b| numbers(b)).collect::<Vec<_>>();
+    let updating = r#""Updating": {"MaxUnavailable": 2},"#;
+    struct Case {
+        what: &'static str,
+        allocation: &'static str,
+        /// Whether its members have a dedicated volume.
+        dedicated: bool,
+        /// More of the group's `Properties`.
+        props: &'static str,
+        /// `--max-unavailable`.
+        flag: Option<u64>,
+        order: Order,
+        batches: &'static [&'static [u64]],
+    }
+    let case = |what, allocation, dedicated, props, flag, order, batches| Case {
+        what,
+        allocation,
+        dedicated,
+        props,
+        flag,
+        order,
+        batches,
+    };
+    let (size, pets) = (r#"{"Size": 5}"#, r#"{"LogicalIDs": ["a"]}"#);
+    let cases = [
+        case("cattle surge, one at a time", size, false, "", None, Order::Surge, &[&[1], &[2], &[3], &[4], &[5]]),
+        case("the spec's MaxUnavailable", size, false, updating, None, Order::Surge, &[&[1, 2], &[3, 4], &[5]]),
+        case("the flag over the spec", size, false, updating, Some(3), Order::Surge, &[&[1, 2, 3], &[4, 5]]),
+        case(
+            "a dedicated slot: destroy first",
+            size,
+            true,
+            updating,
+            None,
+            Order::DestroyFirst,
+            &[&[1, 2], &[3, 4], &[5]],
+        ),
+        case("pets: destroy first", pets, false, "", Some(5), Order::DestroyFirst, &[&[1, 2, 3, 4, 5]]),
+    ];
+    for Case { what, allocation, dedicated, props, flag, order, batches: expected } in cases {
+        let g = group(allocation, dedicated, props);
+        let road = rollout(&g, &ids, flag);
+        assert_eq!(road.order, order, "{what}");
+        assert_eq!(batches(&road), expected.iter().map(|b| b.to_vec()).collect::<Vec<_>>(), "{what}");
+    }
+}
+
+#[test]
+fn unhealthy_members_are_repaired_after_the_outdated_unless_the_breaker_halts() {
+    struct Case {
+        what: &'static str,
+        /// `MaxUnhealthy`, as the spec writes it.
+        max_unhealthy: &'static str,
+        max_repairs: u64,
+        unhealthy: &'static [u64],
+        /// Replaced by the rolling update, in this order.
+        replaced: &'static [u64],
+        halted: bool,
+    }
+    let case = |what, max_unhealthy, max_repairs, unhealthy, replaced, halted| Case {
+        what,
+        max_unhealthy,
+        max_repairs,
+        unhealthy,
+        replaced,
+        halted,
+    };
+    let cases = [
+        case("none unhealthy", "1", 5, &[], &[2], false),
+        case("one of one allowed", "1", 5, &[3], &[2, 3], false),
+        case("an outdated one is replaced once", "1", 5, &[2], &[2], false),
+        case("two, more than one allowed: none", "1", 5, &[3, 4], &[2], true),
+        case("two of 50% of 4", r#""50%""#, 5, &[3, 4], &[2, 3, 4], false),
+        case("MaxRepairsPerRun", r#""50%""#, 1, &[3, 4], &[2, 3], false),
+    ];
+    for Case { what, max_unhealthy, max_repairs, unhealthy, replaced, halted } in cases {
+        let healing = format!(
+            r#""Healing": {{"Command": "true", "FailuresBeforeRepair": 1, "MaxUnhealthy": {max_unhealthy}, "MaxRepairsPerRun": {max_repairs}}},"#
+        );
+        let g = group(r#"{"Size": 4}"#, false, &healing);
+        let is = |n| if n == 2 { Is::Outdated } else { Is::Current };
+        let instances: Vec<Instance> = (1..=4).map(|n| member(&g, n, is(n), None)).collect();
+        let mut record = HealthRecord::default();
+        for n in unhealthy {
+            let id = InstanceId::new(*n).to_string();
+            record.seen(&id, 0);
+            record.note(&id, false);
+        }
+        let groups = [g];
+        let found = Found { instances: &instances, plan: &plan(&[], &[]), record: &record };
+        let mut decisions = decide(&groups, &found).decisions;
+        let verdicts: Vec<(usize, Verdict)> = healed(&groups, &instances, &decisions)
+            .iter()
+            .map(|(i, h)| (*i, crate::cmd::heal::verdict(&record, h)))
+            .collect();
+        let [(0, verdict)] = verdicts.as_slice() else { panic!("{what}: one healed group") };
+        repair(&mut decisions[0].1, verdict);
+        assert_eq!(numbers(&decisions[0].1.replace), replaced, "{what}");
+        assert_eq!(verdict.halted.is_some(), halted, "{what}: {:?}", verdict.halted);
+        assert!(decisions[0].1.terminate.is_empty(), "{what}");
+    }
+}
+
+#[test]
+fn max_destroy_refuses_a_run_that_destroys_more() {
+    let g = group(r#"{"Size": 2}"#, false, "");
+    let instances =
+        [member(&g, 1, Is::Current, None), member(&g, 2, Is::Current, None), member(&g, 3, Is::Current, None)];
+    // Each member's file declares two resources: pruning 1 and 2 destroys 4.
+    let found = plan(&[1, 2], &[]);
+    let groups = [g];
+    let decided = decide(&groups, &Found { instances: &instances, plan: &found, record: &HealthRecord::default() });
+    assert_eq!(decided.doomed.len(), 2);
+    let check = |max, planned| check_max_destroy(&groups, max, &found, &decided.doomed, planned, &decided.decisions);
+    // (what, --max-destroy, planned destroys, refused)
+    let cases: &[(&str, Option<u64>, Option<u64>, bool)] = &[
+        ("4 within the default 10", None, None, false),
+        ("4, more than 3", Some(3), None, true),
+        ("4, no more than 4", Some(4), None, false),
+        ("a plan of 11 over the default", None, Some(11), true),
+        ("a plan of 11 allowed", Some(11), Some(11), false),
+    ];
+    for (what, max, planned, refused) in cases {
+        match check(*max, *planned) {
+            Ok(()) => assert!(!refused, "{what}: allowed"),
+            Err(e) => {
+                assert!(refused, "{what}: {e:#}");
+                assert_eq!(crate::exit::code_for(&e), Code::TooManyDestroys, "{what}");
+                let text = format!("{e:#}");
+                assert!(text.contains("instance-1, instance-2"), "{what}: names the vanished: {text}");
+            }
+        }
+    }
+}
+
+#[test]
+fn emptying_a_group_needs_max_destroy() {
+    let g = group(r#"{"Size": 0}"#, false, "");
+    let instances = [member(&g, 1, Is::Current, None)];
+    let found = plan(&[], &[]);
+    let groups = [g];
+    let decided = decide(&groups, &Found { instances: &instances, plan: &found, record: &HealthRecord::default() });
+    assert_eq!(numbers(&decided.decisions[0].1.terminate), [1]);
+    let check = |max| check_max_destroy(&groups, max, &found, &decided.doomed, Some(2), &decided.decisions);
+    let refused = check(None).expect_err("no --max-destroy");
+    assert!(format!("{refused:#}").contains("refusing to empty group `web` (1 member(s))"), "{refused:#}");
+    assert!(check(Some(2)).is_ok(), "--max-destroy given");
+}
+
+#[test]
+fn the_next_apply() {
+    let cfg = |refresh| Next::Configuration { refresh };
+    let a = Applying::default();
+    // (what, found, next apply)
+    let cases: &[(&str, Applying, Next)] = &[
+        ("a refresh that found nothing", a, Next::Nothing),
+        ("a refresh with changes: its plan", Applying { changes: true, ..a }, Next::Saved),
+        ("a refresh that found drift: its plan saves it", Applying { drift: true, ..a }, Next::Saved),
+        ("pruned after a refresh: afresh, refreshing", Applying { pruned: true, ..a }, cfg(true)),
+        ("scaled, no drift: no second refresh", Applying { scaling: true, changes: true, ..a }, cfg(false)),
+        ("scaled with drift: refreshing", Applying { scaling: true, drift: true, ..a }, cfg(true)),
+        ("unconfirmed machines: never refreshing", Applying { unconfirmed: true, pruned: true, ..a }, cfg(false)),
+        ("unconfirmed, nothing to do", Applying { unconfirmed: true, ..a }, Next::Nothing),
+        ("a look, nothing to do", Applying { looked: true, whole: true, ..a }, Next::Nothing),
+        ("a look, changes: the whole plan", Applying { looked: true, whole: true, changes: true, ..a }, Next::Saved),
+        ("a look, changes, no whole plan", Applying { looked: true, changes: true, ..a }, cfg(false)),
+        (
+            "a look that found drift",
+            Applying { looked: true, whole: true, drift: true, changes: true, ..a },
+            cfg(false),
+        ),
+        ("a look, scaled", Applying { looked: true, whole: true, scaling: true, ..a }, cfg(false)),
+    ];
+    for (what, applying, next) in cases {
+        assert_eq!(applying.next(), *next, "{what}");
+        assert_eq!(applying.careful(), applying.looked || applying.unconfirmed, "{what}");
+    }
+}

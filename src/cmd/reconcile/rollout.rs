@@ -1,0 +1,300 @@
+//! The rolling road: each group's rolling update (its members replaced, outdated ones and
+//! those repaired, `MaxUnavailable` at a time: `decide::rollout`), batch by batch, each
+//! waiting for the last. A batch destroys first (a dedicated slot, a logical ID: the old
+//! members drained, removed, applied, then their replacements created in their slot) or
+//! surges (the replacements created first, then the old members drained and removed). The
+//! health gate (`--health-cmd`): a replacement an earlier run made, and each new one, must be
+//! healthy before anything more is destroyed; the first that is not stops the update, and a
+//! surge whose replacements failed is taken back. Ctrl-C or SIGTERM stops it between batches.
+//! The drains (`cmd::drain`) of the members a run gives up, scale-in included, are here too.
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+
+use super::decide::{self, Decisions, Order};
+use super::groups::{logical_ids, Group, GroupReport, NewMembers, Replaced};
+use super::report::Report;
+use super::Run;
+use crate::cli::Reason;
+use crate::cmd::drain::Draining;
+use crate::cmd::instances::removals;
+use crate::directory::Instance;
+use crate::exit::{Code, Failure};
+use crate::names::{self, InstanceId};
+use crate::terraform::Apply;
+use crate::workspace::{ChangeSet, Workspace};
+
+impl Run<'_> {
+    /// The groups' rolling updates, group by group; the first that fails stops them all (the
+    /// failure returned, and named in its group's report). Their applies join the report.
+    pub(super) fn roll_all(
+        &self,
+        ws: &mut Workspace<'_>,
+        decisions: &Decisions,
+        report: &mut Report,
+    ) -> Option<anyhow::Error> {
+        let mut tally = Tally::default();
+        let mut stopped = None;
+        for ((group, (_, decision)), g) in self.groups.iter().zip(decisions).zip(report.groups.iter_mut()) {
+            if decision.replace.is_empty() {
+                continue;
+            }
+            let failure = self.roll(ws, group, &decision.replace, g, &mut tally);
+            if let Some(failure) = &failure {
+                g.stopped = Some(format!("{failure:#}"));
+            }
+            g.repaired();
+            g.count_members(group, &ws.dir().instances(self.profiles));
+            if failure.is_some() {
+                stopped = failure;
+                break;
+            }
+        }
+        if tally.tried {
+            report.note_applied(tally.changes);
+        }
+        stopped
+    }
+
+    /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
+    /// failure that stopped it: nothing more is destroyed after a batch fails.
+    fn roll(
+        &self,
+        ws: &mut Workspace<'_>,
+        group: &Group,
+        outdated: &[InstanceId],
+        report: &mut GroupReport,
+        tally: &mut Tally,
+    ) -> Option<anyhow::Error> {
+        let road = decide::rollout(group, outdated, self.args.max_unavailable);
+        // A replacement an earlier run made must be healthy before anything more is destroyed:
+        // an update that stopped stays stopped until the cause is fixed.
+        let instances = ws.dir().instances(self.profiles);
+        // (Not the members this roll replaces: an unhealthy member being repaired is current.)
+        let current: Vec<InstanceId> = group
+            .tagged(&instances)
+            .filter(|i| group.is_current(i) && !outdated.contains(&i.id))
+            .map(|i| i.id.clone())
+            .collect();
+        if let Err(e) = self.health(ws, group, &current) {
+            return Some(e);
+        }
+        for batch in road.batches {
+            if crate::signals::stop_requested() {
+                return Some(
+                    Failure::new(
+                        Code::Interrupted,
+                        format!("interrupted: the rolling update of group `{}` stopped", group.spec.id),
+                    )
+                    .hint("run `infrakit-tf reconcile` again to go on")
+                    .into(),
+                );
+            }
+            self.ctx.printer.event(&format!(
+                "group {}: replacing {}",
+                group.spec.id,
+                batch.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+            ));
+            if let Err(e) = self.replace(ws, (group, road.order), batch, report, tally) {
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// Replaces one batch. Destroying first: drain the old members, remove them (their slots
+    /// kept), apply, create the replacements (which re-attach the slots), apply. In a surge:
+    /// create the replacements, apply, then drain and remove the old members, apply. Each
+    /// replacement must be created and, with `--health-cmd`, healthy before the old ones go
+    /// (surge) or before the next batch.
+    fn replace(
+        &self,
+        ws: &mut Workspace<'_>,
+        (group, order): (&Group, Order),
+        batch: &[InstanceId],
+        report: &mut GroupReport,
+        tally: &mut Tally,
+    ) -> Result<()> {
+        let instances = ws.dir().instances(self.profiles);
+        let mut batch = batch.to_vec();
+        if order == Order::DestroyFirst {
+            // Drained before their files go; one kept (`abandon`) is not replaced this run: its
+            // slot or logical ID stays its own.
+            let kept = self.drain(ws, &instances, [(group, batch.as_slice())])?;
+            report.abandoned.extend(batch.iter().filter(|id| kept.contains(id)).map(ToString::to_string));
+            batch.retain(|id| !kept.contains(id));
+            if batch.is_empty() {
+                return Ok(());
+            }
+            self.remove(ws, &batch.iter().cloned().collect(), Reason::RollingUpdate, tally)?;
+        }
+        let ids = self.create(ws, group, &logical_ids(&instances, &batch))?;
+        let created =
+            tally.apply(ws, Apply::Configuration { refresh: false }).and_then(|()| self.health(ws, group, &ids));
+        if let Err(failed) = created {
+            self.failed(ws, order, (&batch, &ids), report, tally);
+            return Err(failed);
+        }
+        let old = match order {
+            Order::DestroyFirst => batch.iter().cloned().collect(),
+            Order::Surge => self.retire(ws, &instances, group, (&batch, &ids), report, tally)?,
+        };
+        report.replaced.extend(
+            batch
+                .iter()
+                .zip(&ids)
+                .filter(|(o, _)| old.contains(*o))
+                .map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }),
+        );
+        Ok(())
+    }
+
+    /// Creates a member of `group` for each of `lids` (a pet for a logical ID, cattle for
+    /// `None`) and promotes their files, not applied yet; their IDs.
+    fn create(&self, ws: &mut Workspace<'_>, group: &Group, lids: &[Option<String>]) -> Result<Vec<InstanceId>> {
+        let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer);
+        let ids = new.add_all(group, lids)?;
+        ws.write(ChangeSet::writing(new.writes()))?;
+        ws.promote()?;
+        Ok(ids)
+    }
+
+    /// Removes the files of `ids` (`reason`: a rolling update keeps their slots), applied.
+    fn remove(
+        &self,
+        ws: &mut Workspace<'_>,
+        ids: &BTreeSet<InstanceId>,
+        reason: Reason,
+        tally: &mut Tally,
+    ) -> Result<()> {
+        let instances = ws.dir().instances(self.profiles);
+        let files = removals(ws.dir(), &instances, ids, reason, &self.ctx.printer)?;
+        ws.write(ChangeSet::removing(files))?;
+        tally.apply(ws, Apply::Configuration { refresh: false })
+    }
+
+    /// After the replacements `ids` of `batch` failed (to be created, or the health gate).
+    /// Destroying first, the old members are gone already; their replacements stay (a failed
+    /// create is retried by the next apply), and the next run checks them first. A surge is
+    /// taken back (the new members are removed again), so that the group is not left over its
+    /// size and the next run's scale-down never gives up a healthy old member for a failed new
+    /// one.
+    fn failed(
+        &self,
+        ws: &mut Workspace<'_>,
+        order: Order,
+        (batch, ids): (&[InstanceId], &[InstanceId]),
+        report: &mut GroupReport,
+        tally: &mut Tally,
+    ) {
+        if order == Order::DestroyFirst {
+            report.terminated.extend(batch.iter().map(ToString::to_string));
+            report.provisioned.extend(ids.iter().map(ToString::to_string));
+            return;
+        }
+        // Not one whose machine the failed apply may have made, unlisted yet: its file stays
+        // (removing it would leave the machine behind), and a later run adopts it.
+        let new: BTreeSet<InstanceId> =
+            ids.iter().filter(|id| !ws.holds(&format!("{id}{}", names::LIVE))).cloned().collect();
+        if let Err(e) = self.remove(ws, &new, Reason::Terminate, tally) {
+            self.ctx.printer.warn(&format!("the failed replacements could not be taken back: {e:#}"));
+            report.provisioned.extend(ids.iter().map(ToString::to_string));
+        }
+    }
+
+    /// In a surge, once the replacements `ids` are up: the old members of `batch` are drained,
+    /// then removed; one kept (`abandon`) stays beside its replacement, for a later run's
+    /// scale-in. The old members removed.
+    fn retire(
+        &self,
+        ws: &mut Workspace<'_>,
+        instances: &[Instance],
+        group: &Group,
+        (batch, ids): (&[InstanceId], &[InstanceId]),
+        report: &mut GroupReport,
+        tally: &mut Tally,
+    ) -> Result<BTreeSet<InstanceId>> {
+        let kept = self.drain(ws, instances, [(group, batch)])?;
+        let old: BTreeSet<InstanceId> = batch.iter().filter(|id| !kept.contains(id)).cloned().collect();
+        for (o, n) in batch.iter().zip(ids).filter(|(o, _)| kept.contains(*o)) {
+            report.abandoned.push(o.to_string());
+            report.provisioned.push(n.to_string());
+        }
+        if !old.is_empty() {
+            self.remove(ws, &old, Reason::Terminate, tally)?;
+        }
+        Ok(old)
+    }
+
+    /// Drains the members `doomed` lists, each with its group's drain (`cmd::drain`); returns
+    /// those kept (`abandon`).
+    pub(super) fn drain<'d>(
+        &self,
+        ws: &Workspace<'_>,
+        instances: &[Instance],
+        doomed: impl IntoIterator<Item = (&'d Group, &'d [InstanceId])>,
+    ) -> Result<BTreeSet<InstanceId>> {
+        let mut draining = Vec::new();
+        for (group, ids) in doomed {
+            let Some(drain) = &group.drain else { continue };
+            for id in ids {
+                if let Some(instance) = instances.iter().find(|i| &i.id == id) {
+                    draining.push(Draining { instance, group: &group.spec.id, drain });
+                }
+            }
+        }
+        crate::cmd::drain::drain(ws, &self.ctx.printer, &draining)
+    }
+
+    /// Runs `--health-cmd` for each new member; the first that fails stops the update.
+    fn health(&self, ws: &Workspace<'_>, group: &Group, ids: &[InstanceId]) -> Result<()> {
+        let Some(cmd) = &self.args.health_cmd else { return Ok(()) };
+        let state = ws.state()?;
+        let instances = ws.dir().instances(self.profiles);
+        for id in ids {
+            let inst = instances.iter().find(|i| &i.id == id);
+            let attributes = inst
+                .and_then(|i| i.vm.as_ref())
+                .and_then(|(t, n)| state.get(&format!("{t}.{n}")))
+                .map(|r| r.key_attributes())
+                .unwrap_or_default();
+            let subject = crate::health::Subject {
+                id: &id.to_string(),
+                logical_id: inst.and_then(Instance::logical_id),
+                group: &group.spec.id,
+                attributes: &attributes,
+            };
+            if let Some(why) = crate::health::run(crate::health::Hook::Health, cmd, &subject, self.args.health_timeout)?
+            {
+                return Err(Failure::new(
+                    Code::UpdateStopped,
+                    format!("the rolling update of group `{}` stopped: {id} is not healthy ({why})", group.spec.id),
+                )
+                .hint("nothing more was destroyed; fix the spec or the machine, then run `infrakit-tf reconcile` again")
+                .into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The applies of the rolling updates, added up for the report.
+#[derive(Default)]
+struct Tally {
+    /// Whether one was tried.
+    tried: bool,
+    changes: crate::tfoutput::Changes,
+}
+
+impl Tally {
+    /// Applies, counting the run whether it succeeds or not.
+    fn apply(&mut self, ws: &mut Workspace<'_>, what: Apply<'_>) -> Result<()> {
+        self.tried = true;
+        let c = ws.apply(what)?;
+        self.changes.add += c.add;
+        self.changes.change += c.change;
+        self.changes.remove += c.remove;
+        Ok(())
+    }
+}
