@@ -45,11 +45,18 @@ fn flags() -> &'static Flags {
     })
 }
 
+/// How many [`ChildRunning`] are alive: the signals take their default action only when none
+/// is (checks and drains run in parallel, each marking its own; the first to end must not
+/// leave the others unguarded).
+static RUNNING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
 /// Marks a child as running until dropped.
 pub(crate) struct ChildRunning(());
 
 impl ChildRunning {
     pub(crate) fn start() -> Self {
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        *running += 1;
         flags().idle.store(false, Ordering::SeqCst);
         ChildRunning(())
     }
@@ -61,7 +68,11 @@ impl ChildRunning {
 
 impl Drop for ChildRunning {
     fn drop(&mut self) {
-        flags().idle.store(true, Ordering::SeqCst);
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        *running -= 1;
+        if *running == 0 {
+            flags().idle.store(true, Ordering::SeqCst);
+        }
     }
 }
 

@@ -156,7 +156,13 @@ fn a_hangup_during_a_drain_leaves_nothing_running() {
     cmd.arg("--dir").arg(&s.dir).args(["destroy", &id, "--yes", "--no-apply", "--drain-cmd", &drain]);
     let mut child = quiet(cmd);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while running(&format!("sleep {marker}")).is_empty() {
+    // The drain's own `sleep` (not infrakit-tf, nor `sh`, whose arguments hold the same text):
+    // then infrakit-tf is in the drain, its signals taken.
+    let sleeping = || {
+        let args = |l: &String| l.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
+        running(&format!("sleep {marker}")).iter().any(|l| args(l) == format!("sleep {marker}"))
+    };
+    while !sleeping() {
         assert!(std::time::Instant::now() < deadline, "the drain never started");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
