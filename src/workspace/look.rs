@@ -119,25 +119,64 @@ impl Workspace<'_> {
         let files = self.live_docs();
         let profiles = self.ctx.profiles()?;
         let refreshed = presence.refreshed();
+        let (looked, reads, mut unread) = match self.list_and_read(presence, files.as_deref(), &profiles, &refreshed)? {
+            Ok(found) => found,
+            Err(failed) => return Ok(Err(failed)),
+        };
+        let unlisted = presence.unlisted(&reads);
+        for (data_source, n) in presence.blind(&unlisted) {
+            self.ctx.printer.warn(&format!(
+                "the look-up `{data_source}` listed none of the {n} machines it should show: each was refreshed to confirm it exists (does the data source take `*` in a tag's value? were the tags changed?)"
+            ));
+        }
+        let mut read: BTreeSet<String> =
+            if unread.is_empty() { refreshed.iter().cloned().collect() } else { BTreeSet::new() };
+        let confirm: Vec<String> = unlisted.iter().filter(|a| !read.contains(*a)).cloned().collect();
+        let confirmed = self.confirm(files.as_deref(), confirm, &mut read, &mut unread)?;
+        let slice_read = !unread.iter().any(|(a, _)| presence.slice.contains(a));
+        Ok(Ok(Look {
+            plan: merge(None, looked, confirmed),
+            shown: presence.shown(&unlisted),
+            unlisted,
+            read,
+            unread,
+            cursor: if slice_read { presence.cursor.clone() } else { None },
+            unknown: presence.unknown(&reads),
+        }))
+    }
+
+    /// The look's listings and the slice's reads, in one targeted plan: a listing a data
+    /// source answers "none" to (an error, for some) is taken for empty and the plan made
+    /// again without it; reads that fail leave their machines unread (kept, unconfirmed) and
+    /// the plan is made again without them. What the plan found, what it read, and what it
+    /// could not read; or the listing that failed.
+    #[expect(clippy::type_complexity, reason = "the look's three findings, or the listing that failed")]
+    fn list_and_read(
+        &self,
+        presence: &Presence,
+        files: Option<&[(String, Value)]>,
+        profiles: &crate::profile::Profiles,
+        refreshed: &[String],
+    ) -> Result<Result<(Plan, BTreeMap<String, Value>, Vec<(String, String)>), ListingFailed>> {
         let mut empty: BTreeSet<usize> = BTreeSet::new();
         let mut unread: Vec<(String, String)> = Vec::new();
-        let reads = loop {
+        loop {
             let listings: Vec<String> = (0..presence.listings.len())
                 .filter(|i| !empty.contains(i))
                 .map(|i| presence.listings[i].address(i))
                 .collect();
-            let reading = if unread.is_empty() { refreshed.as_slice() } else { &[] };
+            let reading = if unread.is_empty() { refreshed } else { &[] };
             let targets: Vec<String> = reading.iter().chain(&listings).cloned().collect();
             if targets.is_empty() {
-                break (Plan::default(), BTreeMap::new());
+                return Ok(Ok((Plan::default(), BTreeMap::new(), unread)));
             }
             // Every listing found empty: none to write (an empty `data` block is not valid).
             let listing = (!listings.is_empty()).then(|| {
                 let (doc, _) = look::listing_document(&presence.listings, &empty);
                 FileWrite { name: LISTING_FILE.into(), doc, perms: Perms::Private }
             });
-            let e = match self.targeted_plan(files.as_deref(), &targets, listing) {
-                Ok((plan, reads)) => break (plan, reads),
+            let e = match self.targeted_plan(files, &targets, listing) {
+                Ok((plan, reads)) => return Ok(Ok((plan, reads, unread))),
                 Err(e) if crate::exit::code_for(&e) == crate::exit::Code::TerraformFailed => e,
                 Err(e) => return Err(e),
             };
@@ -177,23 +216,25 @@ impl Workspace<'_> {
                 let text = errors.iter().map(|d| format!("{}\n{}", d.summary, d.detail)).collect::<Vec<_>>().join("\n");
                 return Ok(Err(ListingFailed { what, transient: tf.is_transient(&text), error: e }));
             }
-        };
-        let (looked, reads) = reads;
-        let unlisted = presence.unlisted(&reads);
-        for (data_source, n) in presence.blind(&unlisted) {
-            self.ctx.printer.warn(&format!(
-                "the look-up `{data_source}` listed none of the {n} machines it should show: each was refreshed to confirm it exists (does the data source take `*` in a tag's value? were the tags changed?)"
-            ));
         }
-        let mut read: BTreeSet<String> =
-            if unread.is_empty() { refreshed.iter().cloned().collect() } else { BTreeSet::new() };
-        let confirm: Vec<String> = unlisted.iter().filter(|a| !read.contains(*a)).cloned().collect();
+    }
+
+    /// Refreshes `confirm` (machines the listings did not show) to see whether they exist,
+    /// adding them to `read`; a throttled (or failed) confirmation keeps them, in `unread`:
+    /// the next run reads them again. It never widens into a refresh of everything.
+    fn confirm(
+        &self,
+        files: Option<&[(String, Value)]>,
+        confirm: Vec<String>,
+        read: &mut BTreeSet<String>,
+        unread: &mut Vec<(String, String)>,
+    ) -> Result<Option<Plan>> {
         let mut confirmed = None;
         if !confirm.is_empty() {
             self.ctx
                 .printer
                 .status(&format!("{} machine(s) the look-ups did not list: refreshing them to confirm", confirm.len()));
-            match self.targeted_plan(files.as_deref(), &confirm, None) {
+            match self.targeted_plan(files, &confirm, None) {
                 Ok((plan, _)) => {
                     read.extend(confirm);
                     confirmed = Some(plan);
@@ -211,16 +252,7 @@ impl Workspace<'_> {
                 Err(e) => return Err(e),
             }
         }
-        let slice_read = !unread.iter().any(|(a, _)| presence.slice.contains(a));
-        Ok(Ok(Look {
-            plan: merge(None, looked, confirmed),
-            shown: presence.shown(&unlisted),
-            unlisted,
-            read,
-            unread,
-            cursor: if slice_read { presence.cursor.clone() } else { None },
-            unknown: presence.unknown(&reads),
-        }))
+        Ok(confirmed)
     }
 
     /// A refreshing plan of `targets` in a mirror holding the files they need (all of them
