@@ -15,6 +15,7 @@ it in the same run), and 12 more nothing-to-do reconciles run in a row. Targets:
   its time / the bare plan's           <= 0.35
   calls of the pruning reconcile       <= 5 more than a nothing-to-do reconcile's (median);
                                           its report prunes 1 and the group is back to N
+  its time / the bare plan's           <= 0.5 (issue 39; missed today: see docs/performance.md)
   the 12 reconciles in a row           read every machine at least once between them
 
 The report's `reads` (how the run refreshed) and `terraform_runs` are printed when present.
@@ -272,6 +273,11 @@ def main():
         ok &= whole and prune_ok
         print(f"prune ({gone} deleted from the cloud): reconcile {pt:.2f} s, {len(p_calls)} calls; {reads_line(p_rep)}")
         print(f"  calls {len(p_calls)} (target <= {co:.0f} + 5 = {co + 5:.0f}) {'ok' if prune_ok else 'MISSED'}")
+        # Issue 39: the pruning run takes at most half a bare refreshing plan.
+        prune_ratio = pt / mb
+        prune_time_ok = prune_ratio <= 0.5
+        ok &= prune_time_ok
+        print(f"  prune / plan = {prune_ratio:.2f} (target <= 0.5) {'ok' if prune_time_ok else 'MISSED'}")
         made = len(group_of(p_rep).get("provisioned", []))
         print(f"  pruned {pruned}, provisioned {made}, group {members}/{n} members, {now} machines in the cloud "
               f"{'ok' if whole else 'MISSED'}")
