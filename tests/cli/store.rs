@@ -114,6 +114,10 @@ fn gone_from(host: &Cloud) {
 fn infrakit_tf_killed_alone_lets_its_terraform_save_then_the_other_host_takes_over() {
     let db = Db::new();
     let (a, b) = hosts(&db);
+    // A terraform stopped too slowly under load is killed before the lease expires, and the
+    // create it had in flight is then in no state: the look-ups find it (as in life they must).
+    a.with_lookups();
+    b.with_lookups();
     lease(&[&a, &b], "12s");
     let mut on_a = provisioning(&a, 3, 2000);
     on_a.kill(false);
@@ -136,6 +140,10 @@ fn infrakit_tf_killed_alone_lets_its_terraform_save_then_the_other_host_takes_ov
 fn infrakit_tf_frozen_alone_has_its_terraform_stopped_before_the_lease_expires() {
     let db = Db::new();
     let (a, b) = hosts(&db);
+    // A terraform stopped too slowly under load is killed before the lease expires, and the
+    // create it had in flight is then in no state: the look-ups find it (as in life they must).
+    a.with_lookups();
+    b.with_lookups();
     // Eleven creates of 2 s one after another: what remains after the freeze outlasts the lease.
     lease(&[&a, &b], "12s");
     let on_a = provisioning(&a, 5, 2000);
