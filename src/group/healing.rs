@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::get_ci;
+use super::{command_key, duration_key, get_ci};
 
 /// How long a health check (`Healing.Timeout`) may run when neither the spec nor
 /// `--heal-timeout` says.
@@ -135,32 +135,12 @@ pub(super) fn healing(value: Option<&Value>, problem: &mut impl FnMut(&str, Stri
             return None;
         }
     };
-    let mut out = Healing::default();
-    match get_ci(h, "Command") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(cmd)) if !cmd.trim().is_empty() => out.command = Some(cmd.clone()),
-        Some(_) => problem(&format!("{AT}/Command"), "`Command` must be a shell command (a non-empty string)".into()),
-    }
-    let mut duration = |key: &str, positive: bool| match get_ci(h, key) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => match crate::text::parse_duration(text) {
-            Ok(d) if positive && d.is_zero() => {
-                problem(&format!("{AT}/{key}"), format!("`{key}` must be longer than 0"));
-                None
-            }
-            Ok(d) => Some(d),
-            Err(e) => {
-                problem(&format!("{AT}/{key}"), e);
-                None
-            }
-        },
-        Some(_) => {
-            problem(&format!("{AT}/{key}"), format!("`{key}` must be a duration such as `30s` or `10m`"));
-            None
-        }
+    let mut out = Healing {
+        command: command_key(h, AT, "Command", problem),
+        timeout: duration_key(h, AT, "Timeout", true, "`30s` or `10m`", problem),
+        initial_delay: duration_key(h, AT, "InitialDelay", false, "`30s` or `10m`", problem),
+        ..Healing::default()
     };
-    out.timeout = duration("Timeout", true);
-    out.initial_delay = duration("InitialDelay", false);
     let mut count = |key: &str| match get_ci(h, key) {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64().filter(|n| *n > 0) {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::get_ci;
+use super::{command_key, duration_key, get_ci};
 
 /// What a drain that failed or ran out of time does to its member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,36 +59,24 @@ impl Drain {
 /// `Properties.Lifecycle`: `Drain` a non-empty string, `DrainTimeout` a duration (`30s`,
 /// `5m`), `OnDrainFailure` `abandon` or `continue`.
 pub(super) fn lifecycle(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> Option<Lifecycle> {
+    const AT: &str = "/Properties/Lifecycle";
     let l = match value {
         None | Some(Value::Null) => return None,
         Some(Value::Object(l)) => l,
         Some(_) => {
             problem(
-                "/Properties/Lifecycle",
+                AT,
                 "`Lifecycle` must be an object: `{\"Drain\": \"CMD\", \"DrainTimeout\": \"5m\", \"OnDrainFailure\": \"abandon\"}`"
                     .into(),
             );
             return None;
         }
     };
-    let mut out = Lifecycle::default();
-    match get_ci(l, "Drain") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(cmd)) if !cmd.trim().is_empty() => out.drain = Some(cmd.clone()),
-        Some(_) => problem("/Properties/Lifecycle/Drain", "`Drain` must be a shell command (a non-empty string)".into()),
-    }
-    match get_ci(l, "DrainTimeout") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(text)) => match crate::text::parse_duration(text) {
-            Ok(d) if !d.is_zero() => out.drain_timeout = Some(d),
-            Ok(_) => problem("/Properties/Lifecycle/DrainTimeout", "`DrainTimeout` must be longer than 0".into()),
-            Err(e) => problem("/Properties/Lifecycle/DrainTimeout", e),
-        },
-        Some(_) => problem(
-            "/Properties/Lifecycle/DrainTimeout",
-            "`DrainTimeout` must be a duration such as `30s` or `5m`".into(),
-        ),
-    }
+    let mut out = Lifecycle {
+        drain: command_key(l, AT, "Drain", problem),
+        drain_timeout: duration_key(l, AT, "DrainTimeout", true, "`30s` or `5m`", problem),
+        on_drain_failure: None,
+    };
     match get_ci(l, "OnDrainFailure") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) if s.eq_ignore_ascii_case("abandon") => out.on_drain_failure = Some(OnDrainFailure::Abandon),
@@ -96,7 +84,7 @@ pub(super) fn lifecycle(value: Option<&Value>, problem: &mut impl FnMut(&str, St
             out.on_drain_failure = Some(OnDrainFailure::Continue)
         }
         Some(_) => problem(
-            "/Properties/Lifecycle/OnDrainFailure",
+            &format!("{AT}/OnDrainFailure"),
             "`OnDrainFailure` must be `abandon` (keep the member) or `continue` (destroy it anyway)".into(),
         ),
     }

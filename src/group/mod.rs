@@ -21,6 +21,8 @@
 //! Pure: text in, values out. One file a section of the spec: `allocation.rs`, `flavor.rs`,
 //! `lifecycle.rs` (the drain), `healing.rs`; this one the spec as a whole.
 
+use std::time::Duration;
+
 use serde_json::{Map, Value};
 
 use crate::confighash::{config_sha, PluginSpec};
@@ -142,6 +144,45 @@ pub fn is_group_spec(doc: &Value) -> bool {
 
 fn get_ci<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
     map.get(key).or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v))
+}
+
+/// The shell command under `key` of `map` (at `at`): absent or null is `None`; anything but a
+/// non-empty string is a problem.
+fn command_key(map: &Map<String, Value>, at: &str, key: &str, problem: &mut impl FnMut(&str, String)) -> Option<String> {
+    match get_ci(map, key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(cmd)) if !cmd.trim().is_empty() => Some(cmd.clone()),
+        Some(_) => {
+            problem(&format!("{at}/{key}"), format!("`{key}` must be a shell command (a non-empty string)"));
+            None
+        }
+    }
+}
+
+/// The Go duration under `key` of `map` (at `at`), longer than 0 when `positive`: absent or
+/// null is `None`; anything else that is not such a duration is a problem (`example`: the
+/// durations a message suggests, such as "`30s` or `5m`").
+fn duration_key(
+    map: &Map<String, Value>,
+    at: &str,
+    key: &str,
+    positive: bool,
+    example: &str,
+    problem: &mut impl FnMut(&str, String),
+) -> Option<Duration> {
+    let bad = |problem: &mut dyn FnMut(&str, String), why: String| {
+        problem(&format!("{at}/{key}"), why);
+        None
+    };
+    match get_ci(map, key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => match crate::text::parse_duration(text) {
+            Ok(d) if positive && d.is_zero() => bad(problem, format!("`{key}` must be longer than 0")),
+            Ok(d) => Some(d),
+            Err(e) => bad(problem, e),
+        },
+        Some(_) => bad(problem, format!("`{key}` must be a duration such as {example}")),
+    }
 }
 
 /// Parses and checks a group spec document; every problem, with its location.

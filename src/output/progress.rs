@@ -40,9 +40,8 @@ impl Progress {
         match event {
             Event::Diagnostic(d) => {
                 let text = render_diagnostic(d);
-                if !self.shown.contains(&text) {
+                if self.shown.insert(text.clone()) {
                     self.println(&text);
-                    self.shown.insert(text);
                 }
             }
             Event::Summary(c) if c.operation == crate::tfoutput::Operation::Plan => {
