@@ -1,9 +1,9 @@
-//! Ctrl-C and SIGTERM (and SIGHUP, taken as SIGTERM). While terraform runs, the interrupt
-//! belongs to it: a terminal's Ctrl-C already reaches terraform (same process group), so SIGINT is only recorded here, never sent
-//! again (a second interrupt makes terraform exit at once and can lose state). SIGTERM is
-//! recorded and forwarded to terraform once, as the graceful SIGINT. With no child running,
-//! both signals keep their default action: the process ends at once, which is safe because
-//! every write is atomic and the directory lock dies with the process.
+//! Ctrl-C and SIGTERM (and SIGHUP, taken as SIGTERM). While terraform runs, the interrupt belongs
+//! to it: a terminal's Ctrl-C already reaches terraform (same process group), so SIGINT is only
+//! recorded here, never sent again (a second interrupt makes terraform exit at once and can lose
+//! state). SIGTERM is recorded and forwarded to terraform once, as the graceful SIGINT. With no
+//! child running, both signals keep their default action: the process ends at once, which is safe
+//! because every write is atomic and the directory lock dies with the process.
 //!
 //! A stop, once asked for, stays asked for: the flags are never reset, and no further
 //! terraform run starts in this process ([`stop_requested`] is checked before each spawn). So
