@@ -62,6 +62,10 @@ pub(crate) struct ListingFailed {
     pub(crate) error: anyhow::Error,
 }
 
+/// What the look's plan found: the plan, the listings' and reads' values by address, and the
+/// machines it could not read, each with why.
+type Listed = (Plan, BTreeMap<String, Value>, Vec<(String, String)>);
+
 impl Workspace<'_> {
     /// Terraform's state document, read without a terraform run where it can be (the local
     /// state file, the store's state row), else `terraform state pull`. Empty: no state yet.
@@ -150,14 +154,13 @@ impl Workspace<'_> {
     /// again without it; reads that fail leave their machines unread (kept, unconfirmed) and
     /// the plan is made again without them. What the plan found, what it read, and what it
     /// could not read; or the listing that failed.
-    #[expect(clippy::type_complexity, reason = "the look's three findings, or the listing that failed")]
     fn list_and_read(
         &self,
         presence: &Presence,
         files: Option<&[(String, Value)]>,
         profiles: &crate::profile::Profiles,
         refreshed: &[String],
-    ) -> Result<Result<(Plan, BTreeMap<String, Value>, Vec<(String, String)>), ListingFailed>> {
+    ) -> Result<Result<Listed, ListingFailed>> {
         let mut empty: BTreeSet<usize> = BTreeSet::new();
         let mut unread: Vec<(String, String)> = Vec::new();
         loop {
