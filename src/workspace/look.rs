@@ -357,8 +357,9 @@ impl Workspace<'_> {
             return Ok(());
         }
         let addresses: Vec<&str> = gone.iter().map(String::as_str).collect();
+        let tf = self.terraform()?;
         self.started_run();
-        let forgotten = self.terraform()?.state_rm(&addresses);
+        let forgotten = tf.state_rm(&addresses);
         self.recorded(forgotten)
     }
 

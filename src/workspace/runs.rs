@@ -56,8 +56,9 @@ impl Workspace<'_> {
     pub(super) fn saved_plan(&self, refresh: Option<bool>, targets: &[String]) -> Result<SavedPlan> {
         let dir = crate::fsio::temp_dir("plan")?;
         let path = dir.path().join("plan");
+        let tf = self.terraform()?;
         self.started_run();
-        let plan = self.terraform()?.plan(PlanOptions { refresh, lock: true, out: Some(&path), targets })?;
+        let plan = tf.plan(PlanOptions { refresh, lock: true, out: Some(&path), targets })?;
         Ok(SavedPlan { plan, _dir: dir, path, targets: targets.to_vec(), refresh })
     }
 

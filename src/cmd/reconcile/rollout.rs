@@ -291,10 +291,7 @@ impl Tally {
     /// Applies, counting the run whether it succeeds or not.
     fn apply(&mut self, ws: &mut Workspace<'_>, what: Apply<'_>) -> Result<()> {
         self.tried = true;
-        let c = ws.apply(what)?;
-        self.changes.add += c.add;
-        self.changes.change += c.change;
-        self.changes.remove += c.remove;
+        self.changes += ws.apply(what)?;
         Ok(())
     }
 }
