@@ -115,6 +115,20 @@ pub fn document<'a>(resources: impl IntoIterator<Item = (&'a str, &'a str, Value
     Value::Object(doc)
 }
 
+/// Every resource a document declares: (type, name, body), in the document's order.
+pub fn resources(doc: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
+    doc.get("resource")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .flat_map(|(rtype, by_name)| by_name.as_object().into_iter().flatten().map(move |(n, body)| (rtype.as_str(), n.as_str(), body)))
+}
+
+/// Every resource address (`type.name`) a document declares.
+pub fn addresses(doc: &Value) -> impl Iterator<Item = String> + '_ {
+    resources(doc).map(|(rtype, name, _)| format!("{rtype}.{name}"))
+}
+
 /// The VM of an instance file: (type, name). The resource of a VM type named like the instance
 /// wins; otherwise the only VM-type resource (files written by hand or by older tools). Only a
 /// resource whose body is an object counts, so [`resource`] always finds the VM returned.

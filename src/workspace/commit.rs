@@ -184,12 +184,7 @@ impl Workspace<'_> {
         queued: &[Value],
     ) -> Result<Vec<String>> {
         let mut addresses = BTreeSet::new();
-        let mut add = |doc: &Value| {
-            for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
-                addresses
-                    .extend(by_name.as_object().into_iter().flat_map(|m| m.keys()).map(|n| format!("{rtype}.{n}")));
-            }
-        };
+        let mut add = |doc: &Value| addresses.extend(crate::tfconfig::addresses(doc));
         let mut changed = false;
         for (w, old) in changes.writes.iter().zip(existing) {
             if old.as_ref() != Some(&w.doc) {

@@ -33,9 +33,7 @@ pub(super) fn carried_out(path: &Path) -> Result<(usize, Option<FileOp>)> {
     let mut declared = BTreeSet::new();
     for f in listing.managed() {
         let Ok(doc) = listing.read_doc(f.name) else { continue };
-        for (rtype, by_name) in doc.get("resource").and_then(Value::as_object).into_iter().flatten() {
-            declared.extend(by_name.as_object().into_iter().flat_map(|m| m.keys()).map(|n| format!("{rtype}.{n}")));
-        }
+        declared.extend(crate::tfconfig::addresses(&doc));
     }
     Ok(keeping(path, |to| declared.contains(to)))
 }
