@@ -69,7 +69,7 @@ type Listed = (Plan, BTreeMap<String, Value>, Vec<(String, String)>);
 impl Workspace<'_> {
     /// Terraform's state document, read without a terraform run where it can be (the local
     /// state file, the store's state row), else `terraform state pull`. Empty: no state yet.
-    fn state_document(&mut self) -> Result<String> {
+    pub(super) fn state_document(&mut self) -> Result<String> {
         if let Some(store) = self.role.store() {
             return Ok(store.state_document()?.unwrap_or_default());
         }
@@ -329,6 +329,42 @@ impl Workspace<'_> {
     /// [`Workspace::planned_before`]).
     pub(crate) fn note_planned(&self, digest: &str) -> Result<()> {
         fsio::write_atomic(&self.dir.path().join(PLANNED), format!("{digest}\n").as_bytes(), Perms::Public).map(drop)
+    }
+
+    /// After an apply that did all a plan of only a run's own files found, on a configuration
+    /// and state in which a whole plan had found nothing to do (`reconcile`'s `Next::Change`):
+    /// the configuration and state as they are now are marked planned too. Whatever the run
+    /// did not write is as that plan left it, and what it wrote is applied: a whole plan would
+    /// find nothing, and the next run need not make one to learn it.
+    /// Unless the apply held something back (`Workspace::holding_back`): then it did not do
+    /// all that was planned. Nor when any configuration here declares a data source, or the
+    /// directory uses modules: what the run made may change what one reads (a listing of the
+    /// group's machines, and a record `count`ed over it), and only a whole plan sees that.
+    /// (One of your files that cannot be read is not in `yours`: terraform would fail on it.)
+    pub(crate) fn note_planned_now(&mut self) -> Result<()> {
+        if !self.held_back.is_empty() || self.may_read_data() {
+            return Ok(());
+        }
+        let state = self.state_document()?;
+        let digest = self.digest(&state);
+        self.note_planned(&digest)
+    }
+
+    /// Whether the configuration may read a data source: one of your files declares one (a
+    /// `data` block, or a `data` key in JSON), a managed file does, or modules are installed
+    /// (whose files are not looked into). Errs towards yes: a managed file that cannot be read,
+    /// or JSON that does not parse, says so.
+    fn may_read_data(&self) -> bool {
+        let declares = |(name, text): &(String, String)| {
+            if name.ends_with(".json") {
+                serde_json::from_str::<Value>(text).map_or(true, |doc| doc.get("data").is_some())
+            } else {
+                text.lines().map(str::trim_start).any(|l| l.starts_with("data ") || l.starts_with("data\""))
+            }
+        };
+        self.dir.path().join(".terraform/modules/modules.json").exists()
+            || self.yours().iter().any(declares)
+            || self.live_docs().is_none_or(|docs| docs.iter().any(|(_, doc)| doc.get("data").is_some()))
     }
 
     /// The digest of what a whole plan depends on here: every configuration file terraform

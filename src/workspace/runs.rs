@@ -48,8 +48,11 @@ impl Workspace<'_> {
     }
 
     /// A plan of `targets` (and their dependencies) without a refresh, saved for
-    /// [`Workspace::apply`].
+    /// [`Workspace::apply`]; after `init` if what was written needs it (a new provider).
     pub(crate) fn plan_targets(&self, targets: &[String]) -> Result<SavedPlan> {
+        if !self.written_providers.is_empty() {
+            self.init_if_needed(&self.written_providers)?;
+        }
         self.saved_plan(Some(false), targets)
     }
 

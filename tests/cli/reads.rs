@@ -121,6 +121,9 @@ fn a_machine_deleted_out_of_band_is_pruned_and_replaced_in_one_run_without_a_sec
     let calls = c.calls();
     assert_eq!(out["pruned"][0]["ID"], victim.as_str(), "{out}");
     assert_eq!(out["reads"]["unlisted"], json!([format!("fakecloud_instance.{victim}")]), "{}", out["reads"]);
+    // Nothing else changed since the last whole plan: the run plans and applies only what it
+    // wrote (the pruned file, the new member's), not the whole configuration.
+    assert_eq!(out["reads"]["whole_plan"], false, "{}", out["reads"]);
     let after = members(&c);
     assert_eq!(after.len(), 24, "its replacement was made in the same run");
     assert!(!after.contains_key(&victim));
@@ -129,6 +132,9 @@ fn a_machine_deleted_out_of_band_is_pruned_and_replaced_in_one_run_without_a_sec
     assert_eq!((count(&calls, "create", None), count(&calls, "delete", None)), (1, 0), "{calls:?}");
     assert!(!c.state().contains_key(&format!("fakecloud_instance.{victim}")));
     c.run(&["reconcile", "--group", &spec, "--check"]).ok();
+    // Your configuration reads no data source: the directory as that apply left it counts as
+    // planned, and the run after it plans nothing whole.
+    assert_eq!(reconcile(&c, &["--group", &spec])["reads"]["whole_plan"], false);
 }
 
 #[test]
@@ -406,15 +412,17 @@ fn your_override_file_of_a_managed_resource_is_honoured() {
     reconcile(&c, &["--group", &spec]);
 }
 
+/// Publishes an image in the cloud: a volume tagged `role = image`, which your data source lists.
+fn publish_image(c: &Cloud, id: &str) {
+    let object = json!({"type": "fakecloud_volume", "id": id, "size": 1, "tags": {"role": "image"}});
+    std::fs::write(c.cloud.join(format!("{id}.json")), object.to_string()).unwrap();
+}
+
 #[test]
 fn a_change_your_data_source_brings_is_counted_against_max_destroy() {
     let c = Cloud::new();
     c.with_lookups();
-    let image = |id: &str| {
-        let object = json!({"type": "fakecloud_volume", "id": id, "size": 1, "tags": {"role": "image"}});
-        std::fs::write(c.cloud.join(format!("{id}.json")), object.to_string()).unwrap();
-    };
-    image("vol-img1");
+    publish_image(&c, "vol-img1");
     append_to_main(&c, "data \"fakecloud_volumes\" \"img\" {\n  tags = { role = \"image\" }\n}");
     let spec = json!({"ID": "web", "Properties": {
         "Allocation": {"Size": 24},
@@ -426,8 +434,65 @@ fn a_change_your_data_source_brings_is_counted_against_max_destroy() {
     assert_eq!(reconcile(&c, &["--group", &spec])["reads"]["whole_plan"], false);
     let before = members(&c);
     // A new image is published: every machine would be replaced.
-    image("vol-img2");
+    publish_image(&c, "vol-img2");
     let run = c.run(&["reconcile", "--group", &spec, "--output", "json"]).code(Code::TooManyDestroys);
     assert!(run.stderr.contains("refusing to destroy 24"), "{}", run.stderr);
     assert_eq!(members(&c), before, "nothing was replaced");
+}
+
+#[test]
+fn a_change_your_data_source_brings_mid_run_is_not_applied_with_the_runs_own() {
+    let c = Cloud::new();
+    c.with_lookups();
+    publish_image(&c, "vol-img1");
+    // A resource of yours that every member depends on, sized by what your data source reads.
+    append_to_main(
+        &c,
+        "data \"fakecloud_volumes\" \"img\" {\n  tags = { role = \"image\" }\n}\n\
+         resource \"fakecloud_volume\" \"shared\" {\n  size = length(data.fakecloud_volumes.img.ids)\n}",
+    );
+    let spec = |size: u64, check: &str| {
+        let spec = json!({"ID": "web", "Properties": {
+            "Allocation": {"Size": size},
+            "Healing": {"Command": check},
+            "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {"fakecloud_instance": {"vm": {
+                "name": "web", "user_data": "${fakecloud_volume.shared.id}"}}}}}}});
+        c.s.write_outside(&format!("web-{size}.json"), &spec.to_string())
+    };
+    let eleven = spec(11, "true");
+    reconcile(&c, &["--group", &eleven]);
+    reconcile(&c, &["--group", &eleven]);
+    // One more member, nothing else changed: only the new member's file is planned and applied.
+    let quiet = spec(12, "true");
+    let grew = reconcile(&c, &["--group", &quiet]);
+    assert_eq!((grew["reads"]["whole_plan"].as_bool(), grew["added"].as_u64()), (Some(false), Some(1)), "{grew}");
+    // Your configuration reads a data source, which what the run made may change: the next
+    // run plans everything once.
+    assert_eq!(reconcile(&c, &["--group", &quiet])["reads"]["whole_plan"], true);
+    assert_eq!(reconcile(&c, &["--group", &quiet])["reads"]["whole_plan"], false);
+    // One more member; the health check (run after the look, before the apply) publishes a new
+    // image on the way, as the world outside may at any moment.
+    let img2 = c.cloud.join("vol-img2.json");
+    let publish = format!(
+        "test -e {0} || echo '{{\"type\": \"fakecloud_volume\", \"id\": \"vol-img2\", \"size\": 1, \"tags\": {{\"role\": \"image\"}}}}' > {0}",
+        img2.display()
+    );
+    let grown = spec(13, &publish);
+    let run = c.run(&["reconcile", "--group", &grown, "--output", "json"]);
+    assert!(img2.exists(), "the health check ran: {}", run.stderr);
+    assert!(
+        run.stderr.contains("applying this run's change would also change fakecloud_volume.shared: not applied"),
+        "{}",
+        run.stderr
+    );
+    let out = run.ok().json();
+    assert_eq!((out["groups"][0]["pending"].as_bool(), out["applied"].as_bool()), (Some(true), Some(false)), "{out}");
+    assert!(!c
+        .state()
+        .contains_key(&format!("fakecloud_instance.{}", out["groups"][0]["provisioned"][0].as_str().unwrap())));
+    // The next run plans the whole configuration (its files changed) and applies it all.
+    let next = reconcile(&c, &["--group", &grown]);
+    assert_eq!(next["reads"]["whole_plan"], true, "{}", next["reads"]);
+    assert_eq!(members(&c).values().filter(|m| !m.is_empty()).count(), 13);
+    c.run(&["reconcile", "--group", &grown, "--check"]).ok();
 }

@@ -19,7 +19,7 @@ use crate::exit::{Code, Failure};
 use crate::health_record::{Health, HealthRecord};
 use crate::names::{InstanceId, Suffix};
 use crate::terraform::Plan;
-use crate::tfoutput::Action;
+use crate::tfoutput::{Action, ResourceChange};
 
 #[cfg(test)]
 mod tests;
@@ -202,8 +202,57 @@ pub(super) fn check_max_destroy(
 
 /// The resources a document declares.
 fn resource_count(doc: Option<&serde_json::Value>) -> usize {
-    doc.and_then(|d| d.get("resource")?.as_object())
-        .map_or(0, |types| types.values().filter_map(|n| n.as_object()).map(|n| n.len()).sum())
+    doc.map_or(0, |d| crate::tfconfig::resources(d).count())
+}
+
+/// Whether a run may apply only what it writes (`Next::Change`) and plan nothing else: after a
+/// look that found the configuration and the state as a whole plan left them with nothing to
+/// do (`unchanged`), when the run replaces, terminates and rewrites nothing (`planned`: no plan
+/// of its destroys was needed) and the look found nothing but the machines of the instances it
+/// prunes (`doomed`): their deletion, and their making again, which pruning drops. Then the
+/// rest of the configuration has nothing to apply, and a whole plan would only say so.
+pub(super) fn only_ours(
+    unchanged: bool,
+    planned: Option<u64>,
+    decisions: &Decisions,
+    plan: &Plan,
+    doomed: &[(&Instance, String)],
+) -> bool {
+    let theirs: BTreeSet<String> =
+        doomed.iter().filter_map(|(i, _)| i.doc.as_ref().ok()).flat_map(crate::tfconfig::addresses).collect();
+    unchanged
+        && planned.is_none()
+        && decisions.iter().all(|(_, d)| d.replace.is_empty() && d.terminate.is_empty())
+        && plan.drift.iter().all(|d| d.action == Action::Delete && theirs.contains(&d.address))
+        && plan.changes.iter().all(|c| theirs.contains(&c.address))
+}
+
+/// What a plan of only a run's own change (`Next::Change`) would do beyond it, by address:
+/// anything but making what the files it wrote declare (`written`) and destroying what the
+/// files it removed declared (`removed`, counted by `check_max_destroy` as the pruned files').
+/// An update or a replacement of a written resource (a dedicated volume re-attached, a
+/// shared resource rewritten, that a data source changed) is beyond it too: it was neither
+/// planned whole nor counted. Data sources read during the plan are not changes. Empty: the
+/// plan may be applied.
+pub(super) fn beyond_change<'p>(
+    changes: &'p [ResourceChange],
+    written: &BTreeSet<String>,
+    removed: &BTreeSet<String>,
+) -> Vec<&'p str> {
+    changes
+        .iter()
+        .filter(|c| {
+            // A resource of ours with `count` or `for_each`: its instances are `name[key]`.
+            let resource = c.address.split('[').next().unwrap_or_default();
+            match c.action {
+                Action::Read | Action::NoOp => false,
+                Action::Create => !written.contains(resource),
+                Action::Delete => !removed.contains(resource),
+                _ => true,
+            }
+        })
+        .map(|c| c.address.as_str())
+        .collect()
 }
 
 /// The order of a group's rolling update (see `Group::destroy_first`).
@@ -251,6 +300,8 @@ pub(super) struct Applying {
     pub(super) drift: bool,
     /// The plan has changes.
     pub(super) changes: bool,
+    /// What the run wrote is all there is to apply ([`only_ours`]).
+    pub(super) narrow: bool,
 }
 
 /// The apply that comes next.
@@ -263,6 +314,9 @@ pub(super) enum Next {
     Configuration {
         refresh: bool,
     },
+    /// Only what the run wrote and removed: a plan of those files' resources (`-target`),
+    /// saved, applied when it changes nothing else.
+    Change,
 }
 
 impl Applying {
@@ -285,6 +339,8 @@ impl Applying {
             let as_planned = self.looked && self.whole && !self.pruned && !self.scaling && !self.drift;
             return if as_planned && self.changes {
                 Next::Saved
+            } else if self.narrow && (self.pruned || self.scaling) {
+                Next::Change
             } else if work {
                 Next::Configuration { refresh: false }
             } else {

@@ -16,7 +16,9 @@
 //! Then: nothing to do → done; changes and nothing pruned → apply the saved plan (no second
 //! plan); something pruned → apply afresh. After a look, the objects confirmed gone are
 //! forgotten and the drifted ones read into the state again (`-refresh-only` of them alone),
-//! then the configuration applies without refreshing: nothing is read twice. Before anything is pruned or applied,
+//! then the configuration applies without refreshing: nothing is read twice. A run that only
+//! prunes and adds members after a look that found nothing else changed applies only its own
+//! files' resources (`decide::only_ours`, `Run::apply_change`). Before anything is pruned or applied,
 //! a run that would destroy more than `--max-destroy` resources is refused (exit 11).
 //!
 //! Every member a group gives up (terminated on scale-in, or the old member of a rolling
@@ -54,7 +56,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use self::absence::Reading;
-use self::decide::{Applying, Decisions, Found};
+use self::decide::{Applying, Decisions, Found, Next};
 use self::groups::{logical_ids, Group, GroupReport, NewMembers};
 use self::observe::{adopt_first, Observed, Seen};
 use self::report::{Pruned, Report};
@@ -68,7 +70,9 @@ use crate::health_record::HealthRecord;
 use crate::names::{self, InstanceId};
 use crate::output::Printer;
 use crate::profile::Profiles;
-use crate::workspace::{ChangeSet, FileWrite, Workspace};
+use crate::terraform::Apply;
+use crate::tfoutput::Changes;
+use crate::workspace::{ChangeSet, FileWrite, SavedPlan, Workspace};
 
 pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let started = Instant::now();
@@ -198,7 +202,7 @@ impl Run<'_> {
         let touched: Vec<String> =
             ws.dir().queued().map(str::to_string).chain([names::IMPORT_FILE.to_string()]).collect();
         let before = ws.save_files(&touched);
-        let Prepared { seen, doomed, decisions, scale, importing } = match self.prepare(ws, instances, report) {
+        let Prepared { seen, doomed, decisions, scale, importing, own } = match self.prepare(ws, instances, report) {
             Ok(prepared) => prepared,
             Err(e) => {
                 if let Err(undo) = ws.restore(&before) {
@@ -212,11 +216,19 @@ impl Run<'_> {
         if importing && !report.pruned.is_empty() {
             ws.carry_out_imports()?;
         }
-        if let Some(failure) = self.apply_first(ws, &seen, (scaling, importing), report)? {
-            return Ok(Some(failure));
-        }
+        let left = match self.apply_first(ws, &seen, (scaling, importing, own.as_ref()), report)? {
+            First::Failed(failure) => return Ok(Some(failure)),
+            First::Left => true,
+            First::Done => false,
+        };
         if scaling {
             self.count_members(ws, report);
+        }
+        if left {
+            // What it wrote waits for the next run (`apply_change`).
+            for g in &mut report.groups {
+                g.pending = true;
+            }
         }
         Ok(self.roll_all(ws, &decisions, report))
     }
@@ -245,22 +257,27 @@ impl Run<'_> {
             decide::repair(&mut decisions[i].1, &verdict);
         }
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
+        let last_added = scale.added.iter().flatten().max();
+        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
         // Nothing applies unless the whole configuration was planned and counted: an apply
         // plans all of it again, and what your data sources read may change more than the
-        // look saw (a new image replaces every machine that uses it).
+        // look saw (a new image replaces every machine that uses it). Unless the run applies
+        // only what it writes: then that plan is what is counted (`apply_change`).
+        let narrow = decide::only_ours(seen.unchanged() && !importing, planned, &decisions, seen.plan(), &doomed);
+        // What the change writes and removes, when only that is applied (a file to remove
+        // that cannot be read: the whole configuration is planned, as otherwise).
+        let own = narrow.then(|| scale.own_change(ws)).flatten();
         let anything = !doomed.is_empty()
             || !scale.change.writes.is_empty()
             || !scale.change.removals.is_empty()
             || decisions.iter().any(|(_, d)| !d.replace.is_empty());
-        if seen.plan_whole(ws, anything)? {
+        if own.is_none() && seen.plan_whole(ws, anything)? {
             report.reads.whole_plan = true;
             report.fill_plan(seen.plan());
         }
-        let last_added = scale.added.iter().flatten().max();
-        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
         decide::check_max_destroy(self.groups, self.args.max_destroy, seen.plan(), &doomed, planned, &decisions)?;
         self.drain_terminated(ws, instances, &mut decisions, &mut scale, report)?;
-        Ok(Prepared { seen, doomed, decisions, scale, importing })
+        Ok(Prepared { seen, doomed, decisions, scale, importing, own })
     }
 
     /// The change that prunes and scales, all or nothing, applied at once: the pruned
@@ -274,9 +291,7 @@ impl Run<'_> {
         decisions: &Decisions,
     ) -> Result<Scale> {
         let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
-        let terminated: BTreeSet<InstanceId> =
-            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
-        let terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
+        let terminations = self.terminations(ws, instances, decisions)?;
         let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(leaving);
         let added = self
             .groups
@@ -309,11 +324,16 @@ impl Run<'_> {
             g.abandoned = decision.terminate.iter().filter(|id| kept.contains(id)).map(ToString::to_string).collect();
             decision.terminate.retain(|id| !kept.contains(id));
         }
-        let terminated: BTreeSet<InstanceId> =
-            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
-        let terminations = removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)?;
+        let terminations = self.terminations(ws, instances, decisions)?;
         scale.change.removals = Scale::removals(&scale.pruned_files, terminations, &scale.change.writes);
         Ok(())
+    }
+
+    /// The files the terminated members of every group leave behind (`instances::removals`).
+    fn terminations(&self, ws: &Workspace<'_>, instances: &[Instance], decisions: &Decisions) -> Result<Vec<String>> {
+        let terminated: BTreeSet<InstanceId> =
+            decisions.iter().flat_map(|(_, d)| d.terminate.iter().cloned()).collect();
+        removals(ws.dir(), instances, &terminated, Reason::Terminate, &self.ctx.printer)
     }
 
     /// Writes the change that prunes and scales and promotes the new members' files; the
@@ -360,9 +380,9 @@ impl Run<'_> {
         &self,
         ws: &mut Workspace<'_>,
         seen: &Seen,
-        (scaling, importing): (bool, bool),
+        (scaling, importing, own): (bool, bool, Option<&OwnChange>),
         report: &mut Report,
-    ) -> Result<Option<anyhow::Error>> {
+    ) -> Result<First> {
         let plan = seen.plan();
         let applying = Applying {
             looked: matches!(seen, Seen::Looked { .. }),
@@ -372,21 +392,16 @@ impl Run<'_> {
             scaling,
             drift: !plan.drift.is_empty(),
             changes: plan.has_changes,
+            narrow: own.is_some(),
         };
-        let what = seen.apply(applying.next());
-        let synced_and_applied = |ws: &mut Workspace<'_>, what| {
-            if applying.careful() {
-                Self::bring_state_to_look(ws, plan, seen.deposed())?;
-            }
-            ws.apply(what)
-        };
-        let applied = match what.map(|what| synced_and_applied(ws, what)).transpose() {
+        let next = applying.next();
+        let applied = match self.apply_next(ws, seen, next, own, applying.careful()) {
             Ok(applied) => applied,
             Err(e) if !self.groups.is_empty() => {
                 for g in &mut report.groups {
                     g.pending = true;
                 }
-                return Ok(Some(e));
+                return Ok(First::Failed(e));
             }
             Err(e) => return Err(e),
         };
@@ -398,8 +413,66 @@ impl Run<'_> {
         if let Some(c) = applied {
             report.note_applied(c);
         }
-        seen.record_progress(ws, what.is_some())?;
-        Ok(None)
+        seen.record_progress(ws, next != Next::Nothing)?;
+        Ok(if next == Next::Change && applied.is_none() { First::Left } else { First::Done })
+    }
+
+    /// Runs the apply `next` calls for (`careful`: what the look found brought into the state
+    /// first, see [`Run::bring_state_to_look`]). What it did; `None` when it applied nothing.
+    fn apply_next(
+        &self,
+        ws: &mut Workspace<'_>,
+        seen: &Seen,
+        next: Next,
+        own: Option<&OwnChange>,
+        careful: bool,
+    ) -> Result<Option<Changes>> {
+        if next == Next::Nothing {
+            return Ok(None);
+        }
+        if careful {
+            Self::bring_state_to_look(ws, seen.plan(), seen.deposed())?;
+        }
+        let what = match (next, own) {
+            (Next::Change, Some(own)) => return self.apply_change(ws, own),
+            // `Applying::next` picks the saved plan only when there is one, and only what the
+            // run wrote only when it knows what that is.
+            (Next::Saved, _) => seen.saved().map_or(Apply::Configuration { refresh: false }, SavedPlan::to_apply),
+            (Next::Configuration { refresh }, _) => Apply::Configuration { refresh },
+            (Next::Change, None) | (Next::Nothing, _) => unreachable!("decided with what the run wrote: {next:?}"),
+        };
+        ws.apply(what).map(Some)
+    }
+
+    /// `Next::Change`: a plan of the resources of the files the run wrote and removed
+    /// (terraform adds what they depend on), saved, and applied when it does nothing beyond
+    /// the change (`decide::beyond_change`): it makes what the new files declare and destroys
+    /// what the removed ones declared, all of it counted already. Then the directory as it is
+    /// now may be marked planned (`Workspace::note_planned_now`), so that the next run need
+    /// not plan everything. Otherwise (what a data source reads has changed a resource the
+    /// change touches or depends on) nothing is applied: a warning says what, the groups stay
+    /// pending, and the next run, whose files changed, plans the whole configuration and
+    /// counts its destroys.
+    fn apply_change(&self, ws: &mut Workspace<'_>, own: &OwnChange) -> Result<Option<Changes>> {
+        let targets: Vec<String> = own.written.union(&own.removed).cloned().collect();
+        let saved = ws.plan_targets(&targets)?;
+        let beyond = decide::beyond_change(&saved.plan.changes, &own.written, &own.removed);
+        if !beyond.is_empty() {
+            self.ctx.printer.warn(&format!(
+                "applying this run's change would also change {}: not applied; the next run plans the whole configuration, and --max-destroy counts it",
+                beyond.join(", ")
+            ));
+            return Ok(None);
+        }
+        let retries = crate::metrics::retries();
+        let applied = ws.apply(saved.to_apply())?;
+        // A retry plans again, and what it planned was not checked: no mark then.
+        if crate::metrics::retries() == retries {
+            if let Err(e) = ws.note_planned_now() {
+                self.ctx.printer.detail(&format!("the next run plans the whole configuration: {e:#}"));
+            }
+        }
+        Ok(Some(applied))
     }
 
     /// What the whole run would destroy when its groups terminate, replace or rewrite an
@@ -454,6 +527,17 @@ impl Run<'_> {
     }
 }
 
+/// How the first apply of a converging run ended.
+enum First {
+    /// As decided (or nothing to apply).
+    Done,
+    /// Left to the next run: only the run's own change was to be applied, and a plan of it
+    /// found more (`Run::apply_change`).
+    Left,
+    /// It failed, after the files were written: the run ends with this error.
+    Failed(anyhow::Error),
+}
+
 /// What a converging run decided before its first write.
 struct Prepared<'i> {
     seen: Seen,
@@ -463,6 +547,8 @@ struct Prepared<'i> {
     scale: Scale,
     /// Whether import blocks remain for the apply (`Workspace::carry_out_imports`).
     importing: bool,
+    /// Only what the run writes is applied (`decide::only_ours`): its files' resources.
+    own: Option<OwnChange>,
 }
 
 /// The change that prunes and scales.
@@ -474,7 +560,25 @@ struct Scale {
     added: Vec<Vec<InstanceId>>,
 }
 
+/// The resources of the files a run's change writes and removes: all that `Next::Change`
+/// plans and applies.
+struct OwnChange {
+    written: BTreeSet<String>,
+    removed: BTreeSet<String>,
+}
+
 impl Scale {
+    /// What the change writes and removes ([`OwnChange`]). `None` when a file to remove
+    /// cannot be read: then the whole configuration is planned.
+    fn own_change(&self, ws: &Workspace<'_>) -> Option<OwnChange> {
+        let written = self.change.writes.iter().flat_map(|w| crate::tfconfig::addresses(&w.doc)).collect();
+        let mut removed = BTreeSet::new();
+        for name in &self.change.removals {
+            removed.extend(crate::tfconfig::addresses(&ws.dir().read_doc(name).ok()?));
+        }
+        Some(OwnChange { written, removed })
+    }
+
     /// What the change removes: the pruned files, then the terminated members' files, less
     /// those a new member writes (a shared file is not removed with a terminated member).
     fn removals(pruned_files: &[String], terminations: Vec<String>, writes: &[FileWrite]) -> Vec<String> {

@@ -14,7 +14,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::absence::{self, Reading, Unconfirmed};
-use super::decide::{self, Decisions, Next};
+use super::decide::{self, Decisions};
 use super::Run;
 use crate::cloud_record::{Classified, StrayKind};
 use crate::cmd::heal::Verdict;
@@ -89,12 +89,13 @@ impl Run<'_> {
         let (mut seen, reads) = self.look(ws)?;
         let unconfirmed = seen.weigh(ws, read_at, self.profiles, &self.ctx.printer, false)?;
         let mut strays = Strays::default();
-        if let Seen::Looked { strays: found, whole, .. } = &mut seen {
+        if let Seen::Looked { strays: found, whole, unchanged, .. } = &mut seen {
             strays = self.strays(ws, found)?;
             // A stray adopted changes the state: a whole plan saved before is stale (planned
             // again when the run applies anything).
             if !strays.adopted.is_empty() {
                 *whole = None;
+                *unchanged = false;
             }
         }
         Ok(Observed { seen, importing, promoted, reads, unconfirmed, strays })
@@ -152,6 +153,7 @@ impl Run<'_> {
         let plan = crate::workspace::merge(whole.as_ref().map(|w| &w.plan), look.plan, None);
         let seen = Seen::Looked {
             plan,
+            unchanged: whole.is_none(),
             whole,
             digest,
             cursor: look.cursor,
@@ -298,6 +300,8 @@ pub(super) enum Seen {
     Refreshed(SavedPlan),
     /// A look (`workspace::look`): what it found, merged with the whole plan (saved, not
     /// refreshed) when one ran; the state document it looked at, and where its slice stopped.
+    /// `unchanged`: the configuration and the state were those of the last whole plan that
+    /// found nothing to do (`Workspace::planned_before`), so none ran.
     /// `digest`: what the whole plan planned (`Workspace::digest`); `deposed`: the resources
     /// holding a deposed object, which are not forgotten (that would forget the object).
     /// `shown`: the listed machines their listing showed; `read`: every address a refresh
@@ -305,6 +309,7 @@ pub(super) enum Seen {
     /// no state records (`workspace::strays`); `ids`: the ID the state holds for each address.
     Looked {
         plan: Plan,
+        unchanged: bool,
         whole: Option<SavedPlan>,
         digest: String,
         cursor: Option<String>,
@@ -318,16 +323,18 @@ pub(super) enum Seen {
 }
 
 impl Seen {
-    /// What `next` applies (`decide::Applying::next`): the saved plan is the refreshing
-    /// plan's, or after a look the whole plan's.
-    pub(super) fn apply(&self, next: Next) -> Option<Apply<'_>> {
-        match (next, self) {
-            (Next::Nothing, _) => None,
-            (Next::Configuration { refresh }, _) => Some(Apply::Configuration { refresh }),
-            (Next::Saved, Seen::Refreshed(saved) | Seen::Looked { whole: Some(saved), .. }) => Some(saved.to_apply()),
-            // `Applying::next` picks the saved plan after a look only when there is one.
-            (Next::Saved, Seen::Looked { whole: None, .. }) => Some(Apply::Configuration { refresh: false }),
+    /// The plan saved for an apply (`decide::Next::Saved`): the refreshing plan, or after a
+    /// look the whole plan when one ran.
+    pub(super) fn saved(&self) -> Option<&SavedPlan> {
+        match self {
+            Seen::Refreshed(saved) => Some(saved),
+            Seen::Looked { whole, .. } => whole.as_ref(),
         }
+    }
+
+    /// After a look, nothing changed since a whole plan found nothing to do, and none ran.
+    pub(super) fn unchanged(&self) -> bool {
+        matches!(self, Seen::Looked { unchanged: true, .. })
     }
 
     /// The resources holding a deposed object (a look's; none after a full refresh).

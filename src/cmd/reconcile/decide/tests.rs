@@ -357,9 +357,109 @@ fn the_next_apply() {
             cfg(false),
         ),
         ("a look, scaled", Applying { looked: true, whole: true, scaling: true, ..a }, cfg(false)),
+        (
+            "a look, pruned, only ours",
+            Applying { looked: true, pruned: true, changes: true, narrow: true, ..a },
+            Next::Change,
+        ),
+        ("a look, scaled, only ours", Applying { looked: true, scaling: true, narrow: true, ..a }, Next::Change),
     ];
     for (what, applying, next) in cases {
         assert_eq!(applying.next(), *next, "{what}");
         assert_eq!(applying.careful(), applying.looked || applying.unconfirmed, "{what}");
+    }
+}
+
+#[test]
+fn a_run_applies_only_what_it_writes_when_nothing_else_changed() {
+    let groups = [group(r#"{"Size": 3}"#, false, "")];
+    let g = &groups[0];
+    let record = HealthRecord::default();
+    struct Case {
+        what: &'static str,
+        /// Nothing changed since a whole plan found nothing to do.
+        unchanged: bool,
+        /// The destroys a plan of replacements or terminations counted.
+        planned: Option<u64>,
+        vanished: &'static [u64],
+        creating: &'static [u64],
+        /// Member 1's machine changed outside terraform.
+        drifted: bool,
+        /// Member 1's address gone (its machine, not pruned: kept unconfirmed, say).
+        neighbour_gone: bool,
+        /// The group is one member too big.
+        shrinking: bool,
+        /// The members are on an older spec (to be replaced).
+        outdated: bool,
+        ours: bool,
+    }
+    let a = Case {
+        what: "",
+        unchanged: true,
+        planned: None,
+        vanished: &[],
+        creating: &[],
+        drifted: false,
+        neighbour_gone: false,
+        shrinking: false,
+        outdated: false,
+        ours: true,
+    };
+    let cases = [
+        Case { what: "scale up, nothing found", ..a },
+        Case { what: "a member's machine gone: pruned, its making again dropped", vanished: &[2], creating: &[2], ..a },
+        Case { what: "a whole plan was due (a file or the state changed)", unchanged: false, ours: false, ..a },
+        Case { what: "members replaced: their destroys were planned", planned: Some(2), ours: false, ..a },
+        Case { what: "a machine drifted (not gone)", drifted: true, ours: false, ..a },
+        Case { what: "a resource gone that is not pruned", neighbour_gone: true, ours: false, ..a },
+        Case { what: "a member terminated", shrinking: true, ours: false, ..a },
+        Case { what: "a machine not pruned is to be made", creating: &[1], ours: false, ..a },
+        Case { what: "outdated members to replace", outdated: true, ours: false, ..a },
+    ];
+    for c in cases {
+        let mut plan = plan(c.vanished, c.creating);
+        if c.drifted {
+            plan.drift.push(ResourceChange { address: "aws_instance.vm_1".into(), action: Action::Update });
+        }
+        if c.neighbour_gone {
+            plan.drift.push(ResourceChange { address: "aws_eip.ip_1".into(), action: Action::Delete });
+        }
+        let is = if c.outdated { Is::Outdated } else { Is::Current };
+        let mut instances = vec![member(g, 1, is, None), member(g, 2, is, None)];
+        if c.shrinking {
+            instances.extend((3..=4).map(|n| member(g, n, is, None)));
+        }
+        let decided = decide(&groups, &Found { instances: &instances, plan: &plan, record: &record });
+        let ours = only_ours(c.unchanged, c.planned, &decided.decisions, &plan, &decided.doomed);
+        assert_eq!(ours, c.ours, "{}", c.what);
+    }
+}
+
+#[test]
+fn a_plan_of_the_runs_own_change_may_only_make_what_it_wrote_and_destroy_what_it_removed() {
+    let set = |a: &[&str]| a.iter().map(|s| (*s).to_string()).collect::<BTreeSet<String>>();
+    let written = set(&["aws_instance.vm_3", "aws_ebs_volume.data_1"]);
+    let removed = set(&["aws_instance.vm_2", "aws_eip.ip_2"]);
+    let change = |address: &str, action: Action| ResourceChange { address: address.into(), action };
+    // (what, the plan's change, beyond the run's change)
+    let cases = [
+        ("the new member made", change("aws_instance.vm_3", Action::Create), false),
+        ("an instance of a new resource with count", change("aws_instance.vm_3[0]", Action::Create), false),
+        ("the pruned file's sibling destroyed", change("aws_eip.ip_2", Action::Delete), false),
+        ("a data source read", change("data.aws_ami.latest", Action::Read), false),
+        (
+            "a written volume replaced (re-attached, its snapshot newer)",
+            change("aws_ebs_volume.data_1", Action::Replace),
+            true,
+        ),
+        ("a written resource updated", change("aws_ebs_volume.data_1", Action::Update), true),
+        ("a written resource destroyed", change("aws_instance.vm_3", Action::Delete), true),
+        ("a removed resource made again", change("aws_eip.ip_2", Action::Create), true),
+        ("a resource of yours changed", change("aws_lb.front", Action::Update), true),
+        ("a resource of yours made", change("aws_route53_record.web", Action::Create), true),
+    ];
+    for (what, c, beyond) in cases {
+        let changes = [c];
+        assert_eq!(!beyond_change(&changes, &written, &removed).is_empty(), beyond, "{what}");
     }
 }
