@@ -103,6 +103,10 @@ pub struct Recorded {
     /// Whether it holds a deposed object (a create-before-destroy cut short): forgetting the
     /// address would forget that object too.
     pub deposed: bool,
+    /// Whether it holds an object that is not deposed (`terraform show` lists it then).
+    pub current: bool,
+    /// Whether a current object is tainted (terraform replaces it at the next apply).
+    pub tainted: bool,
 }
 
 /// One data source that lists the objects of one type (and group).
@@ -472,6 +476,8 @@ mod tests {
             root: true,
             ids: vec![id.into()],
             deposed: false,
+            current: true,
+            tainted: false,
         }
     }
 

@@ -331,7 +331,7 @@ pub fn parse_plan_reads(json: &str) -> Result<BTreeMap<String, Value>, String> {
 
 /// The managed resources of a state document as terraform stores it (the local state file,
 /// the store's state row, `state pull`: format 4), without a terraform run: address, type,
-/// and each instance's `id`.
+/// each instance's `id`, and whether one is deposed, one is current, and a current one tainted.
 pub fn raw_state_resources(json: &str) -> Result<Vec<crate::look::Recorded>, String> {
     let v: Value = serde_json::from_str(json).map_err(|e| format!("the state is not JSON: {e}"))?;
     let resources = v.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -342,25 +342,20 @@ pub fn raw_state_resources(json: &str) -> Result<Vec<crate::look::Recorded>, Str
             let rtype = r.get("type")?.as_str()?;
             let name = r.get("name")?.as_str()?;
             let module = r.get("module").and_then(Value::as_str);
-            let ids = r
-                .get("instances")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|i| i.pointer("/attributes/id")?.as_str().map(str::to_string))
-                .collect();
-            let deposed = r
-                .get("instances")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|i| i.get("deposed").is_some());
+            let instances = || r.get("instances").and_then(Value::as_array).into_iter().flatten();
+            let ids = instances().filter_map(|i| i.pointer("/attributes/id")?.as_str().map(str::to_string)).collect();
+            let deposed = instances().any(|i| i.get("deposed").is_some());
+            let current = || instances().filter(|i| i.get("deposed").is_none());
+            let tainted = current().any(|i| i.get("status").and_then(Value::as_str) == Some("tainted"));
+            let current = current().next().is_some();
             Some(crate::look::Recorded {
                 address: module.map_or(format!("{rtype}.{name}"), |m| format!("{m}.{rtype}.{name}")),
                 rtype: rtype.to_string(),
                 root: module.is_none(),
                 ids,
                 deposed,
+                current,
+                tainted,
             })
         })
         .collect())

@@ -174,10 +174,30 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
 /// for the metrics after a run (`metrics`). Quietly: `describe`'s warnings were the run's to
 /// give. A state that cannot be read is an error here, not statuses from the files alone.
 pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
-    let ws = Workspace::read(ctx)?;
+    let mut ws = Workspace::read(ctx)?;
     let profiles = ctx.profiles()?;
     let instances = ws.dir().instances(&profiles);
-    let state = state_of(&ws, &instances)?;
+    // Only whether each VM is in the state, and tainted, counts here: the state document is
+    // read as terraform stores it, with no terraform run.
+    let live = instances.iter().any(|i| i.suffix == Suffix::Live);
+    let state: Option<State> = if live && ws.dir().may_have_state() {
+        let recorded = ws.state_resources()?.into_iter().filter(|r| r.root && r.current);
+        Some(
+            recorded
+                .map(|r| {
+                    let resource = StateResource {
+                        rtype: r.rtype,
+                        values: Value::Null,
+                        sensitive: Value::Null,
+                        tainted: r.tainted,
+                    };
+                    (r.address, resource)
+                })
+                .collect(),
+        )
+    } else {
+        live.then(BTreeMap::new)
+    };
     let doubted = ws.dir().cloud_record().map(|r| r.gone.into_keys().collect()).unwrap_or_default();
     let seen = Seen { state: state.as_ref(), awaiting: ws.awaiting_lookup().is_some(), doubted };
     let mut counts = BTreeMap::new();

@@ -126,10 +126,14 @@ fn a_state_documents_managed_resources_are_read_without_terraform() {
     let state = r#"{"version": 4, "serial": 3, "resources": [
         {"mode": "managed", "type": "fakecloud_instance", "name": "instance-1", "instances": [{"attributes": {"id": "i-1"}}]},
         {"mode": "data", "type": "fakecloud_instances", "name": "x", "instances": [{"attributes": {"id": "d"}}]},
-        {"module": "module.net", "mode": "managed", "type": "aws_subnet", "name": "a", "instances": [{"index_key": 0, "attributes": {"id": "s-0"}}, {"index_key": 1, "attributes": {"id": "s-1"}}]}
+        {"module": "module.net", "mode": "managed", "type": "aws_subnet", "name": "a", "instances": [{"index_key": 0, "attributes": {"id": "s-0"}}, {"index_key": 1, "attributes": {"id": "s-1"}}]},
+        {"mode": "managed", "type": "fakecloud_instance", "name": "instance-2", "instances": [{"status": "tainted", "attributes": {"id": "i-2"}}]},
+        {"mode": "managed", "type": "fakecloud_instance", "name": "instance-3", "instances": [{"deposed": "00aa", "status": "tainted", "attributes": {"id": "i-3"}}]}
     ]}"#;
     let r = raw_state_resources(state).unwrap();
-    assert_eq!(r.len(), 2, "data sources are not resources: {r:?}");
+    assert_eq!(r.len(), 4, "data sources are not resources: {r:?}");
+    assert_eq!((r[0].tainted, r[2].address.as_str(), r[2].tainted), (false, "fakecloud_instance.instance-2", true));
+    assert_eq!((r[3].current, r[3].deposed, r[3].tainted), (false, true, false), "only a deposed object: {r:?}");
     assert_eq!((r[0].address.as_str(), r[0].root, r[0].ids.clone()), ("fakecloud_instance.instance-1", true, vec!["i-1".to_string()]));
     assert_eq!((r[1].address.as_str(), r[1].root, r[1].ids.len()), ("module.net.aws_subnet.a", false, 2));
     assert!(raw_state_resources("{").is_err());

@@ -3,7 +3,7 @@
 //! The faults are real: the fakecloud provider's creates fail as a throttled cloud API's do
 //! (`throttle-creates`), or for good (`fail-create`); terraform is the real one.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
@@ -234,4 +234,43 @@ fn a_bad_retry_pattern_is_refused_before_anything_is_written() {
     let run = c.run(&["provision", &c.spec()]).code(Code::Invalid);
     assert!(run.stderr.contains("retryable error pattern `(unclosed` is not a regular expression"), "{}", run.stderr);
     assert!(c.s.snapshot() == before, "something was written");
+}
+
+#[test]
+fn the_metrics_count_the_instances_without_another_terraform_run() {
+    let c = cloud("200ms");
+    // The real terraform, behind a wrapper that notes each subcommand it is asked to run.
+    let log = c.s.root.path().join("terraform-runs.log");
+    let wrapper = c.s.root.path().join("terraform-noted");
+    let script = format!(
+        "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        crate::support::terraform::terraform_program().display()
+    );
+    crate::support::write_executable(&wrapper, &script);
+    let path = c.s.root.path().join("infrakit.prom");
+    let metered = ["--terraform", wrapper.to_str().unwrap(), "--metrics-file", path.to_str().unwrap()];
+    let ids: Vec<String> = (0..2)
+        .map(|_| c.run(&[&["provision", &c.spec()][..], &metered[..]].concat()).ok().stdout.trim().to_string())
+        .collect();
+    // Counting needs no terraform run of its own (before: a `terraform show` after each).
+    let runs = std::fs::read_to_string(&log).unwrap();
+    assert!(runs.lines().any(|l| l == "apply"), "{runs}");
+    assert!(!runs.lines().any(|l| l == "show"), "{runs}");
+    let m = metrics(&path);
+    let dir = c.s.dir.as_path();
+    assert_eq!(value(&m, dir, "instances", &[("group", "web"), ("status", "created")]), Some(2.0), "{m:?}");
+    // One tainted by hand, and a third queued (written, not applied): counted as `describe`
+    // shows them.
+    c.terraform(&["taint", &format!("fakecloud_instance.{}", ids[0])]);
+    c.run(&[&["provision", "--no-apply", &c.spec()][..], &metered[..]].concat()).ok();
+    let m = metrics(&path);
+    let mut described: BTreeMap<String, f64> = BTreeMap::new();
+    for row in c.describe() {
+        *described.entry(row["status"].as_str().unwrap().to_string()).or_default() += 1.0;
+    }
+    assert_eq!(described, BTreeMap::from([("created".into(), 1.0), ("tainted".into(), 1.0), ("queued".into(), 1.0)]));
+    for (status, n) in described {
+        assert_eq!(value(&m, dir, "instances", &[("group", "web"), ("status", &status)]), Some(n), "{status}: {m:?}");
+    }
 }

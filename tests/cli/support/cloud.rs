@@ -308,6 +308,20 @@ impl Cloud {
         row["attributes"]["id"].as_str().unwrap_or_else(|| panic!("{id} has no machine: {row}")).to_string()
     }
 
+    /// Runs the real terraform ARGS in the directory, as you would by hand (with this cloud's
+    /// provider set-up); its stdout. Panics when it fails.
+    pub fn terraform(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new(crate::support::terraform::terraform_program())
+            .args(args)
+            .current_dir(&self.s.dir)
+            .env("TF_CLI_CONFIG_FILE", &self.rc)
+            .env("FAKECLOUD_DIR", &self.cloud)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "terraform {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Terraform's state: address → the object's cloud ID.
     pub fn state(&self) -> std::collections::BTreeMap<String, String> {
         let env = [("TF_CLI_CONFIG_FILE", self.rc.as_os_str()), ("FAKECLOUD_DIR", self.cloud.as_os_str())];
