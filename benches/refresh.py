@@ -23,7 +23,10 @@ The report's `reads` (how the run refreshed) and `terraform_runs` are printed wh
 Exit 1 when a target is missed. Usage:
 
   python3 benches/refresh.py [--machines N] [--read-ms MS] [--repeat R] [--timeout S]
-      [--setup-timeout S] [--provider PATH] [--terraform PATH] [--bin PATH]
+      [--setup-timeout S] [--provider PATH] [--terraform PATH] [--bin PATH] [--updating JSON]
+
+`--updating` gives the group spec an `Updating` (its checkpoints: what their bookkeeping adds
+to a run with nothing to do).
 
 The set-up is one apply of N creates, and terraform rewrites its local state after each one, so
 it grows as N squared: half a minute at 1,000, hours at 10,000. Past 2,000 machines (or with
@@ -105,17 +108,14 @@ class Bench:
         self.plan = [args.terraform, "plan", "-input=false"]
 
     def write_group(self, size):
+        props = {
+            "Allocation": {"Size": size},
+            "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {"fakecloud_instance": {"vm": {"name": "web"}}}}},
+        }
+        if self.args.updating:
+            props["Updating"] = json.loads(self.args.updating)
         with open(self.group, "w") as f:
-            json.dump(
-                {
-                    "ID": GROUP,
-                    "Properties": {
-                        "Allocation": {"Size": size},
-                        "Instance": {"Plugin": "instance-terraform", "Properties": {"resource": {"fakecloud_instance": {"vm": {"name": "web"}}}}},
-                    },
-                },
-                f,
-            )
+            json.dump({"ID": GROUP, "Properties": props}, f)
 
     def synthesize(self, n):
         """Converges the group at one member, then copies that member under n - 1 more IDs:
@@ -216,6 +216,7 @@ def main():
     ap.add_argument("--setup-timeout", type=float, default=4 * 3600, help="seconds the set-up may take (default 4 h)")
     ap.add_argument("--synthetic", action="store_true", help="build the group by copying one member (the default past 2,000)")
     ap.add_argument("--provider", help="terraform-provider-fakecloud (default: build it, debug)")
+    ap.add_argument("--updating", help="the group spec's `Updating` (JSON), e.g. '{\"Checkpoints\": [20, 50]}'")
     args = parse(ap)
     args.provider = provider_binary(args.provider)
     # The runs start in the managed directory: paths given relative to here must still hold.

@@ -358,6 +358,16 @@ pub struct ReconcileArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_unavailable: Option<u64>,
 
+    /// Percentages of a group at which its rollout pauses, such as `20,50` (`none`: no pause)
+    /// [default: the spec's `Updating.Checkpoints`]
+    #[arg(long, value_name = "PERCENTS", value_parser = parse_checkpoints)]
+    pub checkpoints: Option<Checkpoints>,
+
+    /// How long a rollout pauses at each checkpoint [default: the spec's
+    /// `Updating.CheckpointDelay`, else 1h]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub checkpoint_delay: Option<Duration>,
+
     /// A shell command that says whether a replacement is healthy (exit 0); run with
     /// `INFRAKIT_TF_ID`, `INFRAKIT_TF_LOGICAL_ID`, `INFRAKIT_TF_GROUP` and `INFRAKIT_TF_ATTR_<KEY>` (its
     /// state attributes) in its environment. The next batch waits for it
@@ -636,4 +646,26 @@ mod tests {
         assert!(b.global.yes);
         assert!(matches!(b.command, Command::Destroy(DestroyArgs { reason: Reason::RollingUpdate, .. })));
     }
+}
+
+/// `--checkpoints`: percentages of a group, increasing (`group::check_checkpoints`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoints(pub Vec<u64>);
+
+/// Parses `--checkpoints`: `20,50` (a `%` after each is allowed), or `none`.
+fn parse_checkpoints(text: &str) -> Result<Checkpoints, String> {
+    if text.trim() == "none" {
+        return Ok(Checkpoints(Vec::new()));
+    }
+    let percents = text
+        .split(',')
+        .map(|p| {
+            let p = p.trim();
+            p.strip_suffix('%').unwrap_or(p).trim().parse::<u64>().map_err(|_| {
+                format!("`{}` is not a percentage: give them as `20,50`, or `none`", crate::text::short(p))
+            })
+        })
+        .collect::<Result<Vec<u64>, String>>()?;
+    crate::group::check_checkpoints(&percents)?;
+    Ok(Checkpoints(percents))
 }

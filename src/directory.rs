@@ -158,6 +158,7 @@ impl Directory {
                 || n == names::HEALTH_RECORD
                 || n == names::REFRESH_RECORD
                 || n == names::CLOUD_RECORD
+                || n == names::ROLLOUT_RECORD
         };
         self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| {
             let looked_up =
@@ -311,6 +312,16 @@ impl Directory {
             Ok(bytes) => CloudRecord::parse(&bytes),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(CloudRecord::default()),
             Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::CLOUD_RECORD).display())),
+        }
+    }
+
+    /// The rollout record (`rollout_record`): empty when there is none; why not when it cannot
+    /// be read or is not valid.
+    pub(crate) fn rollout_record(&self) -> Result<crate::rollout_record::RolloutRecord, String> {
+        match self.bytes(names::ROLLOUT_RECORD) {
+            Ok(bytes) => crate::rollout_record::RolloutRecord::parse(&bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Default::default()),
+            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::ROLLOUT_RECORD).display())),
         }
     }
 

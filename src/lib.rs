@@ -57,6 +57,7 @@ core_modules!(
     lookup,
     names,
     profile,
+    rollout_record,
     spec,
     template,
     text,

@@ -36,6 +36,9 @@ pub(crate) struct Counts {
     strays: Option<usize>,
     /// Set by reconcile once it decided: members still to be replaced, by group.
     outdated: Option<BTreeMap<String, usize>>,
+    /// Set by reconcile: each group's rollout, when it has one: its state and the members on
+    /// the new spec.
+    rollouts: Option<BTreeMap<String, (crate::rollout_record::RolloutState, usize)>>,
     /// Set by reconcile once it checked: the healed groups' health, by group.
     healing: Option<BTreeMap<String, Healing>>,
     /// What its terraform runs read from the cloud.
@@ -124,6 +127,13 @@ pub(crate) fn note_reconciled(drift: usize, outdated: impl IntoIterator<Item = (
     counts.outdated = Some(outdated.into_iter().collect());
 }
 
+/// Each group's rollout as reconcile left it: its state and the members on the new spec.
+pub(crate) fn note_rollouts(
+    rollouts: impl IntoIterator<Item = (String, (crate::rollout_record::RolloutState, usize))>,
+) {
+    counts().rollouts = Some(rollouts.into_iter().collect());
+}
+
 /// How many strays reconcile reported (machines a listing showed with this directory's tags,
 /// in no state, not adopted).
 pub(crate) fn note_strays(strays: usize) {
@@ -196,6 +206,16 @@ const FAMILIES: &[(&str, &str, bool)] = &[
     (
         "infrakit_tf_group_members_outdated",
         "Members of the group still to be replaced by a rolling update, as the last reconcile found.",
+        false,
+    ),
+    (
+        "infrakit_tf_group_rollout",
+        "1 for the state the group's rollout is in (rolling, paused, stopped, done), else 0, as the last reconcile left it.",
+        false,
+    ),
+    (
+        "infrakit_tf_group_rollout_replaced",
+        "Members of the group on the spec its rollout goes to, as the last reconcile left it.",
         false,
     ),
     (
@@ -296,6 +316,14 @@ fn series(run: &Run<'_>, dir: &str, cmd: &str) -> Vec<(&'static str, String, Str
     for (group, n) in counts.outdated.iter().flatten() {
         new.push(("infrakit_tf_group_members_outdated", format!("{dir},group=\"{}\"", escape(group)), n.to_string()));
     }
+    for (group, (state, replaced)) in counts.rollouts.iter().flatten() {
+        let labels = format!("{dir},group=\"{}\"", escape(group));
+        for s in crate::rollout_record::RolloutState::ALL {
+            let value = u8::from(s == *state).to_string();
+            new.push(("infrakit_tf_group_rollout", format!("{labels},state=\"{}\"", s.as_str()), value));
+        }
+        new.push(("infrakit_tf_group_rollout_replaced", labels, replaced.to_string()));
+    }
     for (group, h) in counts.healing.iter().flatten() {
         let labels = format!("{dir},group=\"{}\"", escape(group));
         new.push(("infrakit_tf_group_members_unhealthy", labels.clone(), h.unhealthy.to_string()));
@@ -322,6 +350,7 @@ fn replaced(run: &Run<'_>, new: &[(&str, String, String)], dir: &str, cmd: &str,
         _ if per_command => labels == cmd && new.iter().any(|(f, _, _)| *f == family),
         "infrakit_tf_instances" => ours && run.instances.is_some(),
         "infrakit_tf_group_members_outdated" => ours && counts.outdated.is_some(),
+        "infrakit_tf_group_rollout" | "infrakit_tf_group_rollout_replaced" => ours && counts.rollouts.is_some(),
         "infrakit_tf_group_members_unhealthy" | "infrakit_tf_group_repairs" | "infrakit_tf_group_repairs_halted" => {
             ours && counts.healing.is_some()
         }

@@ -34,6 +34,8 @@ pub const REFRESH_RECORD: &str = ".infrakit-tf-refresh.json";
 /// The cloud record: when machines were created, reads the listing contradicted, strays (see
 /// `cloud_record`).
 pub const CLOUD_RECORD: &str = ".infrakit-tf-cloud.json";
+/// The rollout record: where each group's rollout stands (see `rollout_record`).
+pub const ROLLOUT_RECORD: &str = ".infrakit-tf-rollouts.json";
 
 /// Whether a name is one of the files infrakit-tf keeps in a directory (and a store keeps for
 /// every host): the managed files (live and queued), the ID record, the health and refresh
@@ -47,6 +49,7 @@ pub fn is_ours(name: &str) -> bool {
         || name == HEALTH_RECORD
         || name == REFRESH_RECORD
         || name == CLOUD_RECORD
+        || name == ROLLOUT_RECORD
         || name == IMPORT_FILE
         || name == STRAYS_FILE
         || name == EMPTY_FILE

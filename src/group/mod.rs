@@ -6,7 +6,7 @@
 //!    "Allocation": {"Size": 3} | {"LogicalIDs": ["a", "b"]},
 //!    "Instance": {"Plugin": "...", "Properties": <an instance spec's Properties>},
 //!    "Flavor": {"Plugin": "...", "Properties": {"Init": "..." | ["...", ...], "Tags": {...}}},
-//!    "Updating": {"MaxUnavailable": 1},
+//!    "Updating": {"MaxUnavailable": 1, "Checkpoints": [20, 50], "CheckpointDelay": "1h"},
 //!    "Lifecycle": {"Drain": "CMD", "DrainTimeout": "5m", "OnDrainFailure": "abandon" | "continue"},
 //!    "Healing": {"Command": "CMD", "Timeout": "10s", "InitialDelay": "10m", "FailuresBeforeRepair": 3,
 //!                "MaxUnhealthy": 2 | "40%", "MaxRepairsPerRun": 1}}}
@@ -19,7 +19,8 @@
 //! member whose hash differs (such as `bootstrap`, which `import` gives the first manager) is
 //! outdated.
 //! Pure: text in, values out. One file a section of the spec: `allocation.rs`, `flavor.rs`,
-//! `lifecycle.rs` (the drain), `healing.rs`; this one the spec as a whole.
+//! `lifecycle.rs` (the drain), `healing.rs`, `updating.rs` (the rollout); this one the spec
+//! as a whole.
 
 use std::time::Duration;
 
@@ -34,10 +35,12 @@ mod allocation;
 mod flavor;
 mod healing;
 mod lifecycle;
+mod updating;
 
 pub use allocation::Allocation;
 pub use healing::{parse_max_unhealthy, Heal, Healing, MaxUnhealthy, FAILURES_BEFORE_REPAIR};
 pub use lifecycle::{Drain, Lifecycle, OnDrainFailure};
+pub use updating::{check_checkpoints, checkpoint_counts, CHECKPOINT_DELAY};
 
 /// The tag naming a member's group (InfraKit's `group.GroupTag`).
 pub const GROUP_TAG: &str = "infrakit.group";
@@ -66,6 +69,10 @@ pub struct GroupSpec {
     pub allocation: Allocation,
     /// `Properties.Updating.MaxUnavailable`, when given.
     pub max_unavailable: Option<u64>,
+    /// `Properties.Updating.Checkpoints`: percentages of the group (`updating`).
+    pub checkpoints: Vec<u64>,
+    /// `Properties.Updating.CheckpointDelay`, when given.
+    pub checkpoint_delay: Option<std::time::Duration>,
     /// `Properties.Lifecycle`, when given.
     pub lifecycle: Option<Lifecycle>,
     /// `Properties.Healing`, when given.
@@ -112,6 +119,10 @@ impl GroupSpec {
                     OnDrainFailure::Continue => "continue",
                 }),
             });
+        }
+        if !self.checkpoints.is_empty() || self.checkpoint_delay.is_some() {
+            input["Checkpoints"] = serde_json::json!(self.checkpoints);
+            input["CheckpointDelayMs"] = serde_json::json!(self.checkpoint_delay.map(|d| d.as_millis() as u64));
         }
         if let Some(h) = &self.healing {
             input["Healing"] = serde_json::json!({
@@ -230,16 +241,8 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     let flavor = get_ci(props, "Flavor").and_then(Value::as_object);
     let flavor_props = flavor.and_then(|f| get_ci(f, "Properties")).filter(|p| !p.is_null());
     let (init, tags) = flavor::flavor_parts(flavor_props, &mut problem);
-    let max_unavailable = match get_ci(props, "Updating").and_then(Value::as_object).and_then(|u| get_ci(u, "MaxUnavailable")) {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_u64().filter(|n| *n > 0) {
-            Some(n) => Some(n),
-            None => {
-                problem("/Properties/Updating/MaxUnavailable", "must be a whole number of at least 1".into());
-                None
-            }
-        },
-    };
+    let updating = updating::updating(get_ci(props, "Updating"), &mut problem);
+    let max_unavailable = updating.max_unavailable;
     let lifecycle = lifecycle::lifecycle(get_ci(props, "Lifecycle"), &mut problem);
     let healing = healing::healing(get_ci(props, "Healing"), &mut problem);
     let (Some(id), Some(allocation), Some(instance_props)) = (id, allocation, instance_props) else {
@@ -264,7 +267,18 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     if !init.is_empty() {
         instance_spec["Init"] = Value::String(init);
     }
-    Ok(GroupSpec { id, allocation, max_unavailable, lifecycle, healing, instance_spec, config_hash })
+    let (checkpoints, checkpoint_delay) = (updating.checkpoints, updating.checkpoint_delay);
+    Ok(GroupSpec {
+        id,
+        allocation,
+        max_unavailable,
+        checkpoints,
+        checkpoint_delay,
+        lifecycle,
+        healing,
+        instance_spec,
+        config_hash,
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::cloud_record::CloudRecord;
 use crate::fsio::Perms;
 use crate::journal::FileOp;
 use crate::names;
+use crate::rollout_record::RolloutRecord;
 
 impl Workspace<'_> {
     /// Records when the machines that applies created were made (`cloud_record`), from what
@@ -41,15 +42,36 @@ impl Workspace<'_> {
     /// first when there is one. Nothing when its bytes are those the directory holds, or when
     /// it is empty and the directory has none.
     pub(crate) fn write_cloud_record(&mut self, record: &CloudRecord) -> Result<()> {
-        let bytes = record.to_bytes();
-        let unchanged = match self.dir.bytes(names::CLOUD_RECORD) {
+        self.write_record(names::CLOUD_RECORD, record.to_bytes(), *record == CloudRecord::default())
+    }
+
+    /// Writes a record's `bytes` as `name`, all or nothing, in the store first when there is
+    /// one. Nothing when they are the bytes the directory holds, or when the record is
+    /// `empty` and the directory has none.
+    fn write_record(&mut self, name: &str, bytes: Vec<u8>, empty: bool) -> Result<()> {
+        let unchanged = match self.dir.bytes(name) {
             Ok(old) => old == bytes,
-            Err(_) => *record == CloudRecord::default(),
+            Err(_) => empty,
         };
         if unchanged {
             return Ok(());
         }
-        self.change(&[FileOp { name: names::CLOUD_RECORD.to_string(), after: Some((bytes, Perms::Public)) }])
+        self.change(&[FileOp { name: name.to_string(), after: Some((bytes, Perms::Public)) }])
+    }
+
+    /// The rollout record (`rollout_record`); one that cannot be read is a warning, and an
+    /// empty record (a pause is lost; nothing is replaced twice: the members say what is).
+    pub(crate) fn rollout_record(&self) -> RolloutRecord {
+        self.dir.rollout_record().unwrap_or_else(|why| {
+            self.ctx.printer.warn(&format!("{why}: it starts again"));
+            RolloutRecord::default()
+        })
+    }
+
+    /// Writes the rollout record as the other records are written (see
+    /// [`Workspace::write_cloud_record`]).
+    pub(crate) fn write_rollout_record(&mut self, record: &RolloutRecord) -> Result<()> {
+        self.write_record(names::ROLLOUT_RECORD, record.to_bytes(), *record == RolloutRecord::default())
     }
 
     /// The clock that times the evidence and the machines' creations: the store's when there

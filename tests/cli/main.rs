@@ -33,6 +33,7 @@ mod readme;
 mod reads;
 mod reconcile;
 mod recovery;
+mod rollouts;
 mod security;
 mod signals;
 mod store;

@@ -7,7 +7,7 @@
 //! Pure: no I/O, no terraform. The caller looks, writes the files and runs terraform (`mod.rs`,
 //! `rollout.rs`); the table-driven tests (`decide/tests.rs`) need nothing but values.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
@@ -16,8 +16,10 @@ use crate::cmd::heal::{Healed, Verdict};
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
+use crate::group::CONFIG_TAG;
 use crate::health_record::{Health, HealthRecord};
 use crate::names::{InstanceId, Suffix};
+use crate::rollout_record::{allowance, Allowance, GroupRollout, RolloutState};
 use crate::terraform::Plan;
 use crate::tfoutput::{Action, ResourceChange};
 
@@ -146,6 +148,88 @@ pub(super) fn healed<'a>(
 /// repair takes the replacement's road and counts in `--max-destroy`.
 pub(super) fn repair(decision: &mut Decision, verdict: &Verdict) {
     decision.replace.extend(verdict.repair.iter().cloned());
+}
+
+/// A group's rollout in this run: the config hash most of its outdated members carry, and how
+/// far it may go (`rollout_record::allowance`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Step {
+    pub(super) from: String,
+    pub(super) allowance: Allowance,
+}
+
+/// What a group's rollout (to `to`, with `counts` its checkpoints: `group::checkpoint_counts`)
+/// may replace now: `decision.replace` keeps the members repaired (current, unhealthy) and,
+/// of the outdated ones, no more than bring the members on the new spec to the next
+/// checkpoint; none at a pause. `None` when no member is outdated (no rollout under way).
+pub(super) fn rollout_step(
+    (members, decision): (&[Member], &mut Decision),
+    instances: &[Instance],
+    (record, to, counts): (Option<&GroupRollout>, &str, &[usize]),
+    (now_ms, delay_ms): (u64, u64),
+) -> Option<Step> {
+    let outdated: Vec<&Member> = members.iter().filter(|m| !m.current).collect();
+    if outdated.is_empty() {
+        return None;
+    }
+    let current = members.len() - outdated.len();
+    let allowance = allowance(record, to, counts, (current, now_ms, delay_ms));
+    let mut may = match allowance {
+        Allowance::Pause { .. } => 0,
+        Allowance::Go { up_to: Some(up_to), .. } => up_to.saturating_sub(current),
+        Allowance::Go { up_to: None, .. } => usize::MAX,
+    };
+    decision.replace.retain(|id| {
+        let is_outdated = outdated.iter().any(|m| &m.id == id);
+        let kept = !is_outdated || may > 0;
+        if is_outdated && kept {
+            may -= 1;
+        }
+        kept
+    });
+    // The hash most outdated members carry (the lowest of equals: one answer on every host).
+    let mut hashes: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in &outdated {
+        let tag = instances.iter().find(|i| i.id == m.id).and_then(|i| i.tags.get(CONFIG_TAG));
+        *hashes.entry(tag.map_or("", String::as_str)).or_default() += 1;
+    }
+    let from = hashes.iter().max_by_key(|(h, n)| (**n, std::cmp::Reverse(**h))).map(|(h, _)| h.to_string());
+    Some(Step { from: from.unwrap_or_default(), allowance })
+}
+
+/// Where a group's rollout stands once the run is done with it (`step`: what it was allowed;
+/// `current` members on the new spec, outdated ones `left`, `stopped`: why its update stopped,
+/// if it did), for the rollout record. A pause starts when a batch brought the members to a
+/// checkpoint.
+pub(super) fn rollout_after(
+    step: &Step,
+    to: &str,
+    (current, left, stopped): (usize, bool, Option<String>),
+    now_ms: u64,
+) -> GroupRollout {
+    let entry = |state, checkpoint, paused_at_ms| GroupRollout {
+        from: step.from.clone(),
+        to: to.to_string(),
+        state,
+        checkpoint,
+        paused_at_ms,
+        why: None,
+    };
+    match step.allowance {
+        _ if stopped.is_some() => {
+            let reached = match step.allowance {
+                Allowance::Pause { reached, .. } => reached,
+                Allowance::Go { next, .. } => next - 1,
+            };
+            GroupRollout { why: stopped, ..entry(RolloutState::Stopped, reached, None) }
+        }
+        Allowance::Pause { since_ms, reached } => entry(RolloutState::Paused, reached, Some(since_ms)),
+        Allowance::Go { next, .. } if !left => entry(RolloutState::Done, next - 1, None),
+        Allowance::Go { up_to: Some(up_to), next } if current >= up_to => {
+            entry(RolloutState::Paused, next, Some(now_ms))
+        }
+        Allowance::Go { next, .. } => entry(RolloutState::Rolling, next - 1, None),
+    }
 }
 
 /// Refuses a run that would destroy more than `max` resources (`--max-destroy`, when given):

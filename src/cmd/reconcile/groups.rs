@@ -151,6 +151,49 @@ pub(super) struct GroupReport {
     /// The members this run repairs (their replacements are `healing.repaired`, not `replaced`).
     #[serde(skip)]
     pub(super) repairing: BTreeSet<String>,
+    /// Where its rollout stands, when its spec changed (`rollout_record`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) rollout: Option<RolloutReport>,
+}
+
+/// A group's rollout in the report: its state, the config hashes it goes `from` and `to`, how
+/// many of the group's members (`of`: its desired size) are on the new spec (`replaced`),
+/// until when it pauses, and why it stopped.
+#[derive(Debug, Serialize)]
+pub(super) struct RolloutReport {
+    pub(super) state: crate::rollout_record::RolloutState,
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) replaced: usize,
+    pub(super) of: usize,
+    pub(super) paused_until: Option<String>,
+    pub(super) why: Option<String>,
+}
+
+impl RolloutReport {
+    /// The report of rollout `r`, `replaced` of `of` members on the new spec, its pause
+    /// lasting `delay_ms`.
+    pub(super) fn new(r: &crate::rollout_record::GroupRollout, (replaced, of): (usize, usize), delay_ms: u64) -> Self {
+        RolloutReport {
+            state: r.state,
+            from: r.from.clone(),
+            to: r.to.clone(),
+            replaced,
+            of,
+            paused_until: r.paused_at_ms.map(|at| crate::text::utc_ms(at.saturating_add(delay_ms))),
+            why: r.why.clone(),
+        }
+    }
+
+    /// In words, for the cron line and the table: `rollout paused until T (2/10 on the new spec)`.
+    pub(super) fn words(&self) -> String {
+        let until = self.paused_until.as_ref().filter(|_| self.state == crate::rollout_record::RolloutState::Paused);
+        let state = match until {
+            Some(until) => format!("paused until {until}"),
+            None => self.state.as_str().to_string(),
+        };
+        format!("rollout {state} ({}/{} on the new spec)", self.replaced, self.of)
+    }
 }
 
 /// A healed group's part of the report.
@@ -188,6 +231,7 @@ impl GroupReport {
             todo: Self::what(decision),
             healing: None,
             repairing: BTreeSet::new(),
+            rollout: None,
         }
     }
 
@@ -250,6 +294,9 @@ impl GroupReport {
             if let Some(why) = &h.repair_halted {
                 line.push_str(&format!(" repair_halted: {why}"));
             }
+        }
+        if let Some(r) = &self.rollout {
+            line.push_str(&format!(" {}", r.words()));
         }
         if let Some(why) = &self.stopped {
             line.push_str(&format!(" stopped: {why}"));

@@ -57,7 +57,7 @@ use anyhow::Result;
 
 use self::absence::Reading;
 use self::decide::{Applying, Decisions, Found, Next};
-use self::groups::{logical_ids, Group, GroupReport, NewMembers};
+use self::groups::{logical_ids, Group, GroupReport, NewMembers, RolloutReport};
 use self::observe::{adopt_first, Observed, Seen};
 use self::report::{Pruned, Report};
 use crate::cli::{Reason, ReconcileArgs};
@@ -116,7 +116,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         HealthRecord::default()
     };
     let failure = if args.check {
-        check(&mut ws, (&profiles, &ctx.printer), &groups, &instances, &record, &mut report)?;
+        check(&mut ws, (&profiles, &ctx.printer, &args), &groups, &instances, &record, &mut report)?;
         None
     } else {
         let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups, record: &record };
@@ -139,7 +139,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
 /// is not saved, and decides the groups from it; changes nothing.
 fn check(
     ws: &mut Workspace<'_>,
-    (profiles, printer): (&Profiles, &Printer),
+    (profiles, printer, args): (&Profiles, &Printer, &ReconcileArgs),
     groups: &[Group],
     instances: &[Instance],
     record: &HealthRecord,
@@ -161,8 +161,15 @@ fn check(
     report.reads.full_refresh = true;
     report.fill_plan(&plan);
     let decisions = decide::decide(groups, &Found { instances, plan: &plan, record }).decisions;
+    let rollouts = ws.rollout_record();
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
-        report.groups.push(GroupReport::new(group, members, decision));
+        let mut g = GroupReport::new(group, members, decision);
+        // Where its rollout stands, as the last run left it.
+        g.rollout = rollouts
+            .groups
+            .get(&group.spec.id)
+            .map(|r| RolloutReport::new(r, (g.current, g.desired), rollout::checkpoints(args, group).1));
+        report.groups.push(g);
     }
     // No check runs: the health record says which repairs are pending.
     for (i, g) in &decide::healed(groups, instances, &decisions) {
@@ -202,16 +209,17 @@ impl Run<'_> {
         let touched: Vec<String> =
             ws.dir().queued().map(str::to_string).chain([names::IMPORT_FILE.to_string()]).collect();
         let before = ws.save_files(&touched);
-        let Prepared { seen, doomed, decisions, scale, importing, own } = match self.prepare(ws, instances, report) {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                if let Err(undo) = ws.restore(&before) {
-                    self.ctx.printer.warn(&format!("the promoted queue could not be put back: {undo:#}"));
+        let Prepared { seen, doomed, decisions, scale, importing, own, rollouts } =
+            match self.prepare(ws, instances, report) {
+                Ok(prepared) => prepared,
+                Err(e) => {
+                    if let Err(undo) = ws.restore(&before) {
+                        self.ctx.printer.warn(&format!("the promoted queue could not be put back: {undo:#}"));
+                    }
+                    report.promoted.clear();
+                    return Err(e);
                 }
-                report.promoted.clear();
-                return Err(e);
-            }
-        };
+            };
         let scaling = self.prune_and_scale(ws, &doomed, scale, &decisions, report)?;
         if importing && !report.pruned.is_empty() {
             ws.carry_out_imports()?;
@@ -230,7 +238,7 @@ impl Run<'_> {
                 g.pending = true;
             }
         }
-        Ok(self.roll_all(ws, &decisions, report))
+        Ok(self.roll_all(ws, &decisions, rollouts, report))
     }
 
     /// Looks, then decides everything this run will do (`decide.rs`): what to prune, every
@@ -256,6 +264,8 @@ impl Run<'_> {
             report.groups[i].heal(&verdict);
             decide::repair(&mut decisions[i].1, &verdict);
         }
+        // Each group's rollout: what its checkpoints let it replace now.
+        let rollouts = self.rollout_steps(ws, instances, &mut decisions)?;
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
         let last_added = scale.added.iter().flatten().max();
         let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
@@ -277,7 +287,7 @@ impl Run<'_> {
         }
         decide::check_max_destroy(self.groups, self.args.max_destroy, seen.plan(), &doomed, planned, &decisions)?;
         self.drain_terminated(ws, instances, &mut decisions, &mut scale, report)?;
-        Ok(Prepared { seen, doomed, decisions, scale, importing, own })
+        Ok(Prepared { seen, doomed, decisions, scale, importing, own, rollouts })
     }
 
     /// The change that prunes and scales, all or nothing, applied at once: the pruned
@@ -549,6 +559,8 @@ struct Prepared<'i> {
     importing: bool,
     /// Only what the run writes is applied (`decide::only_ours`): its files' resources.
     own: Option<OwnChange>,
+    /// The groups' rollouts: how far each may go (`Run::rollout_steps`).
+    rollouts: rollout::Rollouts,
 }
 
 /// The change that prunes and scales.

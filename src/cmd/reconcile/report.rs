@@ -109,6 +109,11 @@ impl Report {
         (self.reads.refreshed, self.reads.lists, self.reads.data_sources) =
             (read.refreshed, read.lists, read.data_sources);
         crate::metrics::note_reconciled(self.drift.len(), self.groups.iter().map(|g| (g.id.clone(), g.outdated)));
+        crate::metrics::note_rollouts(
+            self.groups
+                .iter()
+                .filter_map(|g| Some((g.id.clone(), (g.rollout.as_ref()?.state, g.rollout.as_ref()?.replaced)))),
+        );
         if self.reads.slice.is_some() || self.check {
             crate::metrics::note_strays(self.strays.len());
         }
@@ -292,6 +297,7 @@ fn group_cell(g: &GroupReport) -> String {
         what.extend(h.repaired.iter().map(|r| format!("repaired {} by {}", r.old, r.new)));
         what.extend(h.repair_halted.iter().map(|why| format!("repairs halted: {why}")));
     }
+    what.extend(g.rollout.iter().map(super::groups::RolloutReport::words));
     what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
     what.join("\n")
 }

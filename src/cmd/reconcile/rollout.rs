@@ -12,32 +12,72 @@ use std::collections::BTreeSet;
 
 use anyhow::Result;
 
-use super::decide::{self, Decisions, Order};
-use super::groups::{logical_ids, Group, GroupReport, NewMembers, Replaced};
+use super::decide::{self, Decisions, Order, Step};
+use super::groups::{logical_ids, Group, GroupReport, NewMembers, Replaced, RolloutReport};
 use super::report::Report;
 use super::Run;
-use crate::cli::Reason;
+use crate::cli::{Reason, ReconcileArgs};
 use crate::cmd::drain::Draining;
 use crate::cmd::instances::removals;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
+use crate::group::{checkpoint_counts, CHECKPOINT_DELAY};
 use crate::names::{self, InstanceId};
+use crate::rollout_record::{GroupRollout, RolloutRecord, RolloutState};
 use crate::terraform::Apply;
 use crate::workspace::{ChangeSet, Workspace};
 
+/// The groups' rollouts in one run: the record as the run found it, and each group's step
+/// (`None`: no member outdated), in the groups' order.
+pub(super) struct Rollouts {
+    record: RolloutRecord,
+    steps: Vec<Option<Step>>,
+}
+
 impl Run<'_> {
+    /// Each group's rollout step (`decide::rollout_step`): what its checkpoints allow now,
+    /// `decisions`' replacements limited to it. The clock is read only when a group has
+    /// outdated members.
+    pub(super) fn rollout_steps(
+        &self,
+        ws: &mut Workspace<'_>,
+        instances: &[Instance],
+        decisions: &mut Decisions,
+    ) -> Result<Rollouts> {
+        let record = ws.rollout_record();
+        let outdated = decisions.iter().any(|(members, _)| members.iter().any(|m| !m.current));
+        let now_ms = if outdated { ws.now_ms()? } else { 0 };
+        let steps = self
+            .groups
+            .iter()
+            .zip(decisions.iter_mut())
+            .map(|(group, (members, decision))| {
+                let (counts, delay_ms) = self.checkpoints(group);
+                let at = (record.groups.get(&group.spec.id), group.spec.config_hash.as_str(), counts.as_slice());
+                decide::rollout_step((members, decision), instances, at, (now_ms, delay_ms))
+            })
+            .collect();
+        Ok(Rollouts { record, steps })
+    }
+
+    fn checkpoints(&self, group: &Group) -> (Vec<usize>, u64) {
+        checkpoints(self.args, group)
+    }
+
     /// The groups' rolling updates, group by group; the first that fails stops them all (the
     /// failure returned, and named in its group's report). Their applies join the report.
+    /// Then each group's rollout is recorded (`decide::rollout_after`) and reported.
     pub(super) fn roll_all(
         &self,
         ws: &mut Workspace<'_>,
         decisions: &Decisions,
+        mut rollouts: Rollouts,
         report: &mut Report,
     ) -> Option<anyhow::Error> {
         let mut tally = Tally::default();
         let mut stopped = None;
         for ((group, (_, decision)), g) in self.groups.iter().zip(decisions).zip(report.groups.iter_mut()) {
-            if decision.replace.is_empty() {
+            if decision.replace.is_empty() || stopped.is_some() {
                 continue;
             }
             let failure = self.roll(ws, group, &decision.replace, g, &mut tally);
@@ -46,15 +86,51 @@ impl Run<'_> {
             }
             g.repaired();
             g.count_members(group, &ws.dir().instances(self.profiles));
-            if failure.is_some() {
-                stopped = failure;
-                break;
-            }
+            stopped = failure;
         }
         if tally.tried {
             report.note_applied(tally.changes);
         }
+        if let Err(e) = self.record_rollouts(ws, &mut rollouts, report) {
+            return stopped.or(Some(e));
+        }
         stopped
+    }
+
+    /// Records where each group's rollout stands after the run, and puts it in the report. A
+    /// group whose members are all on the spec again ends its rollout (`done`).
+    fn record_rollouts(&self, ws: &mut Workspace<'_>, rollouts: &mut Rollouts, report: &mut Report) -> Result<()> {
+        let instances = ws.dir().instances(self.profiles);
+        let mut now_ms = None;
+        for ((group, step), g) in self.groups.iter().zip(&rollouts.steps).zip(report.groups.iter_mut()) {
+            let id = &group.spec.id;
+            let to = group.spec.config_hash.as_str();
+            let current = group.tagged(&instances).filter(|i| group.is_current(i)).count();
+            let entry = match step {
+                Some(step) => {
+                    let now = match now_ms {
+                        Some(now) => now,
+                        None => *now_ms.insert(ws.now_ms()?),
+                    };
+                    let left = group.tagged(&instances).any(|i| !group.is_current(i));
+                    decide::rollout_after(step, to, (current, left, g.stopped.clone()), now)
+                }
+                None => match rollouts.record.groups.get(id) {
+                    Some(r) if r.state != RolloutState::Done || r.to != to => GroupRollout {
+                        to: to.to_string(),
+                        state: RolloutState::Done,
+                        paused_at_ms: None,
+                        why: None,
+                        ..r.clone()
+                    },
+                    Some(r) => r.clone(),
+                    None => continue,
+                },
+            };
+            g.rollout = Some(RolloutReport::new(&entry, (current, group.spec.desired()), self.checkpoints(group).1));
+            rollouts.record.groups.insert(id.clone(), entry);
+        }
+        ws.write_rollout_record(&rollouts.record)
     }
 
     /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
@@ -277,6 +353,14 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// A group's checkpoints as member counts (`--checkpoints` over the spec's), and how long each
+/// pause lasts in ms (`--checkpoint-delay` over the spec's, else an hour).
+pub(super) fn checkpoints(args: &ReconcileArgs, group: &Group) -> (Vec<usize>, u64) {
+    let percents = args.checkpoints.as_ref().map_or(&group.spec.checkpoints, |c| &c.0);
+    let delay = args.checkpoint_delay.or(group.spec.checkpoint_delay).unwrap_or(CHECKPOINT_DELAY);
+    (checkpoint_counts(percents, group.spec.desired()), u64::try_from(delay.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The applies of the rolling updates, added up for the report.

@@ -463,3 +463,59 @@ fn a_plan_of_the_runs_own_change_may_only_make_what_it_wrote_and_destroy_what_it
         assert_eq!(!beyond_change(&changes, &written, &removed).is_empty(), beyond, "{what}");
     }
 }
+
+#[test]
+fn a_rollout_replaces_up_to_its_next_checkpoint_and_only_repairs_while_paused() {
+    use crate::rollout_record::{Allowance, GroupRollout, RolloutState};
+    let groups = [group(r#"{"Size": 10}"#, false, "")];
+    let g = &groups[0];
+    let hash = g.spec.config_hash.clone();
+    // Member 1 is on the new spec; 2 to 10 are not.
+    let instances: Vec<Instance> =
+        (1..=10).map(|n| member(g, n, if n == 1 { Is::Current } else { Is::Outdated }, None)).collect();
+    let record = HealthRecord::default();
+    let paused = GroupRollout {
+        from: "bootstrap".into(),
+        to: hash.clone(),
+        state: RolloutState::Paused,
+        checkpoint: 1,
+        paused_at_ms: Some(0),
+        why: None,
+    };
+    let delay = 1_000;
+    // (what, the record, now, a repair of member 1 too, replaced this run)
+    type Case<'a> = (&'a str, Option<&'a GroupRollout>, u64, bool, &'a [u64]);
+    let cases: &[Case] = &[
+        ("to the first checkpoint (2 of 10): one more", None, 0, false, &[2]),
+        ("paused: nothing for the rollout", Some(&paused), 500, false, &[]),
+        ("paused: a repair still goes", Some(&paused), 500, true, &[1]),
+        ("the pause over: up to the second (5 of 10)", Some(&paused), 1_000, false, &[2, 3, 4, 5]),
+    ];
+    for (what, rollout, now, repair, replaced) in cases {
+        let decided = decide(&groups, &Found { instances: &instances, plan: &plan(&[], &[]), record: &record });
+        let (members, mut decision) = decided.decisions.into_iter().next().unwrap();
+        if *repair {
+            decision.replace.insert(0, InstanceId::new(1));
+        }
+        let step = rollout_step((&members, &mut decision), &instances, (*rollout, &hash, &[2, 5]), (*now, delay))
+            .expect("members are outdated");
+        assert_eq!(numbers(&decision.replace), *replaced, "{what}");
+        assert_eq!(step.from, "bootstrap", "{what}");
+    }
+    // Where it stands after the run.
+    let go = Step { from: "bootstrap".into(), allowance: Allowance::Go { up_to: Some(2), next: 1 } };
+    let after = |current, left, stopped: Option<&str>| {
+        rollout_after(&go, &hash, (current, left, stopped.map(str::to_string)), 7)
+    };
+    let state = |r: GroupRollout| (r.state, r.checkpoint, r.paused_at_ms);
+    assert_eq!(state(after(2, true, None)), (RolloutState::Paused, 1, Some(7)), "the checkpoint reached");
+    assert_eq!(state(after(1, true, None)), (RolloutState::Rolling, 0, None), "short of it");
+    assert_eq!(state(after(1, true, Some("unhealthy"))), (RolloutState::Stopped, 0, None), "stopped");
+    assert_eq!(after(1, true, Some("unhealthy")).why.as_deref(), Some("unhealthy"));
+    assert_eq!(state(after(10, false, None)), (RolloutState::Done, 0, None), "all on the new spec");
+    // No member outdated: no rollout.
+    let current: Vec<Instance> = (1..=10).map(|n| member(g, n, Is::Current, None)).collect();
+    let decided = decide(&groups, &Found { instances: &current, plan: &plan(&[], &[]), record: &record });
+    let (members, mut decision) = decided.decisions.into_iter().next().unwrap();
+    assert!(rollout_step((&members, &mut decision), &current, (None, &hash, &[2, 5]), (0, delay)).is_none());
+}

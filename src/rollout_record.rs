@@ -1,0 +1,163 @@
+//! The rollout record: for each group whose spec changed, where its rollout stands (see
+//! `cmd::reconcile::rollout`): the config hashes it goes `from` and `to`, its state, how many
+//! checkpoints it has reached, and until when it pauses. One file of the directory,
+//! [`crate::names::ROLLOUT_RECORD`], written all or nothing with the other records (with a
+//! store, in the store: any host goes on with the rollout). What is replaced is never in it:
+//! the members' own config hashes say that, so a run killed anywhere loses no place and
+//! replaces nothing twice. Pure: bytes in, bytes out, and the choice of how far a rollout may
+//! go ([`allowance`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a group's rollout stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutState {
+    /// Members are being replaced, batch by batch.
+    Rolling,
+    /// At a checkpoint: nothing is replaced for the rollout until `paused_until`.
+    Paused,
+    /// A replacement failed its health gate: nothing more is replaced until the spec changes
+    /// or the cause is fixed (the next run checks the replacement first).
+    Stopped,
+    /// Every member is on the new spec.
+    Done,
+}
+
+impl RolloutState {
+    /// Every state, in the order the metrics list them.
+    pub const ALL: [RolloutState; 4] =
+        [RolloutState::Rolling, RolloutState::Paused, RolloutState::Stopped, RolloutState::Done];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutState::Rolling => "rolling",
+            RolloutState::Paused => "paused",
+            RolloutState::Stopped => "stopped",
+            RolloutState::Done => "done",
+        }
+    }
+}
+
+/// One group's rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRollout {
+    /// The config hash most of the outdated members had when it began.
+    pub from: String,
+    /// The spec's config hash: the members it makes carry it.
+    pub to: String,
+    pub state: RolloutState,
+    /// How many checkpoints it has paused at.
+    #[serde(default)]
+    pub checkpoint: usize,
+    /// Since when it pauses (ms since the epoch, by the store's clock when there is one): until
+    /// the `CheckpointDelay` of the run that looks has passed since then, so that
+    /// `--checkpoint-delay 0s` ends a pause at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_at_ms: Option<u64>,
+    /// Why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// The whole record, by group ID.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutRecord {
+    pub groups: BTreeMap<String, GroupRollout>,
+}
+
+impl RolloutRecord {
+    /// Reads the record's bytes; one that cannot be read is an error the caller reports (and
+    /// starts afresh from: a pause is lost, nothing is replaced twice).
+    pub fn parse(bytes: &[u8]) -> Result<RolloutRecord, String> {
+        serde_json::from_slice(bytes).map_err(|e| format!("the rollout record is not valid: {e}"))
+    }
+
+    /// Its bytes: pretty JSON, sorted keys, a trailing newline.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("a record of strings and numbers serialises");
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+/// How far a group's rollout may go in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allowance {
+    /// At a checkpoint since then (ms), for the delay: replace nothing for the rollout.
+    /// `reached`: the checkpoints paused at, with this one.
+    Pause { since_ms: u64, reached: usize },
+    /// Replace outdated members until `up_to` members are on the new spec (`None`: all), then
+    /// pause at checkpoint number `next` (1-based).
+    Go { up_to: Option<usize>, next: usize },
+}
+
+/// How far the rollout to config hash `to` may go now (`now_ms`), with `current` members of
+/// `size` on it, pausing `delay_ms` at each of `counts` (`group::checkpoint_counts`), as the
+/// record says it stands (`record`: its last state, if any, for this group). A rollout to
+/// another hash (the spec changed again) starts over from no checkpoint. A checkpoint found
+/// reached but not paused at (a run killed between its batch and the record) pauses now.
+pub fn allowance(
+    record: Option<&GroupRollout>,
+    to: &str,
+    counts: &[usize],
+    (current, now_ms, delay_ms): (usize, u64, u64),
+) -> Allowance {
+    let same = record.filter(|r| r.to == to);
+    let reached = same.map_or(0, |r| r.checkpoint);
+    if let Some(since_ms) = same.and_then(|r| r.paused_at_ms).filter(|since| now_ms < since.saturating_add(delay_ms)) {
+        return Allowance::Pause { since_ms, reached };
+    }
+    // The checkpoints reached by the members' count, less those already paused at.
+    let by_count = counts.iter().filter(|n| current >= **n).count();
+    if by_count > reached {
+        return Allowance::Pause { since_ms: now_ms, reached: by_count };
+    }
+    Allowance::Go { up_to: counts.get(reached).copied(), next: reached + 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(to: &str, state: RolloutState, checkpoint: usize, paused_at_ms: Option<u64>) -> GroupRollout {
+        GroupRollout { from: "old".into(), to: to.into(), state, checkpoint, paused_at_ms, why: None }
+    }
+
+    #[test]
+    fn a_rollout_goes_checkpoint_by_checkpoint_and_pauses_between() {
+        use RolloutState::{Paused, Rolling};
+        let counts = [2, 5];
+        let hour = 3_600_000;
+        let paused_1 = rec("new", Paused, 1, Some(10));
+        let paused_2 = rec("new", Paused, 2, Some(20));
+        // (what, the record, members current, now, the delay, the allowance)
+        type Case<'a> = (&'a str, Option<&'a GroupRollout>, usize, u64, u64, Allowance);
+        let cases: &[Case] = &[
+            ("a new rollout: up to the first checkpoint", None, 0, 0, hour, Allowance::Go { up_to: Some(2), next: 1 }),
+            ("at the first, not paused yet: pause", None, 2, 10, hour, Allowance::Pause { since_ms: 10, reached: 1 }),
+            ("paused: still", Some(&paused_1), 2, 11, hour, Allowance::Pause { since_ms: 10, reached: 1 }),
+            ("the pause over: to the second", Some(&paused_1), 2, 10 + hour, hour, Allowance::Go { up_to: Some(5), next: 2 }),
+            ("a shorter delay ends it sooner", Some(&paused_1), 2, 11, 0, Allowance::Go { up_to: Some(5), next: 2 }),
+            ("past the second: pause once", Some(&paused_1), 6, 10 + hour, hour, Allowance::Pause { since_ms: 10 + hour, reached: 2 }),
+            ("the last pause over: all", Some(&paused_2), 5, 20 + hour, hour, Allowance::Go { up_to: None, next: 3 }),
+            ("another spec: starts over", Some(&rec("newer", Paused, 2, Some(5))), 0, 5, hour, Allowance::Go { up_to: Some(2), next: 1 }),
+            ("rolling, between checkpoints", Some(&rec("new", Rolling, 1, None)), 3, 5, hour, Allowance::Go { up_to: Some(5), next: 2 }),
+        ];
+        for (what, record, current, now, delay, want) in cases {
+            assert_eq!(allowance(*record, "new", &counts, (*current, *now, *delay)), *want, "{what}");
+        }
+        assert_eq!(allowance(None, "new", &[], (0, 0, hour)), Allowance::Go { up_to: None, next: 1 }, "no checkpoints");
+    }
+
+    #[test]
+    fn the_record_reads_back_what_it_wrote() {
+        let mut r = RolloutRecord::default();
+        r.groups.insert("web".into(), rec("new", RolloutState::Paused, 1, Some(42)));
+        assert_eq!(RolloutRecord::parse(&r.to_bytes()).unwrap(), r);
+        assert!(String::from_utf8(r.to_bytes()).unwrap().contains("\"state\": \"paused\""));
+        assert!(RolloutRecord::parse(b"{").is_err());
+    }
+}

@@ -1,0 +1,185 @@
+//! Rollouts that pause at checkpoints (docs/groups-and-rollouts.md): a changed spec is
+//! rolled out up to each checkpoint, then nothing is replaced for the rollout until its
+//! `CheckpointDelay` has passed, run after run; where it stands is a record, in the report,
+//! the cron line and the metrics. On the fakecloud provider, with the real terraform.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use infrakit_tf::exit::Code;
+
+use crate::support::cloud::Cloud;
+
+/// A group of `size` VMs named `name` (surge: no dedicated resource), with `updating`.
+fn spec(c: &Cloud, size: u64, name: &str, updating: &str) -> String {
+    let text = format!(
+        r#"{{"ID": "web", "Properties": {{"Allocation": {{"Size": {size}}}, "Updating": {updating},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}"}}}}}}}}}}}}}}"#
+    );
+    c.s.write_outside(&format!("{name}.json"), &text)
+}
+
+fn reconcile(c: &Cloud, spec: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["reconcile", "--group", spec, "--output", "json"];
+    args.extend_from_slice(extra);
+    c.run(&args).ok().json()
+}
+
+/// The fakecloud machines in the cloud now (their objects' files).
+fn machines(cloud: &std::path::Path) -> usize {
+    std::fs::read_dir(cloud)
+        .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("i-")).count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_rollout_pauses_at_each_checkpoint_and_replaces_nothing_meanwhile() {
+    let c = Cloud::new();
+    let updating = r#"{"MaxUnavailable": 2, "Checkpoints": [20, 50], "CheckpointDelay": "1h"}"#;
+    let v1 = spec(&c, 10, "v1", updating);
+    reconcile(&c, &v1, &[]);
+    assert_eq!(machines(&c.cloud), 10);
+    // The cloud sampled every 100 ms for the whole rollout: never fewer than 10 machines (a
+    // surge makes the replacements first).
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (done, cloud) = (done.clone(), c.cloud.clone());
+        std::thread::spawn(move || {
+            let mut fewest = usize::MAX;
+            while !done.load(Ordering::Relaxed) {
+                fewest = fewest.min(machines(&cloud));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            fewest
+        })
+    };
+    let v2 = spec(&c, 10, "v2", updating);
+    let metrics = c.s.root.path().join("metrics.prom");
+    let first = reconcile(&c, &v2, &["--metrics-file", metrics.to_str().unwrap()]);
+    let g = &first["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["replaced"].as_array().map(Vec::len)), (Some(2), Some(2)), "{g}");
+    let r = &g["rollout"];
+    assert_eq!(
+        (r["state"].as_str(), r["replaced"].as_u64(), r["of"].as_u64()),
+        (Some("paused"), Some(2), Some(10)),
+        "{r}"
+    );
+    assert!(r["paused_until"].is_string() && r["from"] != r["to"], "{r}");
+    assert_eq!(g["pending"], true);
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    for line in ["infrakit_tf_group_rollout{", "state=\"paused\"} 1", "infrakit_tf_group_rollout_replaced{"] {
+        assert!(prom.contains(line), "{line}: {prom}");
+    }
+
+    // Paused: the next runs replace nothing for it, and say so; --check says it is pending.
+    let cron = c.run(&["reconcile", "--group", &v2]).ok();
+    assert!(
+        cron.stdout.contains("rollout paused until ") && cron.stdout.contains("(2/10 on the new spec)"),
+        "{}",
+        cron.stdout
+    );
+    let again = reconcile(&c, &v2, &[]);
+    assert_eq!(again["groups"][0]["current"], 2, "{again}");
+    assert_eq!(again["groups"][0]["replaced"], Value::Array(vec![]));
+    let check = c.run(&["reconcile", "--group", &v2, "--check", "--output", "json"]).code(Code::Pending);
+    assert_eq!(check.json()["groups"][0]["rollout"]["state"], "paused");
+
+    // A pause lasts the run's CheckpointDelay: a short one has passed after it, and the rollout
+    // goes on to the next checkpoint (5 of 10), where it pauses again.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let second = reconcile(&c, &v2, &["--checkpoint-delay", "1s"]);
+    let g = &second["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["rollout"]["state"].as_str()), (Some(5), Some("paused")), "{g}");
+    assert_eq!(reconcile(&c, &v2, &[])["groups"][0]["current"], 5, "the spec's hour holds again");
+
+    // Past the last checkpoint: all the rest, then done.
+    let last = reconcile(&c, &v2, &["--checkpoint-delay", "0s"]);
+    let g = &last["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["outdated"].as_u64()), (Some(10), Some(0)), "{g}");
+    assert_eq!((g["rollout"]["state"].as_str(), g["pending"].as_bool()), (Some("done"), Some(false)), "{g}");
+    c.run(&["reconcile", "--group", &v2, "--check"]).ok();
+    done.store(true, Ordering::Relaxed);
+    let fewest = sampler.join().unwrap();
+    assert!(fewest >= 10, "at one sample only {fewest} machines");
+    assert_eq!(machines(&c.cloud), 10, "nothing leaked");
+
+    // A spec changed again rolls anew, from its first checkpoint.
+    let v3 = spec(&c, 10, "v3", updating);
+    let third = reconcile(&c, &v3, &[]);
+    let r = &third["groups"][0]["rollout"];
+    assert_eq!((r["state"].as_str(), r["replaced"].as_u64()), (Some("paused"), Some(2)), "{r}");
+    assert_eq!(r["from"], last["groups"][0]["rollout"]["to"], "{r}");
+}
+
+#[test]
+fn checkpoints_that_are_not_percentages_change_nothing() {
+    let c = Cloud::new();
+    for (updating, says) in [
+        (r#"{"Checkpoints": [50, 20]}"#, "checkpoints must increase"),
+        (r#"{"Checkpoints": [0, 50]}"#, "from 1 to 99, not 0"),
+        (r#"{"Checkpoints": "20,50"}"#, "a list of percentages"),
+        (r#"{"CheckpointDelay": "1 hour"}"#, "CheckpointDelay"),
+        (r#"{"AutoRollback": true}"#, "`AutoRollback` is not supported by this version"),
+    ] {
+        let bad = spec(&c, 2, "bad", updating);
+        let run = c.run(&["reconcile", "--group", &bad]).code(Code::Invalid);
+        assert!(run.stderr.contains(says), "{updating}: {}", run.stderr);
+        assert_eq!(machines(&c.cloud), 0, "{updating}");
+    }
+    let ok = spec(&c, 2, "ok", "{}");
+    let run = c.run(&["reconcile", "--group", &ok, "--checkpoints", "20,120"]).code(Code::Usage);
+    assert!(run.stderr.contains("from 1 to 99, not 120"), "{}", run.stderr);
+}
+
+#[test]
+fn two_hosts_on_a_store_go_on_with_one_rollout() {
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
+    let updating = r#"{"Checkpoints": [50], "CheckpointDelay": "1h"}"#;
+    reconcile(&a, &spec(&a, 4, "v1", updating), &[]);
+    // A new spec, on one host: the store's configuration check asks that it be accepted.
+    let first = reconcile(&a, &spec(&a, 4, "v2", updating), &["--accept-config"]);
+    assert_eq!(first["groups"][0]["rollout"]["state"], "paused", "{first}");
+    // The other host finds the pause where the first left it, and replaces nothing.
+    let v2 = spec(&b, 4, "v2", updating);
+    let paused = reconcile(&b, &v2, &[]);
+    let g = &paused["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["rollout"]["state"].as_str()), (Some(2), Some("paused")), "{g}");
+    assert_eq!(g["rollout"]["paused_until"], first["groups"][0]["rollout"]["paused_until"]);
+    // It goes on once the pause is over (for its run), and the first host finds it done.
+    let done = reconcile(&b, &v2, &["--checkpoint-delay", "0s"]);
+    assert_eq!(done["groups"][0]["current"], 4, "{done}");
+    let after = reconcile(&a, &spec(&a, 4, "v2", updating), &[]);
+    let g = &after["groups"][0];
+    assert_eq!(
+        (g["replaced"].as_array().map(Vec::len), g["rollout"]["state"].as_str()),
+        (Some(0), Some("done")),
+        "{g}"
+    );
+    assert_eq!(machines(&a.cloud), 4);
+}
+
+#[test]
+fn a_rollout_killed_mid_batch_goes_on_and_makes_nothing_twice() {
+    let c = Cloud::new();
+    let updating = r#"{"MaxUnavailable": 1, "Checkpoints": [50], "CheckpointDelay": "1h"}"#;
+    reconcile(&c, &spec(&c, 6, "v1", updating), &[]);
+    let v2 = spec(&c, 6, "v2", updating);
+    // SIGKILL to the whole process group while a replacement is being made.
+    c.delay_creates(1500);
+    let args = ["reconcile", "--group", v2.as_str()];
+    c.kill_during(&args, "replacing");
+    c.delay_creates(0);
+    // The next runs finish the work up to the checkpoint: 3 of 6 on the new spec, 6 machines,
+    // one each.
+    let out = reconcile(&c, &v2, &[]);
+    let g = &out["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["members"].as_u64()), (Some(3), Some(6)), "{g}");
+    assert_eq!(g["rollout"]["state"], "paused", "{g}");
+    assert_eq!(machines(&c.cloud), 6, "nothing leaked");
+    assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
+    let last = reconcile(&c, &v2, &["--checkpoint-delay", "0s"]);
+    assert_eq!((last["groups"][0]["current"].as_u64(), machines(&c.cloud)), (Some(6), 6), "{last}");
+}
