@@ -49,9 +49,11 @@ pub struct GroupRollout {
     /// The spec's config hash: the members it makes carry it.
     pub to: String,
     pub state: RolloutState,
-    /// How many checkpoints it has paused at.
+    /// The checkpoint it last paused at (or had passed when it began), as the number of members
+    /// on the new spec there: the next pause is at a checkpoint above it. A count, not a place in
+    /// the list: `--checkpoints` or an edited spec moves the list, never what was passed.
     #[serde(default)]
-    pub checkpoint: usize,
+    pub reached: usize,
     /// Since when it pauses (ms since the epoch, by the store's clock when there is one): until
     /// the `CheckpointDelay` of the run that looks has passed since then, so that
     /// `--checkpoint-delay 0s` ends a pause at once.
@@ -83,47 +85,49 @@ impl RolloutRecord {
     }
 }
 
-/// How far a group's rollout may go in this run.
+/// How far a group's rollout may go in this run. `reached`: the checkpoint (a member count)
+/// it has paused at or passed, for the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allowance {
     /// At a checkpoint since then (ms), for the delay: replace nothing for the rollout.
-    /// `reached`: the checkpoints paused at, with this one.
     Pause { since_ms: u64, reached: usize },
     /// Replace outdated members until `up_to` members are on the new spec (`None`: all), then
-    /// pause at checkpoint number `next` (1-based).
-    Go { up_to: Option<usize>, next: usize },
+    /// pause there.
+    Go { up_to: Option<usize>, reached: usize },
 }
 
-/// How far the rollout to config hash `to` may go now (`now_ms`), with `current` members of
-/// `size` on it, pausing `delay_ms` at each of `counts` (`group::checkpoint_counts`), as the
-/// record says it stands (`record`: its last state, if any, for this group). A rollout to
-/// another hash (the spec changed again) starts over from no checkpoint. A checkpoint found
-/// reached but not paused at (a run killed between its batch and the record) pauses now.
+/// How far the rollout to config hash `to` may go now (`now_ms`), with `current` members on
+/// it, pausing `delay_ms` at each of `counts` (`group::checkpoint_counts`), as the record says
+/// it stands (`record`: this group's entry, if any). A rollout to another hash (a new spec, or
+/// the old one back) starts with the checkpoints its members already pass behind it. A
+/// checkpoint found passed but not paused at (a run killed between its batch and the record,
+/// which a rollout's first batch is written after) pauses now.
 pub fn allowance(
     record: Option<&GroupRollout>,
     to: &str,
     counts: &[usize],
     (current, now_ms, delay_ms): (usize, u64, u64),
 ) -> Allowance {
-    let same = record.filter(|r| r.to == to);
-    let reached = same.map_or(0, |r| r.checkpoint);
-    if let Some(since_ms) = same.and_then(|r| r.paused_at_ms).filter(|since| now_ms < since.saturating_add(delay_ms)) {
-        return Allowance::Pause { since_ms, reached };
+    let passed = counts.iter().copied().filter(|n| *n <= current).max().unwrap_or(0);
+    let Some(same) = record.filter(|r| r.to == to) else {
+        return Allowance::Go { up_to: counts.iter().copied().find(|n| *n > current), reached: passed };
+    };
+    if let Some(since_ms) = same.paused_at_ms.filter(|since| now_ms < since.saturating_add(delay_ms)) {
+        return Allowance::Pause { since_ms, reached: same.reached };
     }
-    // The checkpoints reached by the members' count, less those already paused at.
-    let by_count = counts.iter().filter(|n| current >= **n).count();
-    if by_count > reached {
-        return Allowance::Pause { since_ms: now_ms, reached: by_count };
+    if passed > same.reached {
+        return Allowance::Pause { since_ms: now_ms, reached: passed };
     }
-    Allowance::Go { up_to: counts.get(reached).copied(), next: reached + 1 }
+    let floor = current.max(same.reached);
+    Allowance::Go { up_to: counts.iter().copied().find(|n| *n > floor), reached: same.reached }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn rec(to: &str, state: RolloutState, checkpoint: usize, paused_at_ms: Option<u64>) -> GroupRollout {
-        GroupRollout { from: "old".into(), to: to.into(), state, checkpoint, paused_at_ms, why: None }
+    fn rec(to: &str, state: RolloutState, reached: usize, paused_at_ms: Option<u64>) -> GroupRollout {
+        GroupRollout { from: "old".into(), to: to.into(), state, reached, paused_at_ms, why: None }
     }
 
     #[test]
@@ -131,25 +135,33 @@ mod tests {
         use RolloutState::{Paused, Rolling};
         let counts = [2, 5];
         let hour = 3_600_000;
-        let paused_1 = rec("new", Paused, 1, Some(10));
-        let paused_2 = rec("new", Paused, 2, Some(20));
+        let paused_2 = rec("new", Paused, 2, Some(10));
+        let paused_5 = rec("new", Paused, 5, Some(20));
+        let go = |up_to, reached| Allowance::Go { up_to, reached };
+        let pause = |since_ms, reached| Allowance::Pause { since_ms, reached };
         // (what, the record, members current, now, the delay, the allowance)
         type Case<'a> = (&'a str, Option<&'a GroupRollout>, usize, u64, u64, Allowance);
         let cases: &[Case] = &[
-            ("a new rollout: up to the first checkpoint", None, 0, 0, hour, Allowance::Go { up_to: Some(2), next: 1 }),
-            ("at the first, not paused yet: pause", None, 2, 10, hour, Allowance::Pause { since_ms: 10, reached: 1 }),
-            ("paused: still", Some(&paused_1), 2, 11, hour, Allowance::Pause { since_ms: 10, reached: 1 }),
-            ("the pause over: to the second", Some(&paused_1), 2, 10 + hour, hour, Allowance::Go { up_to: Some(5), next: 2 }),
-            ("a shorter delay ends it sooner", Some(&paused_1), 2, 11, 0, Allowance::Go { up_to: Some(5), next: 2 }),
-            ("past the second: pause once", Some(&paused_1), 6, 10 + hour, hour, Allowance::Pause { since_ms: 10 + hour, reached: 2 }),
-            ("the last pause over: all", Some(&paused_2), 5, 20 + hour, hour, Allowance::Go { up_to: None, next: 3 }),
-            ("another spec: starts over", Some(&rec("newer", Paused, 2, Some(5))), 0, 5, hour, Allowance::Go { up_to: Some(2), next: 1 }),
-            ("rolling, between checkpoints", Some(&rec("new", Rolling, 1, None)), 3, 5, hour, Allowance::Go { up_to: Some(5), next: 2 }),
+            ("a new rollout: up to the first checkpoint", None, 0, 0, hour, go(Some(2), 0)),
+            ("a new rollout whose hash some have: those checkpoints are behind it", None, 3, 0, hour, go(Some(5), 2)),
+            ("the old spec back, 8 of 10 on it: no pause", None, 8, 0, hour, go(None, 5)),
+            ("killed after its batch: the checkpoint passed pauses now", Some(&rec("new", Rolling, 0, None)), 2, 10, hour, pause(10, 2)),
+            ("paused: still", Some(&paused_2), 2, 11, hour, pause(10, 2)),
+            ("the pause over: to the second", Some(&paused_2), 2, 10 + hour, hour, go(Some(5), 2)),
+            ("a shorter delay ends it sooner", Some(&paused_2), 2, 11, 0, go(Some(5), 2)),
+            ("past the second: pause once", Some(&paused_2), 6, 10 + hour, hour, pause(10 + hour, 5)),
+            ("the last pause over: all", Some(&paused_5), 5, 20 + hour, hour, go(None, 5)),
+            ("another spec: starts over", Some(&rec("newer", Paused, 2, Some(5))), 0, 5, hour, go(Some(2), 0)),
+            ("rolling, between checkpoints", Some(&rec("new", Rolling, 2, None)), 3, 5, hour, go(Some(5), 2)),
+            // The list changed under a rollout paused at 2 (of 10): the next is the first above.
+            ("checkpoints now [50]: to 5", Some(&rec("new", Rolling, 2, None)), 2, 5, hour, go(Some(5), 2)),
         ];
         for (what, record, current, now, delay, want) in cases {
             assert_eq!(allowance(*record, "new", &counts, (*current, *now, *delay)), *want, "{what}");
         }
-        assert_eq!(allowance(None, "new", &[], (0, 0, hour)), Allowance::Go { up_to: None, next: 1 }, "no checkpoints");
+        assert_eq!(allowance(None, "new", &[], (0, 0, hour)), go(None, 0), "no checkpoints");
+        let fifty = allowance(Some(&rec("new", Rolling, 2, None)), "new", &[5], (2, 5, hour));
+        assert_eq!(fifty, go(Some(5), 2), "a list of [50] alone: the 50% checkpoint is kept");
     }
 
     #[test]

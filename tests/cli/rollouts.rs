@@ -167,10 +167,11 @@ fn a_rollout_killed_mid_batch_goes_on_and_makes_nothing_twice() {
     let updating = r#"{"MaxUnavailable": 1, "Checkpoints": [50], "CheckpointDelay": "1h"}"#;
     reconcile(&c, &spec(&c, 6, "v1", updating), &[]);
     let v2 = spec(&c, 6, "v2", updating);
-    // SIGKILL to the whole process group while a replacement is being made.
+    // SIGKILL to the whole process group while a replacement is being made (terraform has
+    // begun to create it).
     c.delay_creates(1500);
     let args = ["reconcile", "--group", v2.as_str()];
-    c.kill_during(&args, "replacing");
+    c.kill_during(&args, "creating fakecloud_instance");
     c.delay_creates(0);
     // The next runs finish the work up to the checkpoint: 3 of 6 on the new spec, 6 machines,
     // one each.
@@ -182,4 +183,34 @@ fn a_rollout_killed_mid_batch_goes_on_and_makes_nothing_twice() {
     assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
     let last = reconcile(&c, &v2, &["--checkpoint-delay", "0s"]);
     assert_eq!((last["groups"][0]["current"].as_u64(), machines(&c.cloud)), (Some(6), 6), "{last}");
+}
+
+#[test]
+fn a_destroy_first_rollout_killed_after_a_removal_stops_at_its_checkpoint() {
+    let c = Cloud::new();
+    // Each member has a dedicated volume: its replacement is made after it is destroyed.
+    let spec = |name: &str| {
+        let text = format!(
+            r#"{{"ID": "web", "Properties": {{"Allocation": {{"Size": 4}},
+  "Updating": {{"MaxUnavailable": 1, "Checkpoints": [50], "CheckpointDelay": "1h"}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}"}}}},
+    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 5}}}}}}}}}}}}}}"#
+        );
+        c.s.write_outside(&format!("{name}.json"), &text)
+    };
+    reconcile(&c, &spec("v1"), &[]);
+    let v2 = spec("v2");
+    // Killed while the first replacement is being made, its old member destroyed (not while
+    // terraform writes its local state: a SIGKILL then can leave it empty, which the next run
+    // refuses, exit 13, as "Crashes and recovery" says).
+    c.delay_creates(1500);
+    c.kill_during(&["reconcile", "--group", v2.as_str()], "creating fakecloud_instance");
+    c.delay_creates(0);
+    let out = reconcile(&c, &v2, &[]);
+    let g = &out["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["members"].as_u64()), (Some(2), Some(4)), "{g}");
+    assert_eq!(g["rollout"]["state"], "paused", "{g}");
+    assert_eq!(machines(&c.cloud), 4);
+    let volumes = c.objects().values().filter(|o| o["type"] == "fakecloud_volume").count();
+    assert_eq!(volumes, 4, "each slot keeps its volume");
 }

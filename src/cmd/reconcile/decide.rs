@@ -161,7 +161,8 @@ pub(super) struct Step {
 /// What a group's rollout (to `to`, with `counts` its checkpoints: `group::checkpoint_counts`)
 /// may replace now: `decision.replace` keeps the members repaired (current, unhealthy) and,
 /// of the outdated ones, no more than bring the members on the new spec to the next
-/// checkpoint; none at a pause. `None` when no member is outdated (no rollout under way).
+/// checkpoint, the members it adds (made on the new spec) counted; none at a pause. `None`
+/// when no member is outdated (no rollout under way).
 pub(super) fn rollout_step(
     (members, decision): (&[Member], &mut Decision),
     instances: &[Instance],
@@ -176,7 +177,7 @@ pub(super) fn rollout_step(
     let allowance = allowance(record, to, counts, (current, now_ms, delay_ms));
     let mut may = match allowance {
         Allowance::Pause { .. } => 0,
-        Allowance::Go { up_to: Some(up_to), .. } => up_to.saturating_sub(current),
+        Allowance::Go { up_to: Some(up_to), .. } => up_to.saturating_sub(current + decision.add.len()),
         Allowance::Go { up_to: None, .. } => usize::MAX,
     };
     decision.replace.retain(|id| {
@@ -187,48 +188,63 @@ pub(super) fn rollout_step(
         }
         kept
     });
-    // The hash most outdated members carry (the lowest of equals: one answer on every host).
-    let mut hashes: BTreeMap<&str, usize> = BTreeMap::new();
-    for m in &outdated {
-        let tag = instances.iter().find(|i| i.id == m.id).and_then(|i| i.tags.get(CONFIG_TAG));
-        *hashes.entry(tag.map_or("", String::as_str)).or_default() += 1;
+    // Where it comes from: as recorded when it began, else the hash most outdated members
+    // carry (the lowest of equals: one answer on every host).
+    let recorded = record.filter(|r| r.to == to).map(|r| r.from.clone());
+    let from = recorded.unwrap_or_else(|| {
+        let mut hashes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in &outdated {
+            let tag = instances.iter().find(|i| i.id == m.id).and_then(|i| i.tags.get(CONFIG_TAG));
+            *hashes.entry(tag.map_or("", String::as_str)).or_default() += 1;
+        }
+        hashes.iter().max_by_key(|(h, n)| (**n, std::cmp::Reverse(**h))).map(|(h, _)| h.to_string()).unwrap_or_default()
+    });
+    Some(Step { from, allowance })
+}
+
+impl Step {
+    /// The record of this rollout as it begins (before its first batch: a run killed after the
+    /// batch then finds the checkpoint it passed, and pauses).
+    pub(super) fn begun(&self, to: &str) -> GroupRollout {
+        let reached = match self.allowance {
+            Allowance::Pause { reached, .. } | Allowance::Go { reached, .. } => reached,
+        };
+        GroupRollout {
+            from: self.from.clone(),
+            to: to.to_string(),
+            state: RolloutState::Rolling,
+            reached,
+            paused_at_ms: None,
+            why: None,
+        }
     }
-    let from = hashes.iter().max_by_key(|(h, n)| (**n, std::cmp::Reverse(**h))).map(|(h, _)| h.to_string());
-    Some(Step { from: from.unwrap_or_default(), allowance })
 }
 
 /// Where a group's rollout stands once the run is done with it (`step`: what it was allowed;
 /// `current` members on the new spec, outdated ones `left`, `stopped`: why its update stopped,
 /// if it did), for the rollout record. A pause starts when a batch brought the members to a
-/// checkpoint.
+/// checkpoint; a stop during a pause keeps the pause.
 pub(super) fn rollout_after(
     step: &Step,
     to: &str,
     (current, left, stopped): (usize, bool, Option<String>),
     now_ms: u64,
 ) -> GroupRollout {
-    let entry = |state, checkpoint, paused_at_ms| GroupRollout {
-        from: step.from.clone(),
-        to: to.to_string(),
-        state,
-        checkpoint,
-        paused_at_ms,
-        why: None,
-    };
+    let begun = step.begun(to);
+    let entry = |state, reached, paused_at_ms| GroupRollout { state, reached, paused_at_ms, ..begun.clone() };
     match step.allowance {
-        _ if stopped.is_some() => {
-            let reached = match step.allowance {
-                Allowance::Pause { reached, .. } => reached,
-                Allowance::Go { next, .. } => next - 1,
-            };
+        Allowance::Pause { since_ms, reached } if stopped.is_some() => {
+            GroupRollout { why: stopped, ..entry(RolloutState::Stopped, reached, Some(since_ms)) }
+        }
+        Allowance::Go { reached, .. } if stopped.is_some() => {
             GroupRollout { why: stopped, ..entry(RolloutState::Stopped, reached, None) }
         }
         Allowance::Pause { since_ms, reached } => entry(RolloutState::Paused, reached, Some(since_ms)),
-        Allowance::Go { next, .. } if !left => entry(RolloutState::Done, next - 1, None),
-        Allowance::Go { up_to: Some(up_to), next } if current >= up_to => {
-            entry(RolloutState::Paused, next, Some(now_ms))
+        Allowance::Go { reached, .. } if !left => entry(RolloutState::Done, reached, None),
+        Allowance::Go { up_to: Some(up_to), .. } if current >= up_to => {
+            entry(RolloutState::Paused, up_to, Some(now_ms))
         }
-        Allowance::Go { next, .. } => entry(RolloutState::Rolling, next - 1, None),
+        Allowance::Go { reached, .. } => entry(RolloutState::Rolling, reached, None),
     }
 }
 

@@ -164,10 +164,11 @@ fn check(
     let rollouts = ws.rollout_record();
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         let mut g = GroupReport::new(group, members, decision);
-        // Where its rollout stands, as the last run left it.
+        // Where its rollout to this spec stands, as the last run left it.
         g.rollout = rollouts
             .groups
             .get(&group.spec.id)
+            .filter(|r| r.to == group.spec.config_hash)
             .map(|r| RolloutReport::new(r, (g.current, g.desired), rollout::checkpoints(args, group).1));
         report.groups.push(g);
     }
@@ -259,13 +260,14 @@ impl Run<'_> {
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
-        // Health checks: the unhealthy members to repair join the rolling updates.
+        // Each group's rollout: what its checkpoints let it replace now.
+        let rollouts = self.rollout_steps(ws, instances, &mut decisions)?;
+        // Health checks: the unhealthy members to repair join the rolling updates (an outdated
+        // one the rollout holds back too: a repair does not wait for a checkpoint).
         for (i, verdict) in self.heal(ws, instances, &decisions)? {
             report.groups[i].heal(&verdict);
             decide::repair(&mut decisions[i].1, &verdict);
         }
-        // Each group's rollout: what its checkpoints let it replace now.
-        let rollouts = self.rollout_steps(ws, instances, &mut decisions)?;
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
         let last_added = scale.added.iter().flatten().max();
         let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;

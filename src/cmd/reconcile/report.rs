@@ -109,11 +109,15 @@ impl Report {
         (self.reads.refreshed, self.reads.lists, self.reads.data_sources) =
             (read.refreshed, read.lists, read.data_sources);
         crate::metrics::note_reconciled(self.drift.len(), self.groups.iter().map(|g| (g.id.clone(), g.outdated)));
-        crate::metrics::note_rollouts(
-            self.groups
-                .iter()
-                .filter_map(|g| Some((g.id.clone(), (g.rollout.as_ref()?.state, g.rollout.as_ref()?.replaced)))),
-        );
+        // Not when no group's rollout was reported (a run that failed before it rolled): the
+        // series keep what the last run left.
+        if self.groups.iter().any(|g| g.rollout.is_some()) {
+            crate::metrics::note_rollouts(
+                self.groups
+                    .iter()
+                    .filter_map(|g| Some((g.id.clone(), (g.rollout.as_ref()?.state, g.rollout.as_ref()?.replaced)))),
+            );
+        }
         if self.reads.slice.is_some() || self.check {
             crate::metrics::note_strays(self.strays.len());
         }

@@ -74,6 +74,18 @@ impl Run<'_> {
         mut rollouts: Rollouts,
         report: &mut Report,
     ) -> Option<anyhow::Error> {
+        // A rollout that begins is recorded before its first batch: a run killed after the
+        // batch leaves the next to find the checkpoint passed, and pause.
+        for (group, step) in self.groups.iter().zip(&rollouts.steps) {
+            let Some(step) = step else { continue };
+            let to = &group.spec.config_hash;
+            if rollouts.record.groups.get(&group.spec.id).is_none_or(|r| &r.to != to) {
+                rollouts.record.groups.insert(group.spec.id.clone(), step.begun(to));
+            }
+        }
+        if let Err(e) = ws.write_rollout_record(&rollouts.record) {
+            return Some(e);
+        }
         let mut tally = Tally::default();
         let mut stopped = None;
         for ((group, (_, decision)), g) in self.groups.iter().zip(decisions).zip(report.groups.iter_mut()) {

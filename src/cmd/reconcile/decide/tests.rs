@@ -478,41 +478,51 @@ fn a_rollout_replaces_up_to_its_next_checkpoint_and_only_repairs_while_paused() 
         from: "bootstrap".into(),
         to: hash.clone(),
         state: RolloutState::Paused,
-        checkpoint: 1,
+        reached: 2,
         paused_at_ms: Some(0),
         why: None,
     };
     let delay = 1_000;
-    // (what, the record, now, a repair of member 1 too, replaced this run)
-    type Case<'a> = (&'a str, Option<&'a GroupRollout>, u64, bool, &'a [u64]);
+    // (what, the record, now, a repair of member 1 too, members added, replaced this run)
+    type Case<'a> = (&'a str, Option<&'a GroupRollout>, u64, bool, usize, &'a [u64]);
     let cases: &[Case] = &[
-        ("to the first checkpoint (2 of 10): one more", None, 0, false, &[2]),
-        ("paused: nothing for the rollout", Some(&paused), 500, false, &[]),
-        ("paused: a repair still goes", Some(&paused), 500, true, &[1]),
-        ("the pause over: up to the second (5 of 10)", Some(&paused), 1_000, false, &[2, 3, 4, 5]),
+        ("to the first checkpoint (2 of 10): one more", None, 0, false, 0, &[2]),
+        ("a member added on the new spec counts: none", None, 0, false, 1, &[]),
+        ("paused: nothing for the rollout", Some(&paused), 500, false, 0, &[]),
+        ("paused: a repair still goes", Some(&paused), 500, true, 0, &[1]),
+        ("the pause over: up to the second (5 of 10)", Some(&paused), 1_000, false, 0, &[2, 3, 4, 5]),
+        ("the pause over, two added: to 5 with them", Some(&paused), 1_000, false, 2, &[2, 3]),
     ];
-    for (what, rollout, now, repair, replaced) in cases {
+    for (what, rollout, now, repair, added, replaced) in cases {
         let decided = decide(&groups, &Found { instances: &instances, plan: &plan(&[], &[]), record: &record });
         let (members, mut decision) = decided.decisions.into_iter().next().unwrap();
         if *repair {
             decision.replace.insert(0, InstanceId::new(1));
         }
+        decision.add.extend(std::iter::repeat_n(None, *added));
         let step = rollout_step((&members, &mut decision), &instances, (*rollout, &hash, &[2, 5]), (*now, delay))
             .expect("members are outdated");
         assert_eq!(numbers(&decision.replace), *replaced, "{what}");
         assert_eq!(step.from, "bootstrap", "{what}");
     }
     // Where it stands after the run.
-    let go = Step { from: "bootstrap".into(), allowance: Allowance::Go { up_to: Some(2), next: 1 } };
-    let after = |current, left, stopped: Option<&str>| {
-        rollout_after(&go, &hash, (current, left, stopped.map(str::to_string)), 7)
+    let go = Step { from: "bootstrap".into(), allowance: Allowance::Go { up_to: Some(2), reached: 0 } };
+    let pause = Step { from: "bootstrap".into(), allowance: Allowance::Pause { since_ms: 3, reached: 2 } };
+    let after = |step: &Step, current, left, stopped: Option<&str>| {
+        rollout_after(step, &hash, (current, left, stopped.map(str::to_string)), 7)
     };
-    let state = |r: GroupRollout| (r.state, r.checkpoint, r.paused_at_ms);
-    assert_eq!(state(after(2, true, None)), (RolloutState::Paused, 1, Some(7)), "the checkpoint reached");
-    assert_eq!(state(after(1, true, None)), (RolloutState::Rolling, 0, None), "short of it");
-    assert_eq!(state(after(1, true, Some("unhealthy"))), (RolloutState::Stopped, 0, None), "stopped");
-    assert_eq!(after(1, true, Some("unhealthy")).why.as_deref(), Some("unhealthy"));
-    assert_eq!(state(after(10, false, None)), (RolloutState::Done, 0, None), "all on the new spec");
+    let state = |r: GroupRollout| (r.state, r.reached, r.paused_at_ms);
+    assert_eq!(state(after(&go, 2, true, None)), (RolloutState::Paused, 2, Some(7)), "the checkpoint reached");
+    assert_eq!(state(after(&go, 1, true, None)), (RolloutState::Rolling, 0, None), "short of it");
+    assert_eq!(state(after(&go, 1, true, Some("unhealthy"))), (RolloutState::Stopped, 0, None), "stopped");
+    assert_eq!(after(&go, 1, true, Some("unhealthy")).why.as_deref(), Some("unhealthy"));
+    assert_eq!(state(after(&go, 10, false, None)), (RolloutState::Done, 0, None), "all on the new spec");
+    assert_eq!(state(after(&pause, 2, true, None)), (RolloutState::Paused, 2, Some(3)), "still paused");
+    // A repair that fails during a pause stops the run, and the pause goes on.
+    let stopped = after(&pause, 2, true, Some("unhealthy"));
+    assert_eq!(state(stopped.clone()), (RolloutState::Stopped, 2, Some(3)));
+    let next = crate::rollout_record::allowance(Some(&stopped), &hash, &[2, 5], (2, 8, delay));
+    assert_eq!(next, Allowance::Pause { since_ms: 3, reached: 2 }, "the pause outlives the stop");
     // No member outdated: no rollout.
     let current: Vec<Instance> = (1..=10).map(|n| member(g, n, Is::Current, None)).collect();
     let decided = decide(&groups, &Found { instances: &current, plan: &plan(&[], &[]), record: &record });
