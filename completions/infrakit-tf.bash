@@ -751,7 +751,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --checkpoints --checkpoint-delay --health-cmd --health-timeout --refresh-slice --full-refresh --drain-cmd --drain-timeout --on-drain-failure --heal-cmd --heal-timeout --heal-initial-delay --heal-failures --heal-max-unhealthy --heal-max-repairs --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --checkpoints --min-ready --checkpoint-delay --health-cmd --health-timeout --refresh-slice --full-refresh --drain-cmd --drain-timeout --on-drain-failure --heal-cmd --heal-timeout --heal-initial-delay --heal-failures --heal-max-unhealthy --heal-max-repairs --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -770,6 +770,10 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --checkpoints)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-ready)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -363,6 +363,11 @@ pub struct ReconcileArgs {
     #[arg(long, value_name = "PERCENTS", value_parser = parse_checkpoints)]
     pub checkpoints: Option<Checkpoints>,
 
+    /// How long a batch's replacements must stay healthy (their check passing, run again until
+    /// then) before the next batch [default: the spec's `Updating.MinReady`, else 0s]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_ready: Option<Duration>,
+
     /// How long a rollout pauses at each checkpoint [default: the spec's
     /// `Updating.CheckpointDelay`, else 1h]
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]

@@ -6,7 +6,7 @@
 //!    "Allocation": {"Size": 3} | {"LogicalIDs": ["a", "b"]},
 //!    "Instance": {"Plugin": "...", "Properties": <an instance spec's Properties>},
 //!    "Flavor": {"Plugin": "...", "Properties": {"Init": "..." | ["...", ...], "Tags": {...}}},
-//!    "Updating": {"MaxUnavailable": 1, "Checkpoints": [20, 50], "CheckpointDelay": "1h"},
+//!    "Updating": {"MaxUnavailable": 1, "MinReady": "30s", "Checkpoints": [20, 50], "CheckpointDelay": "1h"},
 //!    "Lifecycle": {"Drain": "CMD", "DrainTimeout": "5m", "OnDrainFailure": "abandon" | "continue"},
 //!    "Healing": {"Command": "CMD", "Timeout": "10s", "InitialDelay": "10m", "FailuresBeforeRepair": 3,
 //!                "MaxUnhealthy": 2 | "40%", "MaxRepairsPerRun": 1}}}
@@ -73,6 +73,8 @@ pub struct GroupSpec {
     pub checkpoints: Vec<u64>,
     /// `Properties.Updating.CheckpointDelay`, when given.
     pub checkpoint_delay: Option<std::time::Duration>,
+    /// `Properties.Updating.MinReady`, when given.
+    pub min_ready: Option<std::time::Duration>,
     /// `Properties.Lifecycle`, when given.
     pub lifecycle: Option<Lifecycle>,
     /// `Properties.Healing`, when given.
@@ -123,6 +125,9 @@ impl GroupSpec {
         if !self.checkpoints.is_empty() || self.checkpoint_delay.is_some() {
             input["Checkpoints"] = serde_json::json!(self.checkpoints);
             input["CheckpointDelayMs"] = serde_json::json!(self.checkpoint_delay.map(|d| d.as_millis() as u64));
+        }
+        if let Some(d) = self.min_ready {
+            input["MinReadyMs"] = serde_json::json!(d.as_millis() as u64);
         }
         if let Some(h) = &self.healing {
             input["Healing"] = serde_json::json!({
@@ -267,13 +272,14 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     if !init.is_empty() {
         instance_spec["Init"] = Value::String(init);
     }
-    let (checkpoints, checkpoint_delay) = (updating.checkpoints, updating.checkpoint_delay);
+    let (checkpoints, checkpoint_delay, min_ready) = (updating.checkpoints, updating.checkpoint_delay, updating.min_ready);
     Ok(GroupSpec {
         id,
         allocation,
         max_unavailable,
         checkpoints,
         checkpoint_delay,
+        min_ready,
         lifecycle,
         healing,
         instance_spec,

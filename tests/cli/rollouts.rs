@@ -122,6 +122,7 @@ fn checkpoints_that_are_not_percentages_change_nothing() {
         (r#"{"Checkpoints": "20,50"}"#, "a list of percentages"),
         (r#"{"CheckpointDelay": "1 hour"}"#, "CheckpointDelay"),
         (r#"{"AutoRollback": true}"#, "`AutoRollback` is not supported by this version"),
+        (r#"{"MinReady": 5}"#, "MinReady"),
     ] {
         let bad = spec(&c, 2, "bad", updating);
         let run = c.run(&["reconcile", "--group", &bad]).code(Code::Invalid);
@@ -213,4 +214,42 @@ fn a_destroy_first_rollout_killed_after_a_removal_stops_at_its_checkpoint() {
     assert_eq!(machines(&c.cloud), 4);
     let volumes = c.objects().values().filter(|o| o["type"] == "fakecloud_volume").count();
     assert_eq!(volumes, 4, "each slot keeps its volume");
+}
+
+#[test]
+fn min_ready_holds_the_next_batch_until_the_replacements_stay_healthy() {
+    let c = Cloud::new();
+    let updating = r#"{"MaxUnavailable": 1, "MinReady": "2s"}"#;
+    reconcile(&c, &spec(&c, 3, "v1", updating), &[]);
+    let log = c.s.root.path().join("checks");
+    let cmd = format!("echo \"$INFRAKIT_TF_ID\" >> {}", log.display());
+    let out = reconcile(&c, &spec(&c, 3, "v2", updating), &["--health-cmd", &cmd]);
+    let replaced: Vec<String> = out["groups"][0]["replaced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["new"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(replaced.len(), 3, "{out}");
+    let checks = std::fs::read_to_string(&log).unwrap();
+    let checks: Vec<&str> = checks.lines().collect();
+    let count = |id: &str| checks.iter().filter(|l| **l == id).count();
+    // Each replacement but the last was checked again after its gate (MinReady), and the next
+    // batch began only after: its checks come after all of the one before's.
+    for pair in replaced.windows(2) {
+        assert!(count(&pair[0]) >= 2, "{} checked {} time(s): {checks:?}", pair[0], count(&pair[0]));
+        let last_of_before = checks.iter().rposition(|l| *l == pair[0]).unwrap();
+        let first_of_next = checks.iter().position(|l| *l == pair[1]).unwrap();
+        assert!(last_of_before < first_of_next, "{checks:?}");
+    }
+    assert_eq!(count(&replaced[2]), 1, "the last batch is not waited for: {checks:?}");
+
+    // A replacement healthy at its gate, then not: the update stops there (exit 15).
+    let flaky = c.s.root.path().join("seen");
+    let cmd = format!("f={}-$INFRAKIT_TF_ID; if [ -e $f ]; then exit 1; fi; touch $f", flaky.display());
+    let v3 = spec(&c, 3, "v3", updating);
+    let run = c.run(&["reconcile", "--group", &v3, "--health-cmd", &cmd, "--output", "json"]).code(Code::UpdateStopped);
+    assert!(run.stderr.contains("is not healthy"), "{}", run.stderr);
+    assert_eq!(run.json()["groups"][0]["current"], 1, "one replaced, the next never begun");
+    assert_eq!(machines(&c.cloud), 3);
 }

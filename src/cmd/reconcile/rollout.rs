@@ -168,7 +168,15 @@ impl Run<'_> {
         if let Err(e) = self.health(ws, group, &current) {
             return Some(e);
         }
+        // The batch before, and when its replacements were made: ready (`MinReady`) before
+        // the next batch starts. The last batch of a run is not waited for: nothing follows it.
+        let mut before: Option<(Vec<InstanceId>, std::time::Instant)> = None;
         for batch in road.batches {
+            if let Some((ids, made)) = before.take() {
+                if let Err(e) = self.ready(ws, group, &ids, made) {
+                    return Some(e);
+                }
+            }
             if crate::signals::stop_requested() {
                 return Some(
                     Failure::new(
@@ -184,18 +192,65 @@ impl Run<'_> {
                 group.spec.id,
                 batch.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
             ));
-            if let Err(e) = self.replace(ws, (group, road.order), batch, report, tally) {
-                return Some(e);
+            match self.replace(ws, (group, road.order), batch, report, tally) {
+                Ok(made) => before = Some(made),
+                Err(e) => return Some(e),
             }
         }
         None
+    }
+
+    /// Waits until the replacements `ids`, made at `made`, have been ready for `MinReady`
+    /// (`--min-ready` over the spec's): their health check (`--health-cmd`, else the group's
+    /// `Healing.Command`) run again every fifth of it (1 s to 30 s) passes each time until then;
+    /// the first that fails stops the update (exit 15). Without a check, the time alone. Ctrl-C
+    /// or SIGTERM stops the wait, and the update; the next run goes on.
+    fn ready(&self, ws: &Workspace<'_>, group: &Group, ids: &[InstanceId], made: std::time::Instant) -> Result<()> {
+        use std::time::Duration;
+        let min_ready = self.args.min_ready.or(group.spec.min_ready).unwrap_or_default();
+        if min_ready.is_zero() || ids.is_empty() {
+            return Ok(());
+        }
+        let cmd = self.args.health_cmd.clone().or_else(|| group.heal.as_ref().map(|h| h.command.clone()));
+        let step = (min_ready / 5).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        self.ctx.printer.event(&format!(
+            "group {}: waiting for {} to be ready ({} MinReady)",
+            group.spec.id,
+            ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
+            crate::text::duration(min_ready)
+        ));
+        // Checked at least once more, at or after `MinReady`: the gate's check alone says
+        // nothing of the time since.
+        loop {
+            let left = min_ready.saturating_sub(made.elapsed());
+            let wake = std::time::Instant::now() + left.min(step);
+            while std::time::Instant::now() < wake {
+                if crate::signals::stop_requested() {
+                    return Err(Failure::new(
+                        Code::Interrupted,
+                        format!("interrupted: the rolling update of group `{}` stopped", group.spec.id),
+                    )
+                    .hint("run `infrakit-tf reconcile` again to go on")
+                    .into());
+                }
+                std::thread::sleep(
+                    Duration::from_millis(100).min(wake.saturating_duration_since(std::time::Instant::now())),
+                );
+            }
+            if let Some(cmd) = &cmd {
+                self.check(ws, group, ids, cmd)?;
+            }
+            if made.elapsed() >= min_ready {
+                return Ok(());
+            }
+        }
     }
 
     /// Replaces one batch. Destroying first: drain the old members, remove them (their slots
     /// kept), apply, create the replacements (which re-attach the slots), apply. In a surge:
     /// create the replacements, apply, then drain and remove the old members, apply. Each
     /// replacement must be created and, with `--health-cmd`, healthy before the old ones go
-    /// (surge) or before the next batch.
+    /// (surge) or before the next batch. The replacements, and when they were made.
     fn replace(
         &self,
         ws: &mut Workspace<'_>,
@@ -203,7 +258,7 @@ impl Run<'_> {
         batch: &[InstanceId],
         report: &mut GroupReport,
         tally: &mut Tally,
-    ) -> Result<()> {
+    ) -> Result<(Vec<InstanceId>, std::time::Instant)> {
         let instances = ws.dir().instances(self.profiles);
         let mut batch = batch.to_vec();
         if order == Order::DestroyFirst {
@@ -213,13 +268,14 @@ impl Run<'_> {
             report.abandoned.extend(batch.iter().filter(|id| kept.contains(id)).map(ToString::to_string));
             batch.retain(|id| !kept.contains(id));
             if batch.is_empty() {
-                return Ok(());
+                return Ok((Vec::new(), std::time::Instant::now()));
             }
             self.remove(ws, &batch.iter().cloned().collect(), Reason::RollingUpdate, tally)?;
         }
         let ids = self.create(ws, group, &logical_ids(&instances, &batch))?;
-        let created =
-            tally.apply(ws, Apply::Configuration { refresh: false }).and_then(|()| self.health(ws, group, &ids));
+        let created = tally.apply(ws, Apply::Configuration { refresh: false });
+        let made = std::time::Instant::now();
+        let created = created.and_then(|()| self.health(ws, group, &ids));
         if let Err(failed) = created {
             self.failed(ws, order, (&batch, &ids), report, tally);
             return Err(failed);
@@ -235,7 +291,7 @@ impl Run<'_> {
                 .filter(|(o, _)| old.contains(*o))
                 .map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }),
         );
-        Ok(())
+        Ok((ids, made))
     }
 
     /// Creates a member of `group` for each of `lids` (a pet for a logical ID, cattle for
@@ -337,7 +393,14 @@ impl Run<'_> {
 
     /// Runs `--health-cmd` for each new member; the first that fails stops the update.
     fn health(&self, ws: &Workspace<'_>, group: &Group, ids: &[InstanceId]) -> Result<()> {
-        let Some(cmd) = &self.args.health_cmd else { return Ok(()) };
+        match &self.args.health_cmd {
+            Some(cmd) => self.check(ws, group, ids, cmd),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the health check `cmd` for each of `ids`; the first that fails stops the update.
+    fn check(&self, ws: &Workspace<'_>, group: &Group, ids: &[InstanceId], cmd: &str) -> Result<()> {
         let state = ws.state()?;
         let instances = ws.dir().instances(self.profiles);
         for id in ids {
