@@ -178,14 +178,7 @@ impl Run<'_> {
                 }
             }
             if crate::signals::stop_requested() {
-                return Some(
-                    Failure::new(
-                        Code::Interrupted,
-                        format!("interrupted: the rolling update of group `{}` stopped", group.spec.id),
-                    )
-                    .hint("run `infrakit-tf reconcile` again to go on")
-                    .into(),
-                );
+                return Some(interrupted(group));
             }
             self.ctx.printer.event(&format!(
                 "group {}: replacing {}",
@@ -226,12 +219,7 @@ impl Run<'_> {
             let wake = std::time::Instant::now() + left.min(step);
             while std::time::Instant::now() < wake {
                 if crate::signals::stop_requested() {
-                    return Err(Failure::new(
-                        Code::Interrupted,
-                        format!("interrupted: the rolling update of group `{}` stopped", group.spec.id),
-                    )
-                    .hint("run `infrakit-tf reconcile` again to go on")
-                    .into());
+                    return Err(interrupted(group));
                 }
                 std::thread::sleep(
                     Duration::from_millis(100).min(wake.saturating_duration_since(std::time::Instant::now())),
@@ -428,6 +416,13 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// Ctrl-C or SIGTERM stopped `group`'s rolling update between two of its steps (exit 130).
+fn interrupted(group: &Group) -> anyhow::Error {
+    Failure::new(Code::Interrupted, format!("interrupted: the rolling update of group `{}` stopped", group.spec.id))
+        .hint("run `infrakit-tf reconcile` again to go on")
+        .into()
 }
 
 /// A group's checkpoints as member counts (`--checkpoints` over the spec's), and how long each
