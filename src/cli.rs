@@ -373,6 +373,19 @@ pub struct ReconcileArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub checkpoint_delay: Option<Duration>,
 
+    /// Roll group ID back to its last good spec: its members on a newer spec are replaced by
+    /// members on it, and the group stays there (repeatable)
+    ///
+    /// The last good spec is the last one under which the group was whole and current; the
+    /// rollout record keeps it. The group spec's own spec is not rolled out again until it
+    /// changes, or --retry-rollout.
+    #[arg(long, value_name = "ID", conflicts_with = "check")]
+    pub rollback: Vec<String>,
+
+    /// Roll group ID's spec out again after it was rolled back (repeatable)
+    #[arg(long, value_name = "ID", conflicts_with = "check")]
+    pub retry_rollout: Vec<String>,
+
     /// A shell command that says whether a replacement is healthy (exit 0); run with
     /// `INFRAKIT_TF_ID`, `INFRAKIT_TF_LOGICAL_ID`, `INFRAKIT_TF_GROUP` and `INFRAKIT_TF_ATTR_<KEY>` (its
     /// state attributes) in its environment. The next batch waits for it

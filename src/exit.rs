@@ -90,6 +90,10 @@ exit_codes! {
     /// (`lookups` in infrakit-tf.json, or a built-in one) failed for a reason that is not "no
     /// match": which machines exist is not known, so nothing was applied.
     LookupFailed = 19 => "the look-up of what a failed or cut apply may have made failed (see `lookups` in infrakit-tf.json); nothing applied",
+    /// `reconcile`: a group's rollout failed (or `--rollback` asked) and its members on the
+    /// new spec were replaced by members on its last good spec; everything else the run had to
+    /// do was done.
+    RolledBack = 20 => "`reconcile`: a rollout was rolled back to the group's last good spec (`AutoRollback`, `--rollback`)",
     /// Interrupted (Ctrl-C or SIGTERM) while terraform ran; it stopped gracefully.
     Interrupted = 130 => "interrupted; terraform stopped gracefully and saved its state",
 }

@@ -1,11 +1,12 @@
 //! The rollout record: for each group whose spec changed, where its rollout stands (see
 //! `cmd::reconcile::rollout`): the config hashes it goes `from` and `to`, its state, how many
-//! checkpoints it has reached, and until when it pauses. One file of the directory,
+//! checkpoints it has reached, and until when it pauses; and each group's last good spec
+//! ([`GoodSpec`]), what a rollback goes back to. One file of the directory,
 //! [`crate::names::ROLLOUT_RECORD`], written all or nothing with the other records (with a
 //! store, in the store: any host goes on with the rollout). What is replaced is never in it:
 //! the members' own config hashes say that, so a run killed anywhere loses no place and
-//! replaces nothing twice. Pure: bytes in, bytes out, and the choice of how far a rollout may
-//! go ([`allowance`]).
+//! replaces nothing twice. Pure: bytes in, bytes out, the choice of how far a rollout may
+//! go ([`allowance`]), and how it is shown ([`RolloutReport`]).
 
 use std::collections::BTreeMap;
 
@@ -24,12 +25,24 @@ pub enum RolloutState {
     Stopped,
     /// Every member is on the new spec.
     Done,
+    /// The new spec failed (or `reconcile --rollback`): the members on it are being replaced
+    /// by members on the group's last good spec.
+    RollingBack,
+    /// Every member is back on the last good spec; the spec is not rolled out again until it
+    /// changes or `reconcile --retry-rollout`.
+    RolledBack,
 }
 
 impl RolloutState {
     /// Every state, in the order the metrics list them.
-    pub const ALL: [RolloutState; 4] =
-        [RolloutState::Rolling, RolloutState::Paused, RolloutState::Stopped, RolloutState::Done];
+    pub const ALL: [RolloutState; 6] = [
+        RolloutState::Rolling,
+        RolloutState::Paused,
+        RolloutState::Stopped,
+        RolloutState::Done,
+        RolloutState::RollingBack,
+        RolloutState::RolledBack,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -37,14 +50,22 @@ impl RolloutState {
             RolloutState::Paused => "paused",
             RolloutState::Stopped => "stopped",
             RolloutState::Done => "done",
+            RolloutState::RollingBack => "rolling_back",
+            RolloutState::RolledBack => "rolled_back",
         }
+    }
+
+    /// Whether the group is held on its last good spec rather than its spec's.
+    pub fn backing(self) -> bool {
+        matches!(self, RolloutState::RollingBack | RolloutState::RolledBack)
     }
 }
 
 /// One group's rollout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupRollout {
-    /// The config hash most of the outdated members had when it began.
+    /// The config hash most of the outdated members had when it began; once it rolls back,
+    /// the last good spec's (where the group goes back to).
     pub from: String,
     /// The spec's config hash: the members it makes carry it.
     pub to: String,
@@ -59,15 +80,29 @@ pub struct GroupRollout {
     /// `--checkpoint-delay 0s` ends a pause at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_at_ms: Option<u64>,
-    /// Why it stopped.
+    /// Why it stopped, or rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+}
+
+/// A group's last good spec: the last under which it was whole and current (every member on
+/// it, none unhealthy), as the group spec gave it: its `Instance` and `Flavor`, and their
+/// config hash. What a rollback makes members of, with nothing the user must still hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoodSpec {
+    pub hash: String,
+    pub instance: serde_json::Value,
+    #[serde(default)]
+    pub flavor: serde_json::Value,
 }
 
 /// The whole record, by group ID.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RolloutRecord {
     pub groups: BTreeMap<String, GroupRollout>,
+    /// Each group's last good spec.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub good: BTreeMap<String, GoodSpec>,
 }
 
 impl RolloutRecord {
@@ -82,6 +117,51 @@ impl RolloutRecord {
         let mut bytes = serde_json::to_vec_pretty(self).expect("a record of strings and numbers serialises");
         bytes.push(b'\n');
         bytes
+    }
+}
+
+/// A group's rollout in the report: its state, the config hashes it goes `from` and `to`, how
+/// many of the group's members (`of`: its desired size) are on the new spec (`replaced`),
+/// until when it pauses, and why it stopped.
+#[derive(Debug, Clone, Serialize)]
+pub struct RolloutReport {
+    pub state: RolloutState,
+    pub from: String,
+    pub to: String,
+    pub replaced: usize,
+    pub of: usize,
+    pub paused_until: Option<String>,
+    pub why: Option<String>,
+}
+
+impl RolloutReport {
+    /// The report of rollout `r`, `replaced` of `of` members on the new spec, its pause
+    /// lasting `delay_ms`.
+    pub fn new(r: &GroupRollout, (replaced, of): (usize, usize), delay_ms: u64) -> Self {
+        RolloutReport {
+            state: r.state,
+            from: r.from.clone(),
+            to: r.to.clone(),
+            replaced,
+            of,
+            paused_until: r.paused_at_ms.map(|at| crate::text::utc_ms(at.saturating_add(delay_ms))),
+            why: r.why.clone(),
+        }
+    }
+
+    /// In words, for the cron line and the table: `rollout paused until T (2/10 on the new
+    /// spec)`, `rollout rolled back to H (10/10 on the last good spec): why`.
+    pub fn words(&self) -> String {
+        let until = self.paused_until.as_ref().filter(|_| self.state == RolloutState::Paused);
+        let state = match (until, self.state) {
+            (Some(until), _) => format!("paused until {until}"),
+            (None, RolloutState::RollingBack) => format!("rolling back to {}", self.from),
+            (None, RolloutState::RolledBack) => format!("rolled back to {}", self.from),
+            (None, state) => state.as_str().to_string(),
+        };
+        let spec = if self.state.backing() { "the last good spec" } else { "the new spec" };
+        let why = self.why.as_ref().filter(|_| self.state.backing()).map(|w| format!(": {w}")).unwrap_or_default();
+        format!("rollout {state} ({}/{} on {spec}){why}", self.replaced, self.of)
     }
 }
 

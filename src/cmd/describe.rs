@@ -3,7 +3,9 @@
 //! when some instance file is live). JSON keeps the reference's field names `ID`, `LogicalID`,
 //! `Tags`, `Properties`, plus `status`, `file`, `vm`, `attachments` and `attributes`; and
 //! `health` (a HEALTH column), only for members the health record knows (`cmd::heal`): a
-//! directory without healing describes as it did before healing existed.
+//! directory without healing describes as it did before healing existed; `rollout` for the
+//! members of a group whose rollout the record has (the table: a line per group after it). A
+//! group held back on its last good spec (a rollback) has its members current on that spec.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +18,9 @@ use crate::cli::DescribeArgs;
 use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::group::{is_current, GroupSpec, CONFIG_SHA_TAG, CONFIG_TAG, FAILURES_BEFORE_REPAIR, GROUP_TAG};
+use crate::group::CHECKPOINT_DELAY;
 use crate::health_record::{Health, HealthRecord};
+use crate::rollout_record::{RolloutRecord, RolloutReport};
 use crate::names::Suffix;
 use crate::terraform::State;
 use crate::tfconfig::{ATTACH_TAG, LOGICAL_ID_TAG, NAME_TAG};
@@ -57,6 +61,10 @@ pub(crate) struct Row {
     /// checked yet`); absent when the record does not know it.
     #[serde(skip_serializing_if = "Option::is_none")]
     health: Option<String>,
+    /// Where its group's rollout stands, when its group spec is known and the rollout record
+    /// has one for it (the same object as `reconcile`'s report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rollout: Option<RolloutReport>,
 }
 
 /// The instances' statuses come from `state`, and whether the directory awaits a look-up
@@ -98,6 +106,7 @@ fn row(inst: Instance, properties: bool, seen: &Seen<'_>, hashes: &BTreeMap<Stri
         group: inst.tags.get(GROUP_TAG).cloned(),
         current: inst.tags.get(GROUP_TAG).and_then(|g| hashes.get(g)).map(|h| is_current(&inst.tags, h)),
         health: None,
+        rollout: None,
         tags: inst.tags,
     }
 }
@@ -116,7 +125,17 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
         }
         Err(e) => return Err(e),
     };
-    let hashes: BTreeMap<String, String> = specs.iter().map(|g| (g.id.clone(), g.config_hash.clone())).collect();
+    // A group whose rollout was rolled back is held on its last good spec: its members are
+    // current on that one.
+    let rollouts = ws.rollout_record();
+    let hashes: BTreeMap<String, String> = specs
+        .iter()
+        .map(|g| {
+            let held = rollouts.groups.get(&g.id).is_some_and(|r| r.to == g.config_hash && r.state.backing());
+            let good = rollouts.good.get(&g.id).filter(|_| held);
+            (g.id.clone(), good.map_or_else(|| g.config_hash.clone(), |good| good.hash.clone()))
+        })
+        .collect();
     // Failed checks in a row that make a member unhealthy, by group (the spec's, else the
     // default).
     let thresholds: BTreeMap<&str, u32> =
@@ -126,6 +145,13 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
         HealthRecord::default()
     });
     let instances = dir.instances(&profiles);
+    let mut on_spec: BTreeMap<String, usize> = BTreeMap::new();
+    for i in &instances {
+        let group = i.tags.get(GROUP_TAG).filter(|g| hashes.get(*g).is_some_and(|h| is_current(&i.tags, h)));
+        if let Some(g) = group {
+            *on_spec.entry(g.clone()).or_default() += 1;
+        }
+    }
     let awaiting = ws.awaiting_lookup().is_some();
     let doubted = doubted(&ws, &ctx.printer);
     let state = state_of(&ws, &instances).unwrap_or_else(|e| {
@@ -150,6 +176,10 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
         })
         .collect();
     let mut rows = rows;
+    let shown = group_rollouts(&specs, &rollouts, &on_spec);
+    for row in &mut rows {
+        row.rollout = row.group.as_ref().and_then(|g| shown.get(g)).cloned();
+    }
     // The strays the last reconcile found (machines in no state that carry this directory's
     // tags), after the instances, when no tag filter leaves them out.
     let ids: BTreeMap<String, String> =
@@ -167,7 +197,29 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
         ctx.printer.status(&format!("no instances in `{}`", dir.shown().display()));
         return Ok(());
     }
-    ctx.printer.data(&table(&rows).to_string())
+    let mut out = table(&rows).to_string();
+    for (group, rollout) in &shown {
+        out.push_str(&format!("\ngroup {group}: {}", rollout.words()));
+    }
+    ctx.printer.data(&out)
+}
+
+/// Each known group's rollout, as the rollout record has it for the spec its group spec asks
+/// for, with the number of its members on the spec it goes to (`on_spec`).
+fn group_rollouts(
+    specs: &[GroupSpec],
+    rollouts: &RolloutRecord,
+    on_spec: &BTreeMap<String, usize>,
+) -> BTreeMap<String, RolloutReport> {
+    let mut shown = BTreeMap::new();
+    for g in specs {
+        let Some(r) = rollouts.groups.get(&g.id).filter(|r| r.to == g.config_hash) else { continue };
+        let on = on_spec.get(&g.id).copied().unwrap_or(0);
+        let delay = g.checkpoint_delay.unwrap_or(CHECKPOINT_DELAY);
+        let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        shown.insert(g.id.clone(), RolloutReport::new(r, (on, g.desired()), delay_ms));
+    }
+    shown
 }
 
 /// How many instances each group (`""`: none) has in each status, as `describe` shows them:
@@ -223,6 +275,7 @@ fn stray_row(s: crate::cloud_record::Classified) -> Row {
         group: s.group,
         current: None,
         health: None,
+        rollout: None,
     }
 }
 

@@ -6,7 +6,8 @@
 //!    "Allocation": {"Size": 3} | {"LogicalIDs": ["a", "b"]},
 //!    "Instance": {"Plugin": "...", "Properties": <an instance spec's Properties>},
 //!    "Flavor": {"Plugin": "...", "Properties": {"Init": "..." | ["...", ...], "Tags": {...}}},
-//!    "Updating": {"MaxUnavailable": 1, "MinReady": "30s", "Checkpoints": [20, 50], "CheckpointDelay": "1h"},
+//!    "Updating": {"MaxUnavailable": 1, "MinReady": "30s", "Checkpoints": [20, 50], "CheckpointDelay": "1h",
+//!                 "AutoRollback": true},
 //!    "Lifecycle": {"Drain": "CMD", "DrainTimeout": "5m", "OnDrainFailure": "abandon" | "continue"},
 //!    "Healing": {"Command": "CMD", "Timeout": "10s", "InitialDelay": "10m", "FailuresBeforeRepair": 3,
 //!                "MaxUnhealthy": 2 | "40%", "MaxRepairsPerRun": 1}}}
@@ -75,6 +76,8 @@ pub struct GroupSpec {
     pub checkpoint_delay: Option<std::time::Duration>,
     /// `Properties.Updating.MinReady`, when given.
     pub min_ready: Option<std::time::Duration>,
+    /// `Properties.Updating.AutoRollback`.
+    pub auto_rollback: bool,
     /// `Properties.Lifecycle`, when given.
     pub lifecycle: Option<Lifecycle>,
     /// `Properties.Healing`, when given.
@@ -83,6 +86,9 @@ pub struct GroupSpec {
     instance_spec: Value,
     /// The value every current member's [`CONFIG_TAG`] holds.
     pub config_hash: String,
+    /// `Properties.Instance` and `Properties.Flavor` as the spec gives them (`null`: none):
+    /// what the rollout record keeps of the last good spec.
+    pub members_spec: (Value, Value),
 }
 
 impl GroupSpec {
@@ -129,6 +135,9 @@ impl GroupSpec {
         if let Some(d) = self.min_ready {
             input["MinReadyMs"] = serde_json::json!(d.as_millis() as u64);
         }
+        if self.auto_rollback {
+            input["AutoRollback"] = Value::Bool(true);
+        }
         if let Some(h) = &self.healing {
             input["Healing"] = serde_json::json!({
                 "Command": h.command,
@@ -140,6 +149,23 @@ impl GroupSpec {
             });
         }
         input.to_string()
+    }
+
+    /// The same group with members made of another `Instance` and `Flavor` (as
+    /// [`GroupSpec::members_spec`] holds them: a last good spec); everything else, the ID
+    /// and its tag included, as it is.
+    pub fn with_members(&self, (instance, flavor): &(Value, Value)) -> Result<GroupSpec, Vec<Problem>> {
+        let doc = serde_json::json!({
+            "ID": self.id,
+            "Properties": {"Allocation": {"Size": 1}, "Instance": instance, "Flavor": flavor},
+        });
+        let other = parse(&doc)?;
+        Ok(GroupSpec {
+            instance_spec: other.instance_spec,
+            config_hash: other.config_hash,
+            members_spec: other.members_spec,
+            ..self.clone()
+        })
     }
 
     /// The desired member count.
@@ -272,6 +298,10 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     if !init.is_empty() {
         instance_spec["Init"] = Value::String(init);
     }
+    let members_spec = (
+        instance.map_or(Value::Null, |i| Value::Object(i.clone())),
+        flavor.map_or(Value::Null, |f| Value::Object(f.clone())),
+    );
     let (checkpoints, checkpoint_delay, min_ready) = (updating.checkpoints, updating.checkpoint_delay, updating.min_ready);
     Ok(GroupSpec {
         id,
@@ -280,10 +310,12 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
         checkpoints,
         checkpoint_delay,
         min_ready,
+        auto_rollback: updating.auto_rollback,
         lifecycle,
         healing,
         instance_spec,
         config_hash,
+        members_spec,
     })
 }
 

@@ -1,8 +1,8 @@
 //! `Properties.Updating`: how a changed spec is rolled out. `MaxUnavailable` (members replaced
 //! at a time), `MinReady` (how long a batch's replacements stay healthy before the next batch),
 //! `Checkpoints` (percentages of the group at which the rollout pauses) and `CheckpointDelay`
-//! (how long each pause lasts). Not part of the config hash: changing it
-//! replaces no member.
+//! (how long each pause lasts), `AutoRollback` (whether a failed rollout goes back to the
+//! last good spec by itself). Not part of the config hash: changing it replaces no member.
 
 use std::time::Duration;
 
@@ -25,6 +25,8 @@ pub(super) struct Updating {
     pub(super) checkpoint_delay: Option<Duration>,
     /// `MinReady`.
     pub(super) min_ready: Option<Duration>,
+    /// `AutoRollback`.
+    pub(super) auto_rollback: bool,
 }
 
 /// Where a group's rollout pauses: the number of members on the new spec at each checkpoint
@@ -52,9 +54,8 @@ pub fn check_checkpoints(checkpoints: &[u64]) -> Result<(), String> {
 }
 
 /// `Properties.Updating`: `MaxUnavailable` a whole number of at least 1, `Checkpoints` a list
-/// of increasing percentages, `CheckpointDelay` and `MinReady` durations. `AutoRollback` is
-/// refused: this version does not carry it out, and a rollout that ignored it would not be the
-/// one asked for.
+/// of increasing percentages, `CheckpointDelay` and `MinReady` durations, `AutoRollback`
+/// `true` or `false`.
 pub(super) fn updating(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> Updating {
     const AT: &str = "/Properties/Updating";
     let empty = Map::new();
@@ -98,11 +99,13 @@ pub(super) fn updating(value: Option<&Value>, problem: &mut impl FnMut(&str, Str
     };
     let checkpoint_delay = duration_key(u, AT, "CheckpointDelay", false, "`10m` or `1h`", problem);
     let min_ready = duration_key(u, AT, "MinReady", false, "`30s` or `5m`", problem);
-    if get_ci(u, "AutoRollback").is_some_and(|v| !v.is_null()) {
-        problem(
-            &format!("{AT}/AutoRollback"),
-            "`AutoRollback` is not supported by this version of infrakit-tf yet: remove it (see docs/groups-and-rollouts.md)".into(),
-        );
-    }
-    Updating { max_unavailable, checkpoints, checkpoint_delay, min_ready }
+    let auto_rollback = match get_ci(u, "AutoRollback") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            problem(&format!("{AT}/AutoRollback"), "`AutoRollback` must be true or false".into());
+            false
+        }
+    };
+    Updating { max_unavailable, checkpoints, checkpoint_delay, min_ready, auto_rollback }
 }

@@ -22,12 +22,19 @@ use crate::group::{is_current, Drain, GroupSpec, Heal, GROUP_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::output::Printer;
 use crate::profile::Profiles;
+pub(super) use crate::rollout_record::RolloutReport;
+use crate::rollout_record::GoodSpec;
 use crate::spec::Spec;
 use crate::workspace::FileWrite;
 
 /// One group to converge.
+#[derive(Clone)]
 pub(super) struct Group {
+    /// Its spec: the group spec's, or, while it is held back on its last good spec (a
+    /// rollback, `rollback.rs`), that one's members with everything else the group spec's.
     pub(super) spec: GroupSpec,
+    /// The config hash its group spec asks for: `spec`'s unless it is held back.
+    pub(super) asked: String,
     /// Its members' instance spec.
     pub(super) members: Spec,
     /// What drains a member before it is destroyed: the spec's `Lifecycle`, the flags over it.
@@ -45,6 +52,37 @@ impl Group {
     /// Whether a member's config hash is the spec's.
     pub(super) fn is_current(&self, member: &Instance) -> bool {
         is_current(&member.tags, &self.spec.config_hash)
+    }
+
+    /// Whether it is held back on its last good spec: its spec's rollout rolled back.
+    pub(super) fn held_back(&self) -> bool {
+        self.asked != self.spec.config_hash
+    }
+
+    /// The same group held back on its last good spec `good`: its members made of `good`'s
+    /// `Instance` and `Flavor`. An error when they no longer give the hash recorded with
+    /// them (a spec this version cannot read as the one that wrote it did).
+    pub(super) fn back_on(&self, good: &GoodSpec, profiles: &Profiles) -> Result<Group> {
+        let bad = |why: String| {
+            crate::exit::invalid(format!("the last good spec of group `{}` cannot be used: {why}", self.spec.id))
+                .hint(format!(
+                    "put the spec you want back in the group spec's file and run `infrakit-tf reconcile --retry-rollout {}`",
+                    self.spec.id
+                ))
+        };
+        let problems = |p: Vec<crate::spec::Problem>| p.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; ");
+        let spec = self.spec.with_members(&(good.instance.clone(), good.flavor.clone())).map_err(|p| bad(problems(p)))?;
+        if spec.config_hash != good.hash {
+            return Err(bad(format!("its config hash is now {}, not {}", spec.config_hash, good.hash)).into());
+        }
+        let members = crate::spec::parse(&spec.instance_spec(None).to_string(), profiles).map_err(|p| bad(problems(p)))?;
+        Ok(Group { spec, members, ..self.clone() })
+    }
+
+    /// Its last good spec as the rollout record keeps it: its spec's members.
+    pub(super) fn good(&self) -> GoodSpec {
+        let (instance, flavor) = self.spec.members_spec.clone();
+        GoodSpec { hash: self.spec.config_hash.clone(), instance, flavor }
     }
 
     /// Whether its rolling update destroys the old member first: when a member has a dedicated
@@ -114,7 +152,7 @@ pub(super) fn load(
         .map(|(spec, members)| {
             let drain = Drain::resolve(spec.lifecycle.as_ref(), &drain_flags);
             let heal = Heal::resolve(spec.healing.as_ref(), &heal_flags);
-            Group { spec, members, drain, heal }
+            Group { asked: spec.config_hash.clone(), spec, members, drain, heal }
         })
         .collect())
 }
@@ -154,46 +192,9 @@ pub(super) struct GroupReport {
     /// Where its rollout stands, when its spec changed (`rollout_record`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) rollout: Option<RolloutReport>,
-}
-
-/// A group's rollout in the report: its state, the config hashes it goes `from` and `to`, how
-/// many of the group's members (`of`: its desired size) are on the new spec (`replaced`),
-/// until when it pauses, and why it stopped.
-#[derive(Debug, Serialize)]
-pub(super) struct RolloutReport {
-    pub(super) state: crate::rollout_record::RolloutState,
-    pub(super) from: String,
-    pub(super) to: String,
-    pub(super) replaced: usize,
-    pub(super) of: usize,
-    pub(super) paused_until: Option<String>,
-    pub(super) why: Option<String>,
-}
-
-impl RolloutReport {
-    /// The report of rollout `r`, `replaced` of `of` members on the new spec, its pause
-    /// lasting `delay_ms`.
-    pub(super) fn new(r: &crate::rollout_record::GroupRollout, (replaced, of): (usize, usize), delay_ms: u64) -> Self {
-        RolloutReport {
-            state: r.state,
-            from: r.from.clone(),
-            to: r.to.clone(),
-            replaced,
-            of,
-            paused_until: r.paused_at_ms.map(|at| crate::text::utc_ms(at.saturating_add(delay_ms))),
-            why: r.why.clone(),
-        }
-    }
-
-    /// In words, for the cron line and the table: `rollout paused until T (2/10 on the new spec)`.
-    pub(super) fn words(&self) -> String {
-        let until = self.paused_until.as_ref().filter(|_| self.state == crate::rollout_record::RolloutState::Paused);
-        let state = match until {
-            Some(until) => format!("paused until {until}"),
-            None => self.state.as_str().to_string(),
-        };
-        format!("rollout {state} ({}/{} on the new spec)", self.replaced, self.of)
-    }
+    /// Whether this run rolled it back, or went on rolling it back (exit 20).
+    #[serde(skip)]
+    pub(super) rolled_back: bool,
 }
 
 /// A healed group's part of the report.
@@ -232,6 +233,7 @@ impl GroupReport {
             healing: None,
             repairing: BTreeSet::new(),
             rollout: None,
+            rolled_back: false,
         }
     }
 

@@ -48,6 +48,7 @@ mod decide;
 mod groups;
 mod observe;
 mod report;
+mod rollback;
 mod rollout;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,6 +71,7 @@ use crate::health_record::HealthRecord;
 use crate::names::{self, InstanceId};
 use crate::output::Printer;
 use crate::profile::Profiles;
+use crate::rollout_record::RolloutRecord;
 use crate::terraform::Apply;
 use crate::tfoutput::Changes;
 use crate::workspace::{ChangeSet, FileWrite, SavedPlan, Workspace};
@@ -91,6 +93,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     };
     let specs: Vec<(String, String)> = groups.iter().map(|g| (g.spec.id.clone(), g.spec.fingerprint_input())).collect();
     ws.check_groups(&specs)?;
+    // Groups whose rollout was rolled back are held on their last good spec (`rollback.rs`).
+    let mut rollouts = ws.rollout_record();
+    let groups = rollback::hold(groups, &mut rollouts, &args, &profiles)?;
     ws.terraform()?;
     if args.check {
         ws.check_only(); // a state terraform could not save is refused, not pushed
@@ -116,10 +121,10 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         HealthRecord::default()
     };
     let failure = if args.check {
-        check(&mut ws, (&profiles, &ctx.printer, &args), &groups, &instances, &record, &mut report)?;
+        check(&mut ws, (&profiles, &ctx.printer, &args), (&groups, &rollouts), &instances, &record, &mut report)?;
         None
     } else {
-        let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups, record: &record };
+        let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups, record: &record, rollouts: &rollouts };
         let failure = run.converge(&mut ws, &instances, &mut report)?;
         report.lookup_pending = ws.awaiting_lookup().map(str::to_string);
         // What an apply's retry held back meanwhile (its look-up could not settle it yet).
@@ -140,7 +145,7 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
 fn check(
     ws: &mut Workspace<'_>,
     (profiles, printer, args): (&Profiles, &Printer, &ReconcileArgs),
-    groups: &[Group],
+    (groups, rollouts): (&[Group], &RolloutRecord),
     instances: &[Instance],
     record: &HealthRecord,
     report: &mut Report,
@@ -161,14 +166,13 @@ fn check(
     report.reads.full_refresh = true;
     report.fill_plan(&plan);
     let decisions = decide::decide(groups, &Found { instances, plan: &plan, record }).decisions;
-    let rollouts = ws.rollout_record();
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         let mut g = GroupReport::new(group, members, decision);
         // Where its rollout to this spec stands, as the last run left it.
         g.rollout = rollouts
             .groups
             .get(&group.spec.id)
-            .filter(|r| r.to == group.spec.config_hash)
+            .filter(|r| r.to == group.asked)
             .map(|r| RolloutReport::new(r, (g.current, g.desired), rollout::checkpoints(args, group).1));
         report.groups.push(g);
     }
@@ -193,6 +197,8 @@ struct Run<'a> {
     groups: &'a [Group],
     /// The health record as the run found it.
     record: &'a HealthRecord,
+    /// The rollout record as the run found it (with `--rollback` and `--retry-rollout`).
+    rollouts: &'a RolloutRecord,
 }
 
 impl Run<'_> {
@@ -261,11 +267,16 @@ impl Run<'_> {
             report.groups.push(GroupReport::new(group, members, decision));
         }
         // Each group's rollout: what its checkpoints let it replace now.
-        let rollouts = self.rollout_steps(ws, instances, &mut decisions)?;
+        let mut rollouts = self.rollout_steps(ws, instances, &mut decisions)?;
         // Health checks: the unhealthy members to repair join the rolling updates (an outdated
-        // one the rollout holds back too: a repair does not wait for a checkpoint).
+        // one the rollout holds back too: a repair does not wait for a checkpoint). Unless
+        // one on a new spec fails its rollout: then its rollback replaces them (`AutoRollback`).
         for (i, verdict) in self.heal(ws, instances, &decisions)? {
             report.groups[i].heal(&verdict);
+            if rollouts.fails(i, &self.groups[i], &verdict, instances) {
+                decisions[i].1.replace.clear();
+                continue;
+            }
             decide::repair(&mut decisions[i].1, &verdict);
         }
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;

@@ -134,7 +134,8 @@ impl Report {
 }
 
 /// Prints the report, then returns the failure that stopped the run, else the exit its
-/// content calls for: abandoned members (17), halted repairs (18), `--check` pending (10).
+/// content calls for: abandoned members (17), halted repairs (18), a rollback (20), `--check`
+/// pending (10).
 pub(super) fn finish(ctx: &Ctx, report: &Report, failure: Option<anyhow::Error>) -> Result<()> {
     if ctx.printer.json_output() {
         ctx.printer.json(report)?;
@@ -152,6 +153,15 @@ pub(super) fn finish(ctx: &Ctx, report: &Report, failure: Option<anyhow::Error>)
         report.groups.iter().filter_map(|g| Some((g.id.clone(), g.healing.as_ref()?.repair_halted.clone()?))).collect();
     if !report.check && !halted.is_empty() {
         return Err(crate::cmd::heal::halted(&halted));
+    }
+    let rolled_back: Vec<(String, String)> = report
+        .groups
+        .iter()
+        .filter(|g| g.rolled_back)
+        .map(|g| (g.id.clone(), g.rollout.as_ref().and_then(|r| r.why.clone()).unwrap_or_default()))
+        .collect();
+    if !rolled_back.is_empty() {
+        return Err(super::rollback::rolled_back(&rolled_back));
     }
     if report.check && report.pending {
         return Err(Failure::new(Code::Pending, format!("changes are pending: {}", summary(report)))

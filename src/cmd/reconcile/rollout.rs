@@ -15,7 +15,7 @@ use anyhow::Result;
 use super::decide::{self, Decisions, Order, Step};
 use super::groups::{logical_ids, Group, GroupReport, NewMembers, Replaced, RolloutReport};
 use super::report::Report;
-use super::Run;
+use super::{rollback, Run};
 use crate::cli::{Reason, ReconcileArgs};
 use crate::cmd::drain::Draining;
 use crate::cmd::instances::removals;
@@ -23,7 +23,8 @@ use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::group::{checkpoint_counts, CHECKPOINT_DELAY};
 use crate::names::{self, InstanceId};
-use crate::rollout_record::{GroupRollout, RolloutRecord, RolloutState};
+use crate::cmd::heal::Verdict;
+use crate::rollout_record::{GoodSpec, GroupRollout, RolloutRecord, RolloutState};
 use crate::terraform::Apply;
 use crate::workspace::{ChangeSet, Workspace};
 
@@ -32,32 +33,68 @@ use crate::workspace::{ChangeSet, Workspace};
 pub(super) struct Rollouts {
     record: RolloutRecord,
     steps: Vec<Option<Step>>,
+    /// Whether each group was whole and current when the run began: then its spec becomes its
+    /// last good spec, unless the run finds a member of it unhealthy or its rollout fails.
+    settled: Vec<bool>,
+    /// Why each group's new spec failed before its rollout's batches (a member on it
+    /// unhealthy before the spec was found good): with `AutoRollback`, it rolls back.
+    failed: Vec<Option<String>>,
+    /// Each group this run began to roll back, held back on its last good spec.
+    back: Vec<Option<Group>>,
+}
+
+impl Rollouts {
+    /// Whether `verdict` (the group's health checks) fails the rollout of `group`'s spec:
+    /// with `AutoRollback`, a member on its spec found unhealthy while the spec is not yet its
+    /// last good one (it has one, and the group has not been found whole and healthy on the
+    /// new spec since). Then nothing is repaired or replaced for it but by its rollback.
+    pub(super) fn fails(&mut self, i: usize, group: &Group, verdict: &Verdict, instances: &[Instance]) -> bool {
+        let on_trial = self.record.good.get(&group.spec.id).is_some_and(|g| g.hash != group.asked);
+        if !group.spec.auto_rollback || group.held_back() || !on_trial {
+            return false;
+        }
+        let mut on_spec =
+            verdict.unhealthy.iter().filter(|id| instances.iter().any(|i| &i.id == *id && group.is_current(i)));
+        let Some(first) = on_spec.next() else { return false };
+        self.failed[i] = Some(format!("{first} on the new spec is not healthy (Healing)"));
+        true
+    }
 }
 
 impl Run<'_> {
     /// Each group's rollout step (`decide::rollout_step`): what its checkpoints allow now,
-    /// `decisions`' replacements limited to it. The clock is read only when a group has
-    /// outdated members.
+    /// `decisions`' replacements limited to it. A group held back on its last good spec goes
+    /// back with no pause. The clock is read only when a group has outdated members.
     pub(super) fn rollout_steps(
         &self,
         ws: &mut Workspace<'_>,
         instances: &[Instance],
         decisions: &mut Decisions,
     ) -> Result<Rollouts> {
-        let record = ws.rollout_record();
+        let record = self.rollouts.clone();
         let outdated = decisions.iter().any(|(members, _)| members.iter().any(|m| !m.current));
         let now_ms = if outdated { ws.now_ms()? } else { 0 };
+        let settled = self
+            .groups
+            .iter()
+            .zip(decisions.iter())
+            .map(|(group, (members, decision))| {
+                members.len() == group.spec.desired() && members.iter().all(|m| m.current) && decision.is_empty()
+            })
+            .collect();
         let steps = self
             .groups
             .iter()
             .zip(decisions.iter_mut())
             .map(|(group, (members, decision))| {
                 let (counts, delay_ms) = self.checkpoints(group);
-                let at = (record.groups.get(&group.spec.id), group.spec.config_hash.as_str(), counts.as_slice());
+                let counts = if group.held_back() { Vec::new() } else { counts };
+                let at = (record.groups.get(&group.spec.id), group.asked.as_str(), counts.as_slice());
                 decide::rollout_step((members, decision), instances, at, (now_ms, delay_ms))
             })
             .collect();
-        Ok(Rollouts { record, steps })
+        let n = self.groups.len();
+        Ok(Rollouts { record, steps, settled, failed: vec![None; n], back: vec![None; n] })
     }
 
     fn checkpoints(&self, group: &Group) -> (Vec<usize>, u64) {
@@ -65,8 +102,10 @@ impl Run<'_> {
     }
 
     /// The groups' rolling updates, group by group; the first that fails stops them all (the
-    /// failure returned, and named in its group's report). Their applies join the report.
-    /// Then each group's rollout is recorded (`decide::rollout_after`) and reported.
+    /// failure returned, and named in its group's report). A group with `AutoRollback` whose
+    /// rollout failed (`rollback::calls_for`) is rolled back instead (`roll_back`). Their
+    /// applies join the report. Then each group's rollout is recorded (`decide::rollout_after`)
+    /// and reported.
     pub(super) fn roll_all(
         &self,
         ws: &mut Workspace<'_>,
@@ -78,7 +117,7 @@ impl Run<'_> {
         // batch leaves the next to find the checkpoint passed, and pause.
         for (group, step) in self.groups.iter().zip(&rollouts.steps) {
             let Some(step) = step else { continue };
-            let to = &group.spec.config_hash;
+            let to = &group.asked;
             if rollouts.record.groups.get(&group.spec.id).is_none_or(|r| &r.to != to) {
                 rollouts.record.groups.insert(group.spec.id.clone(), step.begun(to));
             }
@@ -86,18 +125,29 @@ impl Run<'_> {
         if let Err(e) = ws.write_rollout_record(&rollouts.record) {
             return Some(e);
         }
+        let retry = self.ctx.retry().cloned().unwrap_or_else(|_| crate::terraform::retry::Retry::none());
         let mut tally = Tally::default();
         let mut stopped = None;
-        for ((group, (_, decision)), g) in self.groups.iter().zip(decisions).zip(report.groups.iter_mut()) {
-            if decision.replace.is_empty() || stopped.is_some() {
+        let groups = self.groups.iter().zip(decisions).zip(report.groups.iter_mut());
+        for (i, ((group, (_, decision)), g)) in groups.enumerate() {
+            let failed = rollouts.failed[i].take().map(|why| rollout_failed(group, &why));
+            if (decision.replace.is_empty() && failed.is_none()) || stopped.is_some() {
                 continue;
             }
-            let failure = self.roll(ws, group, &decision.replace, g, &mut tally);
+            let mut failure = failed.or_else(|| self.roll(ws, group, &decision.replace, g, &mut tally));
+            let good = rollouts.record.good.get(&group.spec.id).filter(|good| good.hash != group.asked).cloned();
+            let back = failure
+                .as_ref()
+                .filter(|f| group.spec.auto_rollback && !group.held_back() && rollback::calls_for(f, &retry));
+            if let (Some(f), Some(good)) = (back, good) {
+                let why = format!("{f:#}");
+                failure = self.roll_back(ws, (group, &good, why), (i, &mut rollouts), g, &mut tally);
+            }
             if let Some(failure) = &failure {
                 g.stopped = Some(format!("{failure:#}"));
             }
             g.repaired();
-            g.count_members(group, &ws.dir().instances(self.profiles));
+            g.count_members(rollouts.back[i].as_ref().unwrap_or(group), &ws.dir().instances(self.profiles));
             stopped = failure;
         }
         if tally.tried {
@@ -109,38 +159,104 @@ impl Run<'_> {
         stopped
     }
 
+    /// Rolls `group` back to its last good spec `good` after its rollout failed (`why`): the
+    /// record says so first (`rolling_back`, written: a run killed after it goes on with the
+    /// rollback), then every member not on `good` is replaced through the rolling road, its
+    /// destroys counted by `--max-destroy` as any run's are. Group `i` is held back from then
+    /// on (`rollouts.back`). What stopped the rollback, if anything did.
+    fn roll_back(
+        &self,
+        ws: &mut Workspace<'_>,
+        (group, good, why): (&Group, &GoodSpec, String),
+        (i, rollouts): (usize, &mut Rollouts),
+        report: &mut GroupReport,
+        tally: &mut Tally,
+    ) -> Option<anyhow::Error> {
+        let back = match group.back_on(good, self.profiles) {
+            Ok(back) => back,
+            Err(e) => return Some(e),
+        };
+        let id = &group.spec.id;
+        rollouts.record.groups.insert(id.clone(), rollback::backing(&good.hash, &group.asked, why.clone()));
+        if let Err(e) = ws.write_rollout_record(&rollouts.record) {
+            return Some(e);
+        }
+        self.ctx.printer.warn(&format!("group {id}: its rollout failed ({why}): rolling back to {}", good.hash));
+        report.rolled_back = true;
+        rollouts.back[i] = Some(back.clone());
+        let instances = ws.dir().instances(self.profiles);
+        let mut ids: Vec<InstanceId> =
+            back.tagged(&instances).filter(|m| !back.is_current(m)).map(|m| m.id.clone()).collect();
+        ids.sort();
+        let run = Run { groups: std::slice::from_ref(&back), ..*self };
+        let decisions = vec![(Vec::new(), crate::converge::Decision { replace: ids.clone(), ..Default::default() })];
+        let counted = run
+            .planned_destroys(ws, &instances, &BTreeSet::new(), &decisions, &ChangeSet::default(), None)
+            .and_then(|planned| {
+                let plan = crate::terraform::Plan::default();
+                decide::check_max_destroy(run.groups, self.args.max_destroy, &plan, &[], planned, &decisions)
+            });
+        if let Err(e) = counted {
+            return Some(e);
+        }
+        run.roll(ws, &back, &ids, report, tally)
+    }
+
     /// Records where each group's rollout stands after the run, and puts it in the report. A
-    /// group whose members are all on the spec again ends its rollout (`done`).
+    /// group whose members are all on the spec again ends its rollout (`done`); one held back
+    /// is `rolled_back` once none is left off its last good spec. A group that was whole and
+    /// current when the run began, and still is, none of its members unhealthy, has its spec
+    /// recorded as its last good one.
     fn record_rollouts(&self, ws: &mut Workspace<'_>, rollouts: &mut Rollouts, report: &mut Report) -> Result<()> {
         let instances = ws.dir().instances(self.profiles);
         let mut now_ms = None;
-        for ((group, step), g) in self.groups.iter().zip(&rollouts.steps).zip(report.groups.iter_mut()) {
+        let groups = self.groups.iter().zip(&rollouts.steps).zip(report.groups.iter_mut());
+        for (i, ((group, step), g)) in groups.enumerate() {
+            let group = rollouts.back[i].as_ref().unwrap_or(group);
             let id = &group.spec.id;
-            let to = group.spec.config_hash.as_str();
+            let to = group.asked.as_str();
             let current = group.tagged(&instances).filter(|i| group.is_current(i)).count();
-            let entry = match step {
-                Some(step) => {
+            let left = group.tagged(&instances).any(|i| !group.is_current(i));
+            let entry = match (step, rollouts.record.groups.get(id)) {
+                (_, Some(r)) if group.held_back() => {
+                    // Carried on by this run (begun, or found rolling back): it says so (exit 20).
+                    g.rolled_back |= r.state == RolloutState::RollingBack;
+                    let state = if left { RolloutState::RollingBack } else { RolloutState::RolledBack };
+                    Some(GroupRollout { state, ..r.clone() })
+                }
+                (Some(step), _) => {
                     let now = match now_ms {
                         Some(now) => now,
                         None => *now_ms.insert(ws.now_ms()?),
                     };
-                    let left = group.tagged(&instances).any(|i| !group.is_current(i));
-                    decide::rollout_after(step, to, (current, left, g.stopped.clone()), now)
+                    Some(decide::rollout_after(step, to, (current, left, g.stopped.clone()), now))
                 }
-                None => match rollouts.record.groups.get(id) {
-                    Some(r) if r.state != RolloutState::Done || r.to != to => GroupRollout {
-                        to: to.to_string(),
-                        state: RolloutState::Done,
-                        paused_at_ms: None,
-                        why: None,
-                        ..r.clone()
-                    },
-                    Some(r) => r.clone(),
-                    None => continue,
-                },
+                // The rollback of a spec the group spec no longer asks for: over.
+                (None, Some(r)) if r.to != to && r.state.backing() => None,
+                (None, Some(r)) if r.state != RolloutState::Done || r.to != to => Some(GroupRollout {
+                    to: to.to_string(),
+                    state: RolloutState::Done,
+                    paused_at_ms: None,
+                    why: None,
+                    ..r.clone()
+                }),
+                (None, r) => r.cloned(),
             };
-            g.rollout = Some(RolloutReport::new(&entry, (current, group.spec.desired()), self.checkpoints(group).1));
-            rollouts.record.groups.insert(id.clone(), entry);
+            let healthy = g.healing.as_ref().is_none_or(|h| h.unhealthy.is_empty());
+            let whole = !left && current == group.spec.desired();
+            if rollouts.settled[i] && !group.held_back() && whole && healthy && g.stopped.is_none() {
+                rollouts.record.good.insert(id.clone(), group.good());
+            }
+            match entry {
+                Some(entry) => {
+                    let delay_ms = self.checkpoints(group).1;
+                    g.rollout = Some(RolloutReport::new(&entry, (current, group.spec.desired()), delay_ms));
+                    rollouts.record.groups.insert(id.clone(), entry);
+                }
+                None => {
+                    rollouts.record.groups.remove(id);
+                }
+            }
         }
         ws.write_rollout_record(&rollouts.record)
     }
@@ -416,6 +532,14 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// `group`'s rollout failed (`why`) before its batches: as a replacement that was not healthy
+/// (exit 15), unless `AutoRollback` rolls it back.
+fn rollout_failed(group: &Group, why: &str) -> anyhow::Error {
+    Failure::new(Code::UpdateStopped, format!("the rolling update of group `{}` stopped: {why}", group.spec.id))
+        .hint("nothing more was replaced; fix the spec or the machine, then run `infrakit-tf reconcile` again")
+        .into()
 }
 
 /// Ctrl-C or SIGTERM stopped `group`'s rolling update between two of its steps (exit 130).
