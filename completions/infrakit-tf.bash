@@ -751,7 +751,7 @@ _infrakit__tf() {
             return 0
             ;;
         infrakit__subcmd__tf__subcmd__reconcile)
-            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --checkpoints --min-ready --checkpoint-delay --health-cmd --health-timeout --refresh-slice --full-refresh --drain-cmd --drain-timeout --on-drain-failure --heal-cmd --heal-timeout --heal-initial-delay --heal-failures --heal-max-unhealthy --heal-max-repairs --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-wait --check --max-destroy --group --max-unavailable --checkpoints --min-ready --checkpoint-delay --rollback --retry-rollout --health-cmd --health-timeout --refresh-slice --full-refresh --drain-cmd --drain-timeout --on-drain-failure --heal-cmd --heal-timeout --heal-initial-delay --heal-failures --heal-max-unhealthy --heal-max-repairs --dir --output --yes --vm-type --lock-timeout --terraform-timeout --parallelism --store --accept-config --retries --settle --settle-wait --metrics-file --terraform --env --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -778,6 +778,14 @@ _infrakit__tf() {
                     return 0
                     ;;
                 --checkpoint-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rollback)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retry-rollout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

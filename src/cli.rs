@@ -252,7 +252,7 @@ pub enum Command {
         "infrakit-tf reconcile --group web-group.json --health-cmd 'curl -fsS http://$INFRAKIT_TF_ATTR_IP/'",
         "infrakit-tf reconcile --check   # exit 10 when something is pending";
         "docs/reconcile.md"))]
-    Reconcile(ReconcileArgs),
+    Reconcile(Box<ReconcileArgs>),
     /// Remove what nothing owns any more: instance files whose VM is gone from state,
     /// dedicated slots and global files no instance refers to
     ///

@@ -93,7 +93,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Destroy(args) => cmd::destroy::run(args, &ctx),
         Command::Label(args) => cmd::label::run(args, &ctx),
         Command::Describe(args) => cmd::describe::run(args, &ctx),
-        Command::Reconcile(args) => cmd::reconcile::run(args, &ctx),
+        Command::Reconcile(args) => cmd::reconcile::run(*args, &ctx),
         Command::SweepOrphans(args) => cmd::sweep_orphans::run(args, &ctx),
         Command::Import(args) => cmd::import::run(args, &ctx),
         Command::Migrate => cmd::migrate::run(&ctx),

@@ -210,7 +210,7 @@ const FAMILIES: &[(&str, &str, bool)] = &[
     ),
     (
         "infrakit_tf_group_rollout",
-        "1 for the state the group's rollout is in (rolling, paused, stopped, done), else 0, as the last reconcile left it.",
+        "1 for the state the group's rollout is in (rolling, paused, stopped, done, rolling_back, rolled_back), else 0, as the last reconcile left it.",
         false,
     ),
     (

@@ -252,4 +252,20 @@ mod tests {
         assert!(String::from_utf8(r.to_bytes()).unwrap().contains("\"state\": \"paused\""));
         assert!(RolloutRecord::parse(b"{").is_err());
     }
+
+    #[test]
+    fn a_rollout_is_said_in_words() {
+        let report = |state, why: Option<&str>, paused_at_ms| {
+            let r = GroupRollout { why: why.map(str::to_string), ..rec("new", state, 2, paused_at_ms) };
+            RolloutReport::new(&r, (2, 10), 1000).words()
+        };
+        assert_eq!(report(RolloutState::Paused, None, Some(0)), "rollout paused until 1970-01-01T00:00:01Z (2/10 on the new spec)");
+        assert_eq!(report(RolloutState::Rolling, None, None), "rollout rolling (2/10 on the new spec)");
+        assert_eq!(
+            report(RolloutState::RolledBack, Some("web-3 is not healthy"), None),
+            "rollout rolled back to old (2/10 on the last good spec): web-3 is not healthy"
+        );
+        assert_eq!(report(RolloutState::RollingBack, None, None), "rollout rolling back to old (2/10 on the last good spec)");
+        assert!(RolloutState::ALL.iter().filter(|s| s.backing()).count() == 2);
+    }
 }

@@ -214,3 +214,29 @@ fn group_specs_are_told_from_instance_specs() {
     assert!(!is_group_spec(&serde_json::json!({"Properties": {"resource": {}}})));
     assert!(!is_group_spec(&serde_json::json!([])));
 }
+
+#[test]
+fn a_group_on_its_last_good_members_keeps_all_else_and_their_hash() {
+    let spec = |ami: &str, rollback: &str| {
+        parsed(&format!(
+            r#"{{"ID":"g","Properties":{{"Allocation":{{"Size":3}},"Updating":{{"MaxUnavailable":2{rollback}}},
+            "Instance":{{"Plugin":"p","Properties":{{"resource":{{"aws_instance":{{"vm":{{"ami":"{ami}"}}}}}}}}}},
+            "Flavor":{{"Plugin":"f","Properties":{{"Init":["x"],"Tags":{{"role":"web"}}}}}}}}}}"#
+        ))
+    };
+    let old = spec("a", "").unwrap();
+    let new = spec("b", r#","AutoRollback":true"#).unwrap();
+    assert!(new.auto_rollback && !old.auto_rollback);
+    assert_ne!(old.config_hash, new.config_hash);
+    let back = new.with_members(&old.members_spec).unwrap();
+    // The old members, with their hash and tags; the group's own keys as the new spec has them.
+    assert_eq!((back.config_hash.as_str(), back.instance_spec(None)), (old.config_hash.as_str(), old.instance_spec(None)));
+    assert_eq!((back.max_unavailable, back.auto_rollback, back.desired()), (Some(2), true, 3));
+    // Without a flavor, as with one that has no properties.
+    let bare: GroupSpec = parsed(
+        r#"{"ID":"g","Properties":{"Allocation":{"Size":1},"Instance":{"Properties":{"resource":{"aws_instance":{"vm":{}}}}}}}"#,
+    )
+    .unwrap();
+    assert_eq!(new.with_members(&bare.members_spec).unwrap().config_hash, bare.config_hash);
+    assert_eq!(spec("a", r#","AutoRollback":1"#).unwrap_err(), vec!["/Properties/Updating/AutoRollback: `AutoRollback` must be true or false".to_string()]);
+}

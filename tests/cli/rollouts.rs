@@ -121,7 +121,7 @@ fn checkpoints_that_are_not_percentages_change_nothing() {
         (r#"{"Checkpoints": [0, 50]}"#, "from 1 to 99, not 0"),
         (r#"{"Checkpoints": "20,50"}"#, "a list of percentages"),
         (r#"{"CheckpointDelay": "1 hour"}"#, "CheckpointDelay"),
-        (r#"{"AutoRollback": true}"#, "`AutoRollback` is not supported by this version"),
+        (r#"{"AutoRollback": "yes"}"#, "`AutoRollback` must be true or false"),
         (r#"{"MinReady": 5}"#, "MinReady"),
     ] {
         let bad = spec(&c, 2, "bad", updating);
@@ -252,4 +252,188 @@ fn min_ready_holds_the_next_batch_until_the_replacements_stay_healthy() {
     assert!(run.stderr.contains("is not healthy"), "{}", run.stderr);
     assert_eq!(run.json()["groups"][0]["current"], 1, "one replaced, the next never begun");
     assert_eq!(machines(&c.cloud), 3);
+}
+
+/// A group of `size` members named `name`, each with a dedicated volume (a rollout destroys
+/// first and re-attaches the slot's volume), with `updating`.
+fn volume_spec(c: &Cloud, size: u64, name: &str, updating: &str) -> String {
+    let text = format!(
+        r#"{{"ID": "web", "Properties": {{"Allocation": {{"Size": {size}}}, "Updating": {updating},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}"}}}},
+    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 5}}}}}}}}}}}}}}"#
+    );
+    c.s.write_outside(&format!("{name}.json"), &text)
+}
+
+/// A health command that reads each machine's object in the cloud: a machine named `bad` is
+/// not healthy.
+fn health_cmd(c: &Cloud) -> String {
+    format!("! grep -q '\"name\": \"bad\"' {}/\"$INFRAKIT_TF_ATTR_ID\".json", c.cloud.display())
+}
+
+/// The names of the VMs in the cloud, and how many carry each.
+fn names(c: &Cloud) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for o in c.objects().values().filter(|o| o["type"] == "fakecloud_instance") {
+        *out.entry(o["name"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+    }
+    out
+}
+
+/// The cloud IDs of the volumes.
+fn volumes(c: &Cloud) -> std::collections::BTreeSet<String> {
+    c.objects().into_iter().filter(|(_, o)| o["type"] == "fakecloud_volume").map(|(id, _)| id).collect()
+}
+
+#[test]
+fn a_failed_rollout_with_auto_rollback_goes_back_to_the_last_good_spec_and_stays() {
+    let c = Cloud::new();
+    let updating = r#"{"MaxUnavailable": 2, "AutoRollback": true}"#;
+    let health = health_cmd(&c);
+    let good = volume_spec(&c, 10, "good", updating);
+    reconcile(&c, &good, &[]);
+    // The run after finds it whole and current: that spec is its last good one.
+    let settled = reconcile(&c, &good, &["--health-cmd", &health]);
+    assert_eq!(settled["groups"][0]["current"], 10, "{settled}");
+    let before = volumes(&c);
+    assert_eq!(before.len(), 10);
+
+    // A new spec whose machines are not healthy: its first batch fails the gate, and every
+    // member made on it is replaced by one on the last good spec, in the same run (exit 20).
+    let bad = volume_spec(&c, 10, "bad", updating);
+    let run =
+        c.run(&["reconcile", "--group", &bad, "--health-cmd", &health, "--output", "json"]).code(Code::RolledBack);
+    assert!(run.stderr.contains("rolled back to the last good spec"), "{}", run.stderr);
+    let out = run.json();
+    let g = &out["groups"][0];
+    let r = &g["rollout"];
+    assert_eq!(
+        (r["state"].as_str(), r["replaced"].as_u64(), r["of"].as_u64()),
+        (Some("rolled_back"), Some(10), Some(10)),
+        "{r}"
+    );
+    assert!(r["why"].as_str().is_some_and(|w| w.contains("is not healthy")), "{r}");
+    assert_eq!(g["pending"], false, "whole on its last good spec: {g}");
+    assert_eq!(names(&c), [("good".to_string(), 10)].into(), "every member back on the last good spec");
+    assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
+    assert_eq!(volumes(&c), before, "each slot kept its volume, re-attached");
+
+    // The same spec is not rolled out again: the next runs replace nothing, and say why.
+    let again = c.run(&["reconcile", "--group", &bad, "--health-cmd", &health]).ok();
+    assert!(again.stdout.contains("rollout rolled back to "), "{}", again.stdout);
+    let again = reconcile(&c, &bad, &["--health-cmd", &health]);
+    assert_eq!(again["groups"][0]["replaced"], Value::Array(vec![]), "{again}");
+    c.run(&["reconcile", "--group", &bad, "--check"]).ok();
+    let described = c.run(&["describe", "--group", &bad, "--output", "json"]).ok().json();
+    let rows = described.as_array().unwrap();
+    assert!(rows.iter().all(|r| r["current"] == true && r["rollout"]["state"] == "rolled_back"), "{described}");
+    let table = c.run(&["describe", "--group", &bad]).ok();
+    assert!(table.stdout.contains("group web: rollout rolled back to "), "{}", table.stdout);
+
+    // A changed spec rolls.
+    let fixed = volume_spec(&c, 10, "fixed", updating);
+    let rolled = reconcile(&c, &fixed, &["--health-cmd", &health]);
+    let g = &rolled["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["rollout"]["state"].as_str()), (Some(10), Some("done")), "{g}");
+    assert_eq!(names(&c), [("fixed".to_string(), 10)].into());
+    assert_eq!(volumes(&c), before);
+}
+
+#[test]
+fn a_member_on_the_new_spec_found_unhealthy_by_healing_rolls_the_rollout_back() {
+    let c = Cloud::new();
+    // One batch, no gate: the new spec's members fail only the next run's health checks.
+    let updating = r#"{"MaxUnavailable": 4, "AutoRollback": true}"#;
+    let healing = format!(r#"{{"Command": "{}", "FailuresBeforeRepair": 1}}"#, health_cmd(&c).replace('"', "\\\""));
+    let spec = |name: &str| {
+        let text = format!(
+            r#"{{"ID": "web", "Properties": {{"Allocation": {{"Size": 4}}, "Updating": {updating}, "Healing": {healing},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}"}}}}}}}}}}}}}}"#
+        );
+        c.s.write_outside(&format!("{name}.json"), &text)
+    };
+    let good = spec("good");
+    reconcile(&c, &good, &[]);
+    reconcile(&c, &good, &[]);
+    let bad = spec("bad");
+    let rolled = reconcile(&c, &bad, &[]);
+    assert_eq!(rolled["groups"][0]["rollout"]["state"], "done", "{rolled}");
+    // The next run's checks find them unhealthy before the spec was ever found good: back.
+    let run = c.run(&["reconcile", "--group", &bad, "--output", "json"]).code(Code::RolledBack);
+    let r = &run.json()["groups"][0]["rollout"];
+    assert_eq!(r["state"], "rolled_back", "{r}");
+    assert!(r["why"].as_str().is_some_and(|w| w.contains("on the new spec is not healthy")), "{r}");
+    assert_eq!(names(&c), [("good".to_string(), 4)].into());
+    reconcile(&c, &bad, &[]);
+    assert_eq!(names(&c), [("good".to_string(), 4)].into(), "not rolled out again");
+}
+
+#[test]
+fn rollback_on_demand_and_retry_rollout() {
+    let c = Cloud::new();
+    let updating = r#"{"MaxUnavailable": 2, "Checkpoints": [50], "CheckpointDelay": "1h"}"#;
+    let v1 = spec(&c, 4, "v1", updating);
+    // Nothing to roll back to yet: refused, nothing changed.
+    reconcile(&c, &v1, &[]);
+    let run = c.run(&["reconcile", "--group", &v1, "--rollback", "web"]).code(Code::Invalid);
+    assert!(run.stderr.contains("nothing to roll back to"), "{}", run.stderr);
+    reconcile(&c, &v1, &[]);
+    let v2 = spec(&c, 4, "v2", updating);
+    let paused = reconcile(&c, &v2, &[]);
+    assert_eq!(paused["groups"][0]["rollout"]["state"], "paused", "{paused}");
+    for (args, code, says) in [
+        (vec!["--rollback", "db"], Code::Usage, "no group `db`"),
+        (vec!["--retry-rollout", "web"], Code::Invalid, "was not rolled back"),
+    ] {
+        let mut all = vec!["reconcile", "--group", &v2];
+        all.extend(args);
+        let run = c.run(&all).code(code);
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+        assert_eq!(names(&c), [("v1".to_string(), 2), ("v2".to_string(), 2)].into(), "nothing changed");
+    }
+    // Without AutoRollback, on demand: the members on v2 go back, and the group stays on v1.
+    let run = c.run(&["reconcile", "--group", &v2, "--rollback", "web", "--output", "json"]).code(Code::RolledBack);
+    let r = &run.json()["groups"][0]["rollout"];
+    assert_eq!(
+        (r["state"].as_str(), r["why"].as_str()),
+        (Some("rolled_back"), Some("asked: reconcile --rollback")),
+        "{r}"
+    );
+    assert_eq!(names(&c), [("v1".to_string(), 4)].into());
+    reconcile(&c, &v2, &["--checkpoint-delay", "0s"]);
+    assert_eq!(names(&c), [("v1".to_string(), 4)].into(), "held on v1");
+    // --retry-rollout rolls v2 out again, from its first checkpoint.
+    let retried = reconcile(&c, &v2, &["--retry-rollout", "web"]);
+    let g = &retried["groups"][0];
+    assert_eq!((g["current"].as_u64(), g["rollout"]["state"].as_str()), (Some(2), Some("paused")), "{g}");
+}
+
+#[test]
+fn a_rollback_killed_midway_is_finished_by_the_next_run() {
+    let c = Cloud::new();
+    let updating = r#"{"MaxUnavailable": 2, "AutoRollback": true}"#;
+    let health = health_cmd(&c);
+    let good = volume_spec(&c, 6, "good", updating);
+    reconcile(&c, &good, &[]);
+    reconcile(&c, &good, &[]);
+    let before = volumes(&c);
+    let bad = volume_spec(&c, 6, "bad", updating);
+    // SIGKILL to the whole process group while the rollback makes its first member back.
+    let mut run = c.start(&["reconcile", "--group", &bad, "--health-cmd", &health], &[]);
+    assert!(run.wait_for("rolling back to").is_some());
+    c.delay_creates(1500);
+    assert!(run.wait_for("creating fakecloud_instance").is_some());
+    run.kill(true);
+    run.finish();
+    c.delay_creates(0);
+    // The next run goes on with the rollback (exit 20), and the group ends as one that was
+    // never killed: all on the last good spec, each slot's volume kept, nothing twice.
+    let out =
+        c.run(&["reconcile", "--group", &bad, "--health-cmd", &health, "--output", "json"]).code(Code::RolledBack);
+    assert_eq!(out.json()["groups"][0]["rollout"]["state"], "rolled_back", "{}", out.stdout);
+    assert_eq!(names(&c), [("good".to_string(), 6)].into());
+    assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
+    assert_eq!(volumes(&c), before);
+    let again = reconcile(&c, &bad, &["--health-cmd", &health]);
+    assert_eq!(again["groups"][0]["replaced"], Value::Array(vec![]), "{again}");
 }

@@ -22,8 +22,8 @@ use crate::group::{is_current, Drain, GroupSpec, Heal, GROUP_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::output::Printer;
 use crate::profile::Profiles;
-pub(super) use crate::rollout_record::RolloutReport;
 use crate::rollout_record::GoodSpec;
+pub(super) use crate::rollout_record::RolloutReport;
 use crate::spec::Spec;
 use crate::workspace::FileWrite;
 
@@ -70,12 +70,15 @@ impl Group {
                     self.spec.id
                 ))
         };
-        let problems = |p: Vec<crate::spec::Problem>| p.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; ");
-        let spec = self.spec.with_members(&(good.instance.clone(), good.flavor.clone())).map_err(|p| bad(problems(p)))?;
+        let problems =
+            |p: Vec<crate::spec::Problem>| p.iter().map(|p| p.message.clone()).collect::<Vec<_>>().join("; ");
+        let spec =
+            self.spec.with_members(&(good.instance.clone(), good.flavor.clone())).map_err(|p| bad(problems(p)))?;
         if spec.config_hash != good.hash {
             return Err(bad(format!("its config hash is now {}, not {}", spec.config_hash, good.hash)).into());
         }
-        let members = crate::spec::parse(&spec.instance_spec(None).to_string(), profiles).map_err(|p| bad(problems(p)))?;
+        let members =
+            crate::spec::parse(&spec.instance_spec(None).to_string(), profiles).map_err(|p| bad(problems(p)))?;
         Ok(Group { spec, members, ..self.clone() })
     }
 

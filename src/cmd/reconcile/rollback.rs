@@ -70,9 +70,12 @@ pub(super) fn hold(
             } else {
                 "no last good spec is known (the group has not been whole and current on any spec yet)"
             };
-            return Err(Failure::new(Code::Invalid, format!("--rollback {id}: nothing to roll back to: {why}; nothing was changed"))
-                .hint("to go back to an earlier spec, put it back in the group spec's file and run `infrakit-tf reconcile`")
-                .into());
+            return Err(Failure::new(
+                Code::Invalid,
+                format!("--rollback {id}: nothing to roll back to: {why}; nothing was changed"),
+            )
+            .hint("to go back to an earlier spec, put it back in the group spec's file and run `infrakit-tf reconcile`")
+            .into());
         };
         record.groups.insert(id.clone(), backing(&good.hash, &group.asked, ASKED.into()));
     }
@@ -120,4 +123,28 @@ pub(super) fn rolled_back(groups: &[(String, String)]) -> anyhow::Error {
     Failure::new(Code::RolledBack, format!("rolled back to the last good spec: {}", what.join(", ")))
         .hint("fix the spec and change it (or run `infrakit-tf reconcile --retry-rollout ID`) to roll it out again")
         .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rollout_that_failed_rolls_back_unless_the_failure_was_not_the_specs() {
+        let retry = Retry::default();
+        let failed = |code, message: &str| -> anyhow::Error { Failure::new(code, message.to_string()).into() };
+        let cases = [
+            ("an unhealthy replacement", failed(Code::UpdateStopped, "web-3 is not healthy"), true),
+            ("an apply the spec broke", failed(Code::TerraformFailed, "Error: InvalidAMIID.NotFound"), true),
+            ("a throttled apply", failed(Code::TerraformFailed, "Error: Throttling: Rate exceeded"), false),
+            ("a call cut mid-way", failed(Code::TerraformFailed, "Error: read: connection reset by peer"), false),
+            ("an interrupt", failed(Code::Interrupted, "interrupted"), false),
+            ("a lost lease", failed(Code::StoreUnavailable, "lease lost"), false),
+            ("too many destroys", failed(Code::TooManyDestroys, "refusing"), false),
+            ("a timeout", failed(Code::TerraformTimeout, "terraform ran longer"), false),
+        ];
+        for (what, failure, rolls_back) in cases {
+            assert_eq!(calls_for(&failure, &retry), rolls_back, "{what}");
+        }
+    }
 }

@@ -18,12 +18,12 @@ use super::report::Report;
 use super::{rollback, Run};
 use crate::cli::{Reason, ReconcileArgs};
 use crate::cmd::drain::Draining;
+use crate::cmd::heal::Verdict;
 use crate::cmd::instances::removals;
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
 use crate::group::{checkpoint_counts, CHECKPOINT_DELAY};
 use crate::names::{self, InstanceId};
-use crate::cmd::heal::Verdict;
 use crate::rollout_record::{GoodSpec, GroupRollout, RolloutRecord, RolloutState};
 use crate::terraform::Apply;
 use crate::workspace::{ChangeSet, Workspace};
@@ -188,6 +188,12 @@ impl Run<'_> {
         let mut ids: Vec<InstanceId> =
             back.tagged(&instances).filter(|m| !back.is_current(m)).map(|m| m.id.clone()).collect();
         ids.sort();
+        // Unhealthy members the rollback replaces are not the breaker's concern any more.
+        if let Some(h) =
+            report.healing.as_mut().filter(|h| h.unhealthy.iter().all(|u| ids.iter().any(|id| id.to_string() == *u)))
+        {
+            h.repair_halted = None;
+        }
         let run = Run { groups: std::slice::from_ref(&back), ..*self };
         let decisions = vec![(Vec::new(), crate::converge::Decision { replace: ids.clone(), ..Default::default() })];
         let counted = run

@@ -23,7 +23,7 @@ fn group(allocation: &str, dedicated: bool, props: &str) -> Group {
     let (members, spec) = crate::cmd::parse_spec(&text, &Profiles::builtin()).unwrap_or_else(|p| panic!("{p:?}"));
     let spec = spec.expect("a group spec");
     let heal = crate::group::Heal::resolve(spec.healing.as_ref(), &crate::group::Healing::default());
-    Group { spec, members, drain: None, heal }
+    Group { asked: spec.config_hash.clone(), spec, members, drain: None, heal }
 }
 
 /// How a member is found.
