@@ -138,10 +138,7 @@ impl Retry {
     /// refused before it acted make transient. A pattern may span lines; then the first line
     /// of its match is given. A failure to save the state is never transient.
     pub(crate) fn transient(&self, error: &str, apply: bool) -> Option<String> {
-        let c = self.compiled.get_or_init(|| Compiled {
-            patterns: self.patterns.iter().map(|(p, apply)| (compile(p).expect("checked by `new`"), *apply)).collect(),
-            never: NEVER.iter().map(|p| compile(p).expect("the vetoes compile")).collect(),
-        });
+        let c = self.compiled();
         if c.never.iter().any(|p| p.is_match(error)) {
             return None;
         }
@@ -154,6 +151,19 @@ impl Retry {
         let start = error[..m.start()].rfind('\n').map_or(0, |i| i + 1);
         let end = error[m.start()..].find('\n').map_or(error.len(), |i| m.start() + i);
         Some(error[start..end].trim().to_string())
+    }
+
+    /// Whether `error` is one that is never retried whatever the patterns say: a state that
+    /// could not be saved, credentials that are missing. Not a fault of what was applied.
+    pub(crate) fn vetoed(&self, error: &str) -> bool {
+        self.compiled().never.iter().any(|p| p.is_match(error))
+    }
+
+    fn compiled(&self) -> &Compiled {
+        self.compiled.get_or_init(|| Compiled {
+            patterns: self.patterns.iter().map(|(p, apply)| (compile(p).expect("checked by `new`"), *apply)).collect(),
+            never: NEVER.iter().map(|p| compile(p).expect("the vetoes compile")).collect(),
+        })
     }
 
     /// How long to wait before retry number `n` (from 1): `base * 2^(n-1)`, at most a minute,

@@ -437,3 +437,62 @@ fn a_rollback_killed_midway_is_finished_by_the_next_run() {
     let again = reconcile(&c, &bad, &["--health-cmd", &health]);
     assert_eq!(again["groups"][0]["replaced"], Value::Array(vec![]), "{again}");
 }
+
+#[test]
+fn a_spec_that_fails_to_apply_is_rolled_back_and_never_applied_again() {
+    let c = Cloud::new();
+    let updating = r#"{"MaxUnavailable": 1, "AutoRollback": true}"#;
+    let good = volume_spec(&c, 3, "good", updating);
+    reconcile(&c, &good, &[]);
+    reconcile(&c, &good, &[]);
+    let before = volumes(&c);
+    // The cloud refuses to make machines named `bad` (an image that does not exist): the first
+    // replacement's create fails for a reason that is not transient, and the rollout rolls back.
+    std::fs::write(c.cloud.join("fail-create"), "bad").unwrap();
+    let bad = volume_spec(&c, 3, "bad", updating);
+    let run = c.run(&["reconcile", "--group", &bad, "--output", "json"]).code(Code::RolledBack);
+    let r = &run.json()["groups"][0]["rollout"];
+    assert_eq!(r["state"], "rolled_back", "{r}");
+    assert!(r["why"].as_str().is_some_and(|w| w.contains("fail-create")), "{r}");
+    assert_eq!(names(&c), [("good".to_string(), 3)].into());
+    assert_eq!(volumes(&c), before, "each slot kept its volume");
+    reconcile(&c, &bad, &[]);
+
+    // Without AutoRollback, the rollout stops on the failed create (exit 7), its replacement's
+    // file left for the next apply to try again; `--rollback` goes back all the same: the
+    // replacement that was never made is not applied again first.
+    let updating = r#"{"MaxUnavailable": 1}"#;
+    let good = volume_spec(&c, 3, "good", updating);
+    reconcile(&c, &good, &[]);
+    reconcile(&c, &good, &[]);
+    let worse = volume_spec(&c, 3, "bad", r#"{"MaxUnavailable": 1, "Checkpoints": [50]}"#);
+    c.run(&["reconcile", "--group", &worse]).code(Code::TerraformFailed);
+    assert_eq!(names(&c), [("good".to_string(), 2)].into());
+    c.run(&["reconcile", "--group", &worse]).code(Code::TerraformFailed);
+    let run = c.run(&["reconcile", "--group", &worse, "--rollback", "web", "--output", "json"]).code(Code::RolledBack);
+    assert_eq!(run.json()["groups"][0]["rollout"]["state"], "rolled_back", "{}", run.stdout);
+    assert_eq!(names(&c), [("good".to_string(), 3)].into());
+    assert_eq!(volumes(&c), before);
+    reconcile(&c, &worse, &[]);
+}
+
+#[test]
+fn a_last_batch_that_failed_its_gate_is_checked_again_and_never_taken_as_good() {
+    let c = Cloud::new();
+    let health = health_cmd(&c);
+    // One member with a volume: its only batch destroys first, so the failed replacement stays.
+    let good = volume_spec(&c, 1, "good", "{}");
+    reconcile(&c, &good, &[]);
+    reconcile(&c, &good, &[]);
+    let bad = volume_spec(&c, 1, "bad", "{}");
+    c.run(&["reconcile", "--group", &bad, "--health-cmd", &health]).code(Code::UpdateStopped);
+    // Every member is on the new spec now; the next run checks them before calling the
+    // rollout done, and it stays stopped.
+    let run =
+        c.run(&["reconcile", "--group", &bad, "--health-cmd", &health, "--output", "json"]).code(Code::UpdateStopped);
+    let r = &run.json()["groups"][0]["rollout"];
+    assert_eq!(r["state"], "stopped", "{r}");
+    // The spec that failed never became the last good one: --rollback goes back to `good`.
+    c.run(&["reconcile", "--group", &bad, "--health-cmd", &health, "--rollback", "web"]).code(Code::RolledBack);
+    assert_eq!(names(&c), [("good".to_string(), 1)].into());
+}

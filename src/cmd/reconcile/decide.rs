@@ -16,7 +16,7 @@ use crate::cmd::heal::{Healed, Verdict};
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
-use crate::group::CONFIG_TAG;
+use crate::group::{CONFIG_TAG, GROUP_TAG};
 use crate::health_record::{Health, HealthRecord};
 use crate::names::{InstanceId, Suffix};
 use crate::rollout_record::{allowance, Allowance, GroupRollout, RolloutState};
@@ -40,6 +40,9 @@ pub(super) struct Found<'i, 'a> {
     pub(super) plan: &'a Plan,
     /// The health record as the run found it.
     pub(super) record: &'a HealthRecord,
+    /// Members whose machine a failed apply may have made, not settled yet (held back): their
+    /// files are never removed by a rollback.
+    pub(super) unsettled: &'a BTreeSet<InstanceId>,
 }
 
 /// What to prune, and what every group needs.
@@ -52,9 +55,13 @@ pub(super) struct Decided<'i> {
 }
 
 /// Decides what to prune and what every group needs. An instance queued when the run began is
-/// never pruned (its VM never was); a pruned one is no group's member any more.
+/// never pruned (its VM never was); a pruned one is no group's member any more. Nor is a member
+/// of a group held back on its last good spec that is on another spec and was never made
+/// (`never_made`): its file goes as a pruned one's does, and a member on the good spec takes
+/// its place.
 pub(super) fn decide<'i>(groups: &[Group], found: &Found<'i, '_>) -> Decided<'i> {
-    let doomed = vanished(found.plan, found.instances);
+    let mut doomed = vanished(found.plan, found.instances);
+    doomed.extend(never_made(groups, found));
     let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
     let decisions = groups
         .iter()
@@ -81,6 +88,35 @@ fn vanished<'i>(plan: &Plan, instances: &'i [Instance]) -> Vec<(&'i Instance, St
             gone.contains(addr.as_str()).then_some((i, addr))
         })
         .collect()
+}
+
+/// The members of groups held back on their last good spec (a rollback) that are on another
+/// spec and whose VM the plan would create (its create failed: a spec that fails to apply, or
+/// a tainted one), with the VM's address: a rollback replaces them, and they are not to be
+/// applied again first (every apply would fail on them). Not one queued, nor one `unsettled`.
+fn never_made<'i>(groups: &[Group], found: &Found<'i, '_>) -> Vec<(&'i Instance, String)> {
+    let creating: BTreeSet<&str> = found
+        .plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
+        .map(|c| c.address.as_str())
+        .collect();
+    let mut out = Vec::new();
+    for group in groups.iter().filter(|g| g.held_back()) {
+        for i in found.instances.iter().filter(|i| i.tags.get(GROUP_TAG) == Some(&group.spec.id)) {
+            let Some((t, n)) = i.vm.as_ref() else { continue };
+            let addr = format!("{t}.{n}");
+            if !group.is_current(i)
+                && i.suffix != Suffix::Queued
+                && creating.contains(addr.as_str())
+                && !found.unsettled.contains(&i.id)
+            {
+                out.push((i, addr));
+            }
+        }
+    }
+    out
 }
 
 /// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
@@ -248,6 +284,11 @@ pub(super) fn rollout_after(
     }
 }
 
+/// `--max-destroy`, else its default.
+pub(super) fn max_destroy(max: Option<u64>) -> u64 {
+    max.unwrap_or(MAX_DESTROY)
+}
+
 /// Refuses a run that would destroy more than `max` resources (`--max-destroy`, when given):
 /// `planned` (what a plan of the directory as the run would leave it destroys) when a group
 /// has work, else the plan's own destroys and everything in a pruned instance's file. A group
@@ -276,7 +317,7 @@ pub(super) fn check_max_destroy(
             .into());
         }
     }
-    let max = max.unwrap_or(MAX_DESTROY);
+    let max = max_destroy(max);
     if destroys <= max {
         return Ok(());
     }

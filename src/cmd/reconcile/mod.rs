@@ -96,6 +96,9 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     // Groups whose rollout was rolled back are held on their last good spec (`rollback.rs`).
     let mut rollouts = ws.rollout_record();
     let groups = rollback::hold(groups, &mut rollouts, &args, &profiles)?;
+    if !args.rollback.is_empty() || !args.retry_rollout.is_empty() {
+        ws.write_rollout_record(&rollouts)?; // asked: whatever stops this run, the next goes on
+    }
     ws.terraform()?;
     if args.check {
         ws.check_only(); // a state terraform could not save is refused, not pushed
@@ -165,7 +168,8 @@ fn check(
     report.strays = ws.known_strays(&state).into_iter().filter(|s| s.kind != StrayKind::Adoptable).collect();
     report.reads.full_refresh = true;
     report.fill_plan(&plan);
-    let decisions = decide::decide(groups, &Found { instances, plan: &plan, record }).decisions;
+    let unsettled = unsettled(ws, instances);
+    let decisions = decide::decide(groups, &Found { instances, plan: &plan, record, unsettled: &unsettled }).decisions;
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         let mut g = GroupReport::new(group, members, decision);
         // Where its rollout to this spec stands, as the last run left it.
@@ -261,7 +265,8 @@ impl Run<'_> {
         report.observed(&mut observed);
         let Observed { mut seen, importing, .. } = observed;
         // Prune: live instances whose VM vanished. Queued (just promoted) ones are never pruned.
-        let found = Found { instances, plan: seen.plan(), record: self.record };
+        let unsettled = unsettled(ws, instances);
+        let found = Found { instances, plan: seen.plan(), record: self.record, unsettled: &unsettled };
         let decide::Decided { doomed, leaving, mut decisions } = decide::decide(self.groups, &found);
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
@@ -274,7 +279,9 @@ impl Run<'_> {
         for (i, verdict) in self.heal(ws, instances, &decisions)? {
             report.groups[i].heal(&verdict);
             if rollouts.fails(i, &self.groups[i], &verdict, instances) {
-                decisions[i].1.replace.clear();
+                // Its rollback replaces what is not on its last good spec; it scales on that
+                // spec in the next run (not on the failed one now).
+                decisions[i].1 = crate::converge::Decision::default();
                 continue;
             }
             decide::repair(&mut decisions[i].1, &verdict);
@@ -548,6 +555,12 @@ impl Run<'_> {
             g.count_members(group, &instances);
         }
     }
+}
+
+/// The instances whose machine a failed apply may have made, not settled yet
+/// (`Workspace::holds`).
+fn unsettled(ws: &Workspace<'_>, instances: &[Instance]) -> BTreeSet<InstanceId> {
+    instances.iter().filter(|i| ws.holds(&format!("{}{}", i.id, names::LIVE))).map(|i| i.id.clone()).collect()
 }
 
 /// How the first apply of a converging run ended.

@@ -103,15 +103,17 @@ pub(super) fn backing(good: &str, to: &str, why: String) -> GroupRollout {
     }
 }
 
-/// Whether `failure`, which stopped a group's rollout, says its new spec failed, so that
-/// `AutoRollback` rolls it back: a replacement that was not healthy (or not ready within
-/// `MinReady`), or an apply that failed for a reason that is not transient (`retry`'s
-/// patterns: a throttled or cut call is tried again by the next run, not rolled back). Not an
-/// interrupt, a lost lock or lease, a timeout, a refusal.
+/// Whether `failure`, of a replacement's health gate or of the apply that created it, says
+/// the new spec failed, so that `AutoRollback` rolls it back: a replacement that was not
+/// healthy (or not ready within `MinReady`), or an apply that failed for a reason that is not
+/// transient (`retry`'s patterns: a throttled or cut call is tried again by the next run, not
+/// rolled back) nor the runner's (a state that could not be saved, missing credentials). Not
+/// an interrupt, a lost lock or lease, a timeout, a refusal.
 pub(super) fn calls_for(failure: &anyhow::Error, retry: &Retry) -> bool {
+    let text = format!("{failure:#}");
     match crate::exit::code_for(failure) {
         Code::UpdateStopped => true,
-        Code::TerraformFailed => retry.transient(&format!("{failure:#}"), false).is_none(),
+        Code::TerraformFailed => retry.transient(&text, false).is_none() && !retry.vetoed(&text),
         _ => false,
     }
 }
@@ -138,6 +140,7 @@ mod tests {
             ("an apply the spec broke", failed(Code::TerraformFailed, "Error: InvalidAMIID.NotFound"), true),
             ("a throttled apply", failed(Code::TerraformFailed, "Error: Throttling: Rate exceeded"), false),
             ("a call cut mid-way", failed(Code::TerraformFailed, "Error: read: connection reset by peer"), false),
+            ("a state not saved", failed(Code::TerraformFailed, "Error: Failed to save state: disk full"), false),
             ("an interrupt", failed(Code::Interrupted, "interrupted"), false),
             ("a lost lease", failed(Code::StoreUnavailable, "lease lost"), false),
             ("too many destroys", failed(Code::TooManyDestroys, "refusing"), false),

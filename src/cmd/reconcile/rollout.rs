@@ -41,9 +41,22 @@ pub(super) struct Rollouts {
     failed: Vec<Option<String>>,
     /// Each group this run began to roll back, held back on its last good spec.
     back: Vec<Option<Group>>,
+    /// Whether each group's rollout was closed by this run: its members, all on the new spec
+    /// since an earlier run, passed their health check (`Run::close`).
+    closed: Vec<bool>,
 }
 
 impl Rollouts {
+    /// Whether group `i`'s rollout is to be closed by this run: it is not done yet (rolling,
+    /// paused or stopped), and every member of the group (`instances`) is on its new spec.
+    fn closing(&self, i: usize, group: &Group, instances: &[Instance]) -> bool {
+        let open = self.record.groups.get(&group.spec.id).is_some_and(|r| {
+            r.to == group.asked
+                && matches!(r.state, RolloutState::Rolling | RolloutState::Paused | RolloutState::Stopped)
+        });
+        open && self.steps[i].is_none() && !group.held_back() && group.tagged(instances).all(|m| group.is_current(m))
+    }
+
     /// Whether `verdict` (the group's health checks) fails the rollout of `group`'s spec:
     /// with `AutoRollback`, a member on its spec found unhealthy while the spec is not yet its
     /// last good one (it has one, and the group has not been found whole and healthy on the
@@ -79,7 +92,9 @@ impl Run<'_> {
             .iter()
             .zip(decisions.iter())
             .map(|(group, (members, decision))| {
-                members.len() == group.spec.desired() && members.iter().all(|m| m.current) && decision.is_empty()
+                members.len() == group.spec.desired()
+                    && members.iter().all(|m| m.current && m.created)
+                    && decision.is_empty()
             })
             .collect();
         let steps = self
@@ -94,7 +109,7 @@ impl Run<'_> {
             })
             .collect();
         let n = self.groups.len();
-        Ok(Rollouts { record, steps, settled, failed: vec![None; n], back: vec![None; n] })
+        Ok(Rollouts { record, steps, settled, failed: vec![None; n], back: vec![None; n], closed: vec![false; n] })
     }
 
     fn checkpoints(&self, group: &Group) -> (Vec<usize>, u64) {
@@ -125,20 +140,29 @@ impl Run<'_> {
         if let Err(e) = ws.write_rollout_record(&rollouts.record) {
             return Some(e);
         }
-        let retry = self.ctx.retry().cloned().unwrap_or_else(|_| crate::terraform::retry::Retry::none());
         let mut tally = Tally::default();
         let mut stopped = None;
         let groups = self.groups.iter().zip(decisions).zip(report.groups.iter_mut());
         for (i, ((group, (_, decision)), g)) in groups.enumerate() {
-            let failed = rollouts.failed[i].take().map(|why| rollout_failed(group, &why));
-            if (decision.replace.is_empty() && failed.is_none()) || stopped.is_some() {
+            if stopped.is_some() {
                 continue;
             }
-            let mut failure = failed.or_else(|| self.roll(ws, group, &decision.replace, g, &mut tally));
+            let failed = rollouts.failed[i].take().map(|why| rollout_failed(group, &why));
+            tally.spec_failed = failed.is_some();
+            let mut failure = match failed {
+                Some(failed) => Some(failed),
+                None if !decision.replace.is_empty() => self.roll(ws, group, &decision.replace, g, &mut tally),
+                None if rollouts.closing(i, group, &ws.dir().instances(self.profiles)) => {
+                    // The rollout's last batch, checked once by a later run before it is done.
+                    let closed = self.close(ws, group);
+                    tally.spec_failed = closed.is_err();
+                    rollouts.closed[i] = closed.is_ok();
+                    closed.err()
+                }
+                None => continue,
+            };
             let good = rollouts.record.good.get(&group.spec.id).filter(|good| good.hash != group.asked).cloned();
-            let back = failure
-                .as_ref()
-                .filter(|f| group.spec.auto_rollback && !group.held_back() && rollback::calls_for(f, &retry));
+            let back = failure.as_ref().filter(|_| group.spec.auto_rollback && !group.held_back() && tally.spec_failed);
             if let (Some(f), Some(good)) = (back, good) {
                 let why = format!("{f:#}");
                 failure = self.roll_back(ws, (group, &good, why), (i, &mut rollouts), g, &mut tally);
@@ -185,8 +209,13 @@ impl Run<'_> {
         report.rolled_back = true;
         rollouts.back[i] = Some(back.clone());
         let instances = ws.dir().instances(self.profiles);
-        let mut ids: Vec<InstanceId> =
-            back.tagged(&instances).filter(|m| !back.is_current(m)).map(|m| m.id.clone()).collect();
+        // Not one whose machine a failed apply may have made, unlisted yet: its file stays,
+        // and a later run (the look-up settled) takes it back.
+        let mut ids: Vec<InstanceId> = back
+            .tagged(&instances)
+            .filter(|m| !back.is_current(m) && !ws.holds(&format!("{}{}", m.id, names::LIVE)))
+            .map(|m| m.id.clone())
+            .collect();
         ids.sort();
         // Unhealthy members the rollback replaces are not the breaker's concern any more.
         if let Some(h) =
@@ -196,11 +225,13 @@ impl Run<'_> {
         }
         let run = Run { groups: std::slice::from_ref(&back), ..*self };
         let decisions = vec![(Vec::new(), crate::converge::Decision { replace: ids.clone(), ..Default::default() })];
+        // Counted against what the run has left of --max-destroy after its rolling applies.
+        let left = decide::max_destroy(self.args.max_destroy).saturating_sub(tally.changes.remove);
         let counted = run
             .planned_destroys(ws, &instances, &BTreeSet::new(), &decisions, &ChangeSet::default(), None)
             .and_then(|planned| {
                 let plan = crate::terraform::Plan::default();
-                decide::check_max_destroy(run.groups, self.args.max_destroy, &plan, &[], planned, &decisions)
+                decide::check_max_destroy(run.groups, Some(left), &plan, &[], planned, &decisions)
             });
         if let Err(e) = counted {
             return Some(e);
@@ -215,6 +246,16 @@ impl Run<'_> {
     /// recorded as its last good one.
     fn record_rollouts(&self, ws: &mut Workspace<'_>, rollouts: &mut Rollouts, report: &mut Report) -> Result<()> {
         let instances = ws.dir().instances(self.profiles);
+        // The health checks as this run left them (read only when a group heals).
+        let checks =
+            self.groups.iter().any(|g| g.heal.is_some()).then(|| crate::cmd::heal::read(ws, &self.ctx.printer));
+        let healthy = |group: &Group| match (&group.heal, &checks) {
+            (Some(heal), Some(checks)) => group.tagged(&instances).all(|m| {
+                checks.health(&m.id.to_string(), heal.failures_before_repair)
+                    == Some(crate::health_record::Health::Healthy)
+            }),
+            _ => true,
+        };
         let mut now_ms = None;
         let groups = self.groups.iter().zip(&rollouts.steps).zip(report.groups.iter_mut());
         for (i, ((group, step), g)) in groups.enumerate() {
@@ -239,18 +280,31 @@ impl Run<'_> {
                 }
                 // The rollback of a spec the group spec no longer asks for: over.
                 (None, Some(r)) if r.to != to && r.state.backing() => None,
-                (None, Some(r)) if r.state != RolloutState::Done || r.to != to => Some(GroupRollout {
+                // Every member on the spec: done, once closed (`Run::close`) when it was open.
+                (None, Some(r)) if r.to != to || rollouts.closed[i] => Some(GroupRollout {
                     to: to.to_string(),
                     state: RolloutState::Done,
                     paused_at_ms: None,
                     why: None,
                     ..r.clone()
                 }),
+                (None, Some(r)) if r.state != RolloutState::Done && g.stopped.is_some() => {
+                    Some(GroupRollout { state: RolloutState::Stopped, why: g.stopped.clone(), ..r.clone() })
+                }
                 (None, r) => r.cloned(),
             };
-            let healthy = g.healing.as_ref().is_none_or(|h| h.unhealthy.is_empty());
-            let whole = !left && current == group.spec.desired();
-            if rollouts.settled[i] && !group.held_back() && whole && healthy && g.stopped.is_none() {
+            // Its spec becomes its last good one once its rollout is done (in an earlier run,
+            // or closed by this one) or it had none, the group whole and current since the
+            // run began, and every member healthy by its checks, when it heals.
+            let done_before =
+                self.rollouts.groups.get(id).filter(|r| r.to == to).is_none_or(|r| r.state == RolloutState::Done);
+            let whole = !left && current == group.spec.desired() && g.stopped.is_none();
+            if rollouts.settled[i]
+                && !group.held_back()
+                && whole
+                && (done_before || rollouts.closed[i])
+                && healthy(group)
+            {
                 rollouts.record.good.insert(id.clone(), group.good());
             }
             match entry {
@@ -288,6 +342,7 @@ impl Run<'_> {
             .map(|i| i.id.clone())
             .collect();
         if let Err(e) = self.health(ws, group, &current) {
+            tally.spec_failed = crate::exit::code_for(&e) == Code::UpdateStopped;
             return Some(e);
         }
         // The batch before, and when its replacements were made: ready (`MinReady`) before
@@ -296,6 +351,7 @@ impl Run<'_> {
         for batch in road.batches {
             if let Some((ids, made)) = before.take() {
                 if let Err(e) = self.ready(ws, group, &ids, made) {
+                    tally.spec_failed = crate::exit::code_for(&e) == Code::UpdateStopped;
                     return Some(e);
                 }
             }
@@ -385,8 +441,13 @@ impl Run<'_> {
         let ids = self.create(ws, group, &logical_ids(&instances, &batch))?;
         let created = tally.apply(ws, Apply::Configuration { refresh: false });
         let made = std::time::Instant::now();
+        // The spec failed when the create did for a reason of its own, every replacement
+        // settled (none that the failed apply may have made, unlisted yet), or the gate did.
+        let settled = || !ids.iter().any(|id| ws.holds(&format!("{id}{}", names::LIVE)));
+        tally.spec_failed = created.as_ref().is_err_and(|e| rollback::calls_for(e, &self.retry()) && settled());
         let created = created.and_then(|()| self.health(ws, group, &ids));
         if let Err(failed) = created {
+            tally.spec_failed |= crate::exit::code_for(&failed) == Code::UpdateStopped;
             self.failed(ws, order, (&batch, &ids), report, tally);
             return Err(failed);
         }
@@ -501,6 +562,29 @@ impl Run<'_> {
         crate::cmd::drain::drain(ws, &self.ctx.printer, &draining)
     }
 
+    /// Closes `group`'s rollout: every member is on the new spec since an earlier run, and its
+    /// health check (`--health-cmd`, else the group's `Healing.Command`; none: nothing to
+    /// check) passes for each, once, before the rollout is done and its spec may become the
+    /// last good one. The first that fails stops the update (exit 15), as the gate does.
+    fn close(&self, ws: &Workspace<'_>, group: &Group) -> Result<()> {
+        let cmd = self.args.health_cmd.clone().or_else(|| group.heal.as_ref().map(|h| h.command.clone()));
+        let Some(cmd) = cmd else { return Ok(()) };
+        let instances = ws.dir().instances(self.profiles);
+        let ids: Vec<InstanceId> = group.tagged(&instances).map(|m| m.id.clone()).collect();
+        self.ctx.printer.event(&format!(
+            "group {}: checking the rollout's {} member(s) before it is done",
+            group.spec.id,
+            ids.len()
+        ));
+        self.check(ws, group, &ids, &cmd)
+    }
+
+    /// The runner's retry policy (its patterns tell a transient failure), the default when the
+    /// configuration has none it can read.
+    fn retry(&self) -> crate::terraform::retry::Retry {
+        self.ctx.retry().cloned().unwrap_or_default()
+    }
+
     /// Runs `--health-cmd` for each new member; the first that fails stops the update.
     fn health(&self, ws: &Workspace<'_>, group: &Group, ids: &[InstanceId]) -> Result<()> {
         match &self.args.health_cmd {
@@ -569,6 +653,9 @@ struct Tally {
     /// Whether one was tried.
     tried: bool,
     changes: crate::tfoutput::Changes,
+    /// Whether what stopped the group's update says its new spec failed (`rollback::calls_for`:
+    /// a replacement's health gate or the apply that created it): what `AutoRollback` answers.
+    spec_failed: bool,
 }
 
 impl Tally {

@@ -8,7 +8,8 @@
 //! - `<dir>/boot-ms` file: create makes the object, then sleeps that many ms before it
 //!   returns, as a real cloud creates a machine at once and reports it running later (a
 //!   terraform killed meanwhile never records it);
-//! - `<dir>/fail-create` file exists: create fails with a diagnostic.
+//! - `<dir>/fail-create` file exists: create fails with a diagnostic (when it holds a name,
+//!   only creates of objects of that name do).
 //! - `<dir>/together` file holds `<type> N`: a create of that type appends a line to
 //!   `<dir>/together-started`, then waits until N have (at most 2 minutes, then fails): a
 //!   test sees that N creates ran at once by order alone, every one started before any
@@ -543,7 +544,13 @@ impl<K: Kind> Resource for FileResource<K> {
             return None;
         }
         let refuse = dir.join("fail-create");
-        if refuse.exists() {
+        // Empty: every create fails; else only those of objects of that name (a spec that
+        // cannot be applied, such as an image that does not exist).
+        let named = |text: String| {
+            let name = serde_json::to_value(&planned).ok().and_then(|v| v["name"].as_str().map(str::to_string));
+            text.trim().is_empty() || name.as_deref() == Some(text.trim())
+        };
+        if std::fs::read_to_string(&refuse).is_ok_and(named) {
             let detail = format!("remove {} to allow creates again", refuse.display());
             diags.root_error("fakecloud: create refused (fail-create is set)", detail);
             return None;

@@ -70,7 +70,7 @@ fn numbers(ids: &[InstanceId]) -> Vec<u64> {
 
 /// Decides one group: (doomed, decision).
 fn decide_one(g: &Group, instances: &[Instance], plan: &Plan, record: &HealthRecord) -> (Vec<u64>, Decision) {
-    let found = Found { instances, plan, record };
+    let found = Found { instances, plan, record, unsettled: &BTreeSet::new() };
     let Decided { doomed, mut decisions, .. } = decide(std::slice::from_ref(g), &found);
     (doomed.iter().map(|(i, _)| i.id.number()).collect(), decisions.remove(0).1)
 }
@@ -274,7 +274,8 @@ fn unhealthy_members_are_repaired_after_the_outdated_unless_the_breaker_halts() 
             record.note(&id, false);
         }
         let groups = [g];
-        let found = Found { instances: &instances, plan: &plan(&[], &[]), record: &record };
+        let found =
+            Found { instances: &instances, plan: &plan(&[], &[]), record: &record, unsettled: &BTreeSet::new() };
         let mut decisions = decide(&groups, &found).decisions;
         let verdicts: Vec<(usize, Verdict)> = healed(&groups, &instances, &decisions)
             .iter()
@@ -296,7 +297,10 @@ fn max_destroy_refuses_a_run_that_destroys_more() {
     // Each member's file declares two resources: pruning 1 and 2 destroys 4.
     let found = plan(&[1, 2], &[]);
     let groups = [g];
-    let decided = decide(&groups, &Found { instances: &instances, plan: &found, record: &HealthRecord::default() });
+    let decided = decide(
+        &groups,
+        &Found { instances: &instances, plan: &found, record: &HealthRecord::default(), unsettled: &BTreeSet::new() },
+    );
     assert_eq!(decided.doomed.len(), 2);
     let check = |max, planned| check_max_destroy(&groups, max, &found, &decided.doomed, planned, &decided.decisions);
     // (what, --max-destroy, planned destroys, refused)
@@ -326,7 +330,10 @@ fn emptying_a_group_needs_max_destroy() {
     let instances = [member(&g, 1, Is::Current, None)];
     let found = plan(&[], &[]);
     let groups = [g];
-    let decided = decide(&groups, &Found { instances: &instances, plan: &found, record: &HealthRecord::default() });
+    let decided = decide(
+        &groups,
+        &Found { instances: &instances, plan: &found, record: &HealthRecord::default(), unsettled: &BTreeSet::new() },
+    );
     assert_eq!(numbers(&decided.decisions[0].1.terminate), [1]);
     let check = |max| check_max_destroy(&groups, max, &found, &decided.doomed, Some(2), &decided.decisions);
     let refused = check(None).expect_err("no --max-destroy");
@@ -429,7 +436,10 @@ fn a_run_applies_only_what_it_writes_when_nothing_else_changed() {
         if c.shrinking {
             instances.extend((3..=4).map(|n| member(g, n, is, None)));
         }
-        let decided = decide(&groups, &Found { instances: &instances, plan: &plan, record: &record });
+        let decided = decide(
+            &groups,
+            &Found { instances: &instances, plan: &plan, record: &record, unsettled: &BTreeSet::new() },
+        );
         let ours = only_ours(c.unchanged, c.planned, &decided.decisions, &plan, &decided.doomed);
         assert_eq!(ours, c.ours, "{}", c.what);
     }
@@ -494,7 +504,10 @@ fn a_rollout_replaces_up_to_its_next_checkpoint_and_only_repairs_while_paused() 
         ("the pause over, two added: to 5 with them", Some(&paused), 1_000, false, 2, &[2, 3]),
     ];
     for (what, rollout, now, repair, added, replaced) in cases {
-        let decided = decide(&groups, &Found { instances: &instances, plan: &plan(&[], &[]), record: &record });
+        let decided = decide(
+            &groups,
+            &Found { instances: &instances, plan: &plan(&[], &[]), record: &record, unsettled: &BTreeSet::new() },
+        );
         let (members, mut decision) = decided.decisions.into_iter().next().unwrap();
         if *repair {
             decision.replace.insert(0, InstanceId::new(1));
@@ -525,7 +538,10 @@ fn a_rollout_replaces_up_to_its_next_checkpoint_and_only_repairs_while_paused() 
     assert_eq!(next, Allowance::Pause { since_ms: 3, reached: 2 }, "the pause outlives the stop");
     // No member outdated: no rollout.
     let current: Vec<Instance> = (1..=10).map(|n| member(g, n, Is::Current, None)).collect();
-    let decided = decide(&groups, &Found { instances: &current, plan: &plan(&[], &[]), record: &record });
+    let decided = decide(
+        &groups,
+        &Found { instances: &current, plan: &plan(&[], &[]), record: &record, unsettled: &BTreeSet::new() },
+    );
     let (members, mut decision) = decided.decisions.into_iter().next().unwrap();
     assert!(rollout_step((&members, &mut decision), &current, (None, &hash, &[2, 5]), (0, delay)).is_none());
 }
