@@ -159,6 +159,7 @@ impl Directory {
                 || n == names::REFRESH_RECORD
                 || n == names::CLOUD_RECORD
                 || n == names::ROLLOUT_RECORD
+                || n == names::PLACEMENT_RECORD
         };
         self.names.iter().filter(move |(n, _)| wanted(n)).map(|(n, ino)| {
             let looked_up =
@@ -322,6 +323,16 @@ impl Directory {
             Ok(bytes) => crate::rollout_record::RolloutRecord::parse(&bytes),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Default::default()),
             Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::ROLLOUT_RECORD).display())),
+        }
+    }
+
+    /// The placement record (`placement_record`): empty when there is none; why not when it
+    /// cannot be read or is not valid.
+    pub(crate) fn placement_record(&self) -> Result<crate::placement_record::PlacementRecord, String> {
+        match self.bytes(names::PLACEMENT_RECORD) {
+            Ok(bytes) => crate::placement_record::PlacementRecord::parse(&bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Default::default()),
+            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::PLACEMENT_RECORD).display())),
         }
     }
 

@@ -56,6 +56,7 @@ core_modules!(
     look,
     lookup,
     names,
+    placement_record,
     profile,
     rollout_record,
     spec,

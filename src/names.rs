@@ -36,6 +36,9 @@ pub const REFRESH_RECORD: &str = ".infrakit-tf-refresh.json";
 pub const CLOUD_RECORD: &str = ".infrakit-tf-cloud.json";
 /// The rollout record: where each group's rollout stands (see `rollout_record`).
 pub const ROLLOUT_RECORD: &str = ".infrakit-tf-rollouts.json";
+/// The placement record: the zones of each group without capacity now (see
+/// `placement_record`).
+pub const PLACEMENT_RECORD: &str = ".infrakit-tf-placement.json";
 
 /// Whether a name is one of the files infrakit-tf keeps in a directory (and a store keeps for
 /// every host): the managed files (live and queued), the ID record, the health and refresh
@@ -50,6 +53,7 @@ pub fn is_ours(name: &str) -> bool {
         || name == REFRESH_RECORD
         || name == CLOUD_RECORD
         || name == ROLLOUT_RECORD
+        || name == PLACEMENT_RECORD
         || name == IMPORT_FILE
         || name == STRAYS_FILE
         || name == EMPTY_FILE

@@ -10,7 +10,9 @@
 //!                 "AutoRollback": true},
 //!    "Lifecycle": {"Drain": "CMD", "DrainTimeout": "5m", "OnDrainFailure": "abandon" | "continue"},
 //!    "Healing": {"Command": "CMD", "Timeout": "10s", "InitialDelay": "10m", "FailuresBeforeRepair": 3,
-//!                "MaxUnhealthy": 2 | "40%", "MaxRepairsPerRun": 1}}}
+//!                "MaxUnhealthy": 2 | "40%", "MaxRepairsPerRun": 1},
+//!    "Placement": {"Zones": [{"Name": "a", "Properties": {...}}], "Fallback": [{"Properties": {...}}],
+//!                  "CapacityErrors": ["..."], "Backoff": "5m", "MaxBackoff": "30m"}}}
 //! ```
 //!
 //! Keys match case-insensitively, as Go's decoder matches struct fields. Plugin names are
@@ -20,7 +22,8 @@
 //! member whose hash differs (such as `bootstrap`, which `import` gives the first manager) is
 //! outdated.
 //! Pure: text in, values out. One file a section of the spec: `allocation.rs`, `flavor.rs`,
-//! `lifecycle.rs` (the drain), `healing.rs`, `updating.rs` (the rollout); this one the spec
+//! `lifecycle.rs` (the drain), `healing.rs`, `updating.rs` (the rollout), `placement.rs`
+//! (zones and capacity fallbacks); this one the spec
 //! as a whole.
 
 use std::time::Duration;
@@ -36,11 +39,13 @@ mod allocation;
 mod flavor;
 mod healing;
 mod lifecycle;
+mod placement;
 mod updating;
 
 pub use allocation::Allocation;
 pub use healing::{parse_max_unhealthy, Heal, Healing, MaxUnhealthy, FAILURES_BEFORE_REPAIR};
 pub use lifecycle::{Drain, Lifecycle, OnDrainFailure};
+pub use placement::{backoff, choose, place, placed, Placement, FALLBACK_TAG, ZONE_TAG};
 pub use updating::{check_checkpoints, checkpoint_counts, CHECKPOINT_DELAY};
 
 /// The tag naming a member's group (InfraKit's `group.GroupTag`).
@@ -61,7 +66,8 @@ pub fn is_current(tags: &std::collections::BTreeMap<String, String>, hash: &str)
 pub const MAX_SIZE: u64 = 10_000;
 
 /// Flavor tags a group spec may not set: infrakit-tf's own bookkeeping.
-const RESERVED_TAGS: [&str; 3] = [LOGICAL_ID_TAG, crate::tfconfig::ATTACH_TAG, crate::tfconfig::NAME_TAG];
+const RESERVED_TAGS: [&str; 5] =
+    [LOGICAL_ID_TAG, crate::tfconfig::ATTACH_TAG, crate::tfconfig::NAME_TAG, ZONE_TAG, FALLBACK_TAG];
 
 /// A checked group spec.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +88,8 @@ pub struct GroupSpec {
     pub lifecycle: Option<Lifecycle>,
     /// `Properties.Healing`, when given.
     pub healing: Option<Healing>,
+    /// `Properties.Placement`, when given.
+    pub placement: Option<Placement>,
     /// The members' instance spec, less the logical ID (see [`GroupSpec::instance_spec`]).
     instance_spec: Value,
     /// The value every current member's [`CONFIG_TAG`] holds.
@@ -137,6 +145,9 @@ impl GroupSpec {
         }
         if self.auto_rollback {
             input["AutoRollback"] = Value::Bool(true);
+        }
+        if let Some(p) = &self.placement {
+            input["Placement"] = p.fingerprint();
         }
         if let Some(h) = &self.healing {
             input["Healing"] = serde_json::json!({
@@ -276,6 +287,7 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
     let max_unavailable = updating.max_unavailable;
     let lifecycle = lifecycle::lifecycle(get_ci(props, "Lifecycle"), &mut problem);
     let healing = healing::healing(get_ci(props, "Healing"), &mut problem);
+    let placement = placement::placement(get_ci(props, "Placement"), &mut problem);
     let (Some(id), Some(allocation), Some(instance_props)) = (id, allocation, instance_props) else {
         return Err(problems);
     };
@@ -313,6 +325,7 @@ pub fn parse(doc: &Value) -> Result<GroupSpec, Vec<Problem>> {
         auto_rollback: updating.auto_rollback,
         lifecycle,
         healing,
+        placement,
         instance_spec,
         config_hash,
         members_spec,

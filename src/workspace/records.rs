@@ -8,6 +8,7 @@ use crate::cloud_record::CloudRecord;
 use crate::fsio::Perms;
 use crate::journal::FileOp;
 use crate::names;
+use crate::placement_record::PlacementRecord;
 use crate::rollout_record::RolloutRecord;
 
 impl Workspace<'_> {
@@ -72,6 +73,20 @@ impl Workspace<'_> {
     /// [`Workspace::write_cloud_record`]).
     pub(crate) fn write_rollout_record(&mut self, record: &RolloutRecord) -> Result<()> {
         self.write_record(names::ROLLOUT_RECORD, record.to_bytes(), *record == RolloutRecord::default())
+    }
+
+    /// The placement record (`placement_record`); one that cannot be read is a warning, and an
+    /// empty record (a zone without capacity is tried again sooner).
+    pub(crate) fn placement_record(&self) -> PlacementRecord {
+        self.dir.placement_record().unwrap_or_else(|why| {
+            self.ctx.printer.warn(&format!("{why}: it starts again"));
+            PlacementRecord::default()
+        })
+    }
+
+    /// Writes the placement record as the other records are written.
+    pub(crate) fn write_placement_record(&mut self, record: &PlacementRecord) -> Result<()> {
+        self.write_record(names::PLACEMENT_RECORD, record.to_bytes(), *record == PlacementRecord::default())
     }
 
     /// The clock that times the evidence and the machines' creations: the store's when there

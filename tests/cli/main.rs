@@ -27,6 +27,7 @@ mod lag;
 mod layers;
 mod lock;
 mod lost;
+mod placement;
 mod pooler;
 mod provision;
 mod readme;

@@ -61,7 +61,11 @@ pub(super) struct Decided<'i> {
 /// its place.
 pub(super) fn decide<'i>(groups: &[Group], found: &Found<'i, '_>) -> Decided<'i> {
     let mut doomed = vanished(found.plan, found.instances);
-    doomed.extend(never_made(groups, found));
+    for (i, vm) in never_made(groups, found) {
+        if !doomed.iter().any(|(d, _)| d.id == i.id) {
+            doomed.push((i, vm));
+        }
+    }
     let leaving: BTreeSet<InstanceId> = doomed.iter().map(|(i, _)| i.id.clone()).collect();
     let decisions = groups
         .iter()

@@ -18,9 +18,10 @@ use crate::cmd::load_groups;
 use crate::context::Ctx;
 use crate::converge::{Decision, Member};
 use crate::directory::{Directory, Instance};
-use crate::group::{is_current, Drain, GroupSpec, Heal, GROUP_TAG};
+use crate::group::{is_current, Drain, GroupSpec, Heal, FALLBACK_TAG, GROUP_TAG, ZONE_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::output::Printer;
+use crate::placement_record::PlacementRecord;
 use crate::profile::Profiles;
 use crate::rollout_record::GoodSpec;
 pub(super) use crate::rollout_record::RolloutReport;
@@ -44,6 +45,11 @@ pub(super) struct Group {
 }
 
 impl Group {
+    /// Whether `instance` is one of its members: tagged with its ID.
+    pub(super) fn is_member(&self, instance: &Instance) -> bool {
+        instance.tags.get(GROUP_TAG) == Some(&self.spec.id)
+    }
+
     /// Its members among `instances`: those tagged with its ID.
     pub(super) fn tagged<'i>(&'i self, instances: &'i [Instance]) -> impl Iterator<Item = &'i Instance> + 'i {
         instances.iter().filter(|i| i.tags.get(GROUP_TAG) == Some(&self.spec.id))
@@ -101,33 +107,122 @@ impl Group {
 /// New members of groups for one change (`cmd::instances::NewInstances`: the next IDs, the
 /// lowest free slots): the one place a reconcile makes a member, whether a group grows, its
 /// rolling update replaces one, or `--max-destroy` plans what the replacements would destroy.
-pub(super) struct NewMembers<'a>(NewInstances<'a>);
+pub(super) struct NewMembers<'a> {
+    new: NewInstances<'a>,
+    dir: &'a Directory,
+    profiles: &'a Profiles,
+    /// The instances the change removes: not counted in their zone.
+    leaving: BTreeSet<InstanceId>,
+    /// Where members of groups with `Placement` may go (`placement.rs`), when this change
+    /// places them: the record, and now (ms).
+    placing: Option<(&'a PlacementRecord, u64)>,
+    /// Each placed group's members per zone (by index): those staying, and those added.
+    zones: BTreeMap<String, BTreeMap<usize, usize>>,
+    /// The zone (its name) each placed member added went to.
+    chosen: Vec<(InstanceId, String)>,
+}
 
 impl<'a> NewMembers<'a> {
     pub(super) fn new(dir: &'a Directory, profiles: &'a Profiles, printer: &'a Printer) -> Self {
-        NewMembers(NewInstances::new(dir, profiles, printer))
+        let new = NewInstances::new(dir, profiles, printer);
+        let (leaving, zones, chosen) = (BTreeSet::new(), BTreeMap::new(), Vec::new());
+        NewMembers { new, dir, profiles, leaving, placing: None, zones, chosen }
     }
 
     /// The same, in a change that also removes the instances `leaving` (their slots free).
-    pub(super) fn replacing(self, leaving: &BTreeSet<InstanceId>) -> Self {
-        NewMembers(self.0.replacing(leaving))
+    pub(super) fn replacing(mut self, leaving: &BTreeSet<InstanceId>) -> Self {
+        self.new = self.new.replacing(leaving);
+        self.leaving = leaving.clone();
+        self
     }
 
     /// The same, issuing IDs after `last` (members another change adds first).
-    pub(super) fn after(self, last: Option<&InstanceId>) -> Self {
-        NewMembers(self.0.after(last))
+    pub(super) fn after(mut self, last: Option<&InstanceId>) -> Self {
+        self.new = self.new.after(last);
+        self
+    }
+
+    /// The same, placing the members of groups with `Placement` in zones (`placement.rs`): as
+    /// `record` says at `now_ms`.
+    pub(super) fn placing(mut self, record: &'a PlacementRecord, now_ms: u64) -> Self {
+        self.placing = Some((record, now_ms));
+        self
     }
 
     /// Adds a member of `group` for each of `lids` (a pet for a logical ID, cattle for
-    /// `None`); their IDs.
+    /// `None`); their IDs. With `Placement`, each in the zone with the fewest members that
+    /// has room (`group::choose`), tagged with it.
     pub(super) fn add_all(&mut self, group: &Group, lids: &[Option<String>]) -> Result<Vec<InstanceId>> {
-        lids.iter().map(|lid| self.0.add(&group.members, lid.as_deref(), &BTreeMap::new())).collect()
+        lids.iter().map(|lid| self.add(group, lid.as_deref())).collect()
+    }
+
+    /// Counts one more member of `group` in zone `zone` (by name): one another change makes.
+    pub(super) fn count(&mut self, group: &Group, zone: &str) {
+        let Some(placement) = &group.spec.placement else { return };
+        let Some(z) = placement.zones.iter().position(|p| p.name == zone) else { return };
+        *self.counts(group, placement).entry(z).or_default() += 1;
+    }
+
+    /// `group`'s members per zone: those staying, and those added (read once).
+    fn counts(&mut self, group: &Group, placement: &crate::group::Placement) -> &mut BTreeMap<usize, usize> {
+        let (dir, profiles, leaving) = (self.dir, self.profiles, &self.leaving);
+        self.zones.entry(group.spec.id.clone()).or_insert_with(|| {
+            let mut counts = BTreeMap::new();
+            for i in dir.instances(profiles).iter().filter(|i| !leaving.contains(&i.id) && group.is_member(i)) {
+                if let Some((zone, _)) = crate::group::placed(&i.tags, placement) {
+                    *counts.entry(zone).or_default() += 1;
+                }
+            }
+            counts
+        })
+    }
+
+    fn add(&mut self, group: &Group, lid: Option<&str>) -> Result<InstanceId> {
+        let (Some(placement), Some((record, now_ms))) = (&group.spec.placement, self.placing) else {
+            return self.new.add(&group.members, lid, &BTreeMap::new());
+        };
+        let counts = self.counts(group, placement);
+        let (zone, fallback) = choice(group, placement, counts, (record, now_ms));
+        *counts.entry(zone).or_default() += 1;
+        let spec = crate::group::place(&group.members, placement, zone, fallback);
+        let mut tags = BTreeMap::from([(ZONE_TAG.to_string(), placement.zones[zone].name.clone())]);
+        tags.extend(fallback.map(|f| (FALLBACK_TAG.to_string(), f.to_string())));
+        let id = self.new.add(&spec, lid, &tags)?;
+        self.chosen.push((id.clone(), placement.zones[zone].name.clone()));
+        Ok(id)
+    }
+
+    /// The placed members added, each with its zone.
+    pub(super) fn chosen(&self) -> &[(InstanceId, String)] {
+        &self.chosen
     }
 
     /// The files the new members write, in order.
     pub(super) fn writes(self) -> Vec<FileWrite> {
-        self.0.writes
+        self.new.writes
     }
+}
+
+/// Where a new member of `group` goes: the zone with the fewest members (`counts`) that has
+/// a (zone, fallback) the placement record allows now; when none has, the one that is skipped
+/// for the shortest time (it is tried: a create that fails there says why).
+fn choice(
+    group: &Group,
+    placement: &crate::group::Placement,
+    counts: &BTreeMap<usize, usize>,
+    (record, now_ms): (&PlacementRecord, u64),
+) -> (usize, Option<usize>) {
+    let id = &group.spec.id;
+    let name = |z: usize| placement.zones[z].name.as_str();
+    let available = |z: usize, f: Option<usize>| record.available(id, name(z), f, now_ms);
+    crate::group::choose(placement.zones.len(), placement.fallback.len(), counts, available).unwrap_or_else(|| {
+        let soonest = |z: usize, f: Option<usize>| {
+            record.unavailable(id, now_ms).find(|u| u.zone == name(z) && u.fallback == f).map_or(0, |u| u.until_ms)
+        };
+        let all = (0..placement.zones.len())
+            .flat_map(|z| std::iter::once(None).chain((0..placement.fallback.len()).map(Some)).map(move |f| (z, f)));
+        all.min_by_key(|(z, f)| (soonest(*z, *f), counts.get(z).copied().unwrap_or(0), *z)).unwrap_or((0, None))
+    })
 }
 
 /// The logical ID of each of `ids` among `instances` (`None`: cattle, or not found): what a
@@ -148,6 +243,18 @@ pub(super) fn load(
     heal: &HealArgs,
 ) -> Result<Vec<Group>> {
     let groups = load_groups(ctx, given, &ctx.dir, profiles)?;
+    // A dedicated resource lives in one zone, and its slot with it: not carried out yet.
+    let pinned = groups.iter().find(|(spec, members)| {
+        spec.placement.is_some() && members.resources.iter().any(|r| matches!(r.scope, Scope::Dedicated(_)))
+    });
+    if let Some((spec, _)) = pinned {
+        return Err(crate::exit::invalid(format!(
+            "group `{}`: `Placement` with dedicated resources is not carried out by this version of infrakit-tf yet; nothing was changed",
+            spec.id
+        ))
+        .hint("place a group without dedicated resources, or remove `Placement` (see docs/groups-and-rollouts.md)")
+        .into());
+    }
     let drain_flags = crate::cmd::drain::flags(drain);
     let heal_flags = crate::cmd::heal::flags(heal);
     Ok(groups
@@ -198,6 +305,48 @@ pub(super) struct GroupReport {
     /// Whether this run rolled it back, or went on rolling it back (exit 20).
     #[serde(skip)]
     pub(super) rolled_back: bool,
+    /// Its zones, when it has `Placement` (`placement.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) placement: Option<PlacementReport>,
+}
+
+/// A placed group's zones in the report: its members per zone (by `Name`), the zones (and
+/// fallbacks) skipped for want of capacity and until when, the members made again elsewhere.
+#[derive(Debug, Serialize)]
+pub(super) struct PlacementReport {
+    pub(super) zones: BTreeMap<String, usize>,
+    pub(super) unavailable: Vec<UnavailableReport>,
+    pub(super) moved: Vec<super::placement::Moved>,
+}
+
+/// A (zone, fallback) skipped, in the report.
+#[derive(Debug, Serialize)]
+pub(super) struct UnavailableReport {
+    pub(super) zone: String,
+    pub(super) fallback: Option<usize>,
+    pub(super) until: String,
+}
+
+impl From<&crate::placement_record::Unavailable> for UnavailableReport {
+    fn from(u: &crate::placement_record::Unavailable) -> Self {
+        UnavailableReport { zone: u.zone.clone(), fallback: u.fallback, until: crate::text::utc_ms(u.until_ms) }
+    }
+}
+
+impl PlacementReport {
+    /// In words, for the cron line and the table: `zones a=2 b=2 c=2; a unavailable until T`.
+    pub(super) fn words(&self) -> String {
+        let counts: Vec<String> = self.zones.iter().map(|(z, n)| format!("{z}={n}")).collect();
+        let mut out = format!("zones {}", counts.join(" "));
+        for u in &self.unavailable {
+            let fallback = u.fallback.map(|f| format!(" (fallback {f})")).unwrap_or_default();
+            out.push_str(&format!("; {}{fallback} unavailable until {}", u.zone, u.until));
+        }
+        for m in &self.moved {
+            out.push_str(&format!("; {} made in {} (not {})", m.member, m.to, m.from));
+        }
+        out
+    }
 }
 
 /// A healed group's part of the report.
@@ -237,6 +386,7 @@ impl GroupReport {
             repairing: BTreeSet::new(),
             rollout: None,
             rolled_back: false,
+            placement: None,
         }
     }
 
@@ -303,6 +453,9 @@ impl GroupReport {
         if let Some(r) = &self.rollout {
             line.push_str(&format!(" {}", r.words()));
         }
+        if let Some(p) = &self.placement {
+            line.push_str(&format!(" {}", p.words()));
+        }
         if let Some(why) = &self.stopped {
             line.push_str(&format!(" stopped: {why}"));
         }
@@ -333,6 +486,12 @@ impl GroupReport {
             repaired: Vec::new(),
             repair_halted: verdict.halted.clone(),
         });
+    }
+
+    /// The members this run made: provisioned, replacements, repairs.
+    pub(super) fn made(&self) -> impl Iterator<Item = String> + '_ {
+        let repaired = self.healing.iter().flat_map(|h| h.repaired.iter().map(|r| r.new.clone()));
+        self.provisioned.iter().cloned().chain(self.replaced.iter().map(|r| r.new.clone())).chain(repaired)
     }
 
     /// Moves the replacements of the members it repaired from `replaced` to `repaired`.

@@ -47,6 +47,7 @@ mod absence;
 mod decide;
 mod groups;
 mod observe;
+mod placement;
 mod report;
 mod rollback;
 mod rollout;
@@ -127,8 +128,21 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
         check(&mut ws, (&profiles, &ctx.printer, &args), (&groups, &rollouts), &instances, &record, &mut report)?;
         None
     } else {
-        let run = Run { ctx, profiles: &profiles, args: &args, groups: &groups, record: &record, rollouts: &rollouts };
+        let placed = groups.iter().any(|g| g.spec.placement.is_some());
+        let placing = std::cell::RefCell::new(placement::Placing::read(&mut ws, placed)?);
+        let run = Run {
+            ctx,
+            profiles: &profiles,
+            args: &args,
+            groups: &groups,
+            record: &record,
+            rollouts: &rollouts,
+            placing: &placing,
+        };
         let failure = run.converge(&mut ws, &instances, &mut report)?;
+        if let Err(e) = run.record_placement(&mut ws, &mut report) {
+            ctx.printer.warn(&format!("the placement record was not written: {e:#}"));
+        }
         report.lookup_pending = ws.awaiting_lookup().map(str::to_string);
         // What an apply's retry held back meanwhile (its look-up could not settle it yet).
         for held in absence::held_and_unread(&ws, &[]) {
@@ -203,6 +217,8 @@ struct Run<'a> {
     record: &'a HealthRecord,
     /// The rollout record as the run found it (with `--rollback` and `--retry-rollout`).
     rollouts: &'a RolloutRecord,
+    /// Where members of groups with `Placement` may go (`placement.rs`).
+    placing: &'a std::cell::RefCell<placement::Placing>,
 }
 
 impl Run<'_> {
@@ -268,6 +284,10 @@ impl Run<'_> {
         let unsettled = unsettled(ws, instances);
         let found = Found { instances, plan: seen.plan(), record: self.record, unsettled: &unsettled };
         let decide::Decided { doomed, leaving, mut decisions } = decide::decide(self.groups, &found);
+        // A held-back group's member a failed apply may have made is left to a later run.
+        for (_, (_, decision)) in self.groups.iter().zip(decisions.iter_mut()).filter(|(g, _)| g.held_back()) {
+            decision.replace.retain(|id| !unsettled.contains(id));
+        }
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
@@ -322,7 +342,10 @@ impl Run<'_> {
     ) -> Result<Scale> {
         let pruned_files: Vec<String> = doomed.iter().map(|(inst, _)| format!("{}{}", inst.id, names::LIVE)).collect();
         let terminations = self.terminations(ws, instances, decisions)?;
-        let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(leaving);
+        let placing = self.placing.borrow();
+        let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer)
+            .replacing(leaving)
+            .placing(&placing.record, placing.now_ms);
         let added = self
             .groups
             .iter()
@@ -427,6 +450,16 @@ impl Run<'_> {
         let next = applying.next();
         let applied = match self.apply_next(ws, seen, next, own, applying.careful()) {
             Ok(applied) => applied,
+            // A zone without capacity: its members made elsewhere, and applied again.
+            Err(e) if self.groups.iter().any(|g| g.spec.placement.is_some()) => match self.answer_capacity(ws, e) {
+                Ok(applied) => Some(applied),
+                Err(e) => {
+                    for g in &mut report.groups {
+                        g.pending = true;
+                    }
+                    return Ok(First::Failed(e));
+                }
+            },
             Err(e) if !self.groups.is_empty() => {
                 for g in &mut report.groups {
                     g.pending = true;
@@ -538,8 +571,11 @@ impl Run<'_> {
                 after.removals.extend(removals(ws.dir(), instances, &ids, reason, &self.ctx.printer)?);
             }
             let gone: BTreeSet<InstanceId> = leaving.union(&outdated).cloned().collect();
-            let mut new =
-                NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer).replacing(&gone).after(last_added);
+            let placing = self.placing.borrow();
+            let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer)
+                .replacing(&gone)
+                .after(last_added)
+                .placing(&placing.record, placing.now_ms);
             for (group, (_, decision)) in self.groups.iter().zip(decisions) {
                 new.add_all(group, &logical_ids(instances, &decision.replace))?;
             }

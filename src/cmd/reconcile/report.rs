@@ -312,6 +312,7 @@ fn group_cell(g: &GroupReport) -> String {
         what.extend(h.repair_halted.iter().map(|why| format!("repairs halted: {why}")));
     }
     what.extend(g.rollout.iter().map(super::groups::RolloutReport::words));
+    what.extend(g.placement.iter().map(super::groups::PlacementReport::words));
     what.extend(g.stopped.iter().map(|why| format!("stopped: {why}")));
     what.join("\n")
 }

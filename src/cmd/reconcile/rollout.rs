@@ -152,12 +152,20 @@ impl Run<'_> {
             let mut failure = match failed {
                 Some(failed) => Some(failed),
                 None if !decision.replace.is_empty() => self.roll(ws, group, &decision.replace, g, &mut tally),
-                None if rollouts.closing(i, group, &ws.dir().instances(self.profiles)) => {
+                None if g.made().next().is_none() && rollouts.closing(i, group, &ws.dir().instances(self.profiles)) => {
                     // The rollout's last batch, checked once by a later run before it is done.
-                    let closed = self.close(ws, group);
-                    tally.spec_failed = closed.is_err();
-                    rollouts.closed[i] = closed.is_ok();
-                    closed.err()
+                    let stopped =
+                        rollouts.record.groups.get(&group.spec.id).is_some_and(|r| r.state == RolloutState::Stopped);
+                    match self.close(ws, group, stopped) {
+                        Ok(closed) => {
+                            rollouts.closed[i] = closed;
+                            None
+                        }
+                        Err(e) => {
+                            tally.spec_failed = crate::exit::code_for(&e) == Code::UpdateStopped;
+                            Some(e)
+                        }
+                    }
                 }
                 None => continue,
             };
@@ -211,12 +219,20 @@ impl Run<'_> {
         let instances = ws.dir().instances(self.profiles);
         // Not one whose machine a failed apply may have made, unlisted yet: its file stays,
         // and a later run (the look-up settled) takes it back.
-        let mut ids: Vec<InstanceId> = back
+        // Those never made first: the first batch's apply is then one without their files
+        // (every apply with them fails).
+        let state = match ws.state() {
+            Ok(state) => state,
+            Err(e) => return Some(e),
+        };
+        let made = |m: &Instance| m.vm.as_ref().is_some_and(|(t, n)| state.contains_key(&format!("{t}.{n}")));
+        let mut ids: Vec<(bool, InstanceId)> = back
             .tagged(&instances)
             .filter(|m| !back.is_current(m) && !ws.holds(&format!("{}{}", m.id, names::LIVE)))
-            .map(|m| m.id.clone())
+            .map(|m| (made(m), m.id.clone()))
             .collect();
         ids.sort();
+        let ids: Vec<InstanceId> = ids.into_iter().map(|(_, id)| id).collect();
         // Unhealthy members the rollback replaces are not the breaker's concern any more.
         if let Some(h) =
             report.healing.as_mut().filter(|h| h.unhealthy.iter().all(|u| ids.iter().any(|id| id.to_string() == *u)))
@@ -439,7 +455,11 @@ impl Run<'_> {
             self.remove(ws, &batch.iter().cloned().collect(), Reason::RollingUpdate, tally)?;
         }
         let ids = self.create(ws, group, &logical_ids(&instances, &batch))?;
-        let created = tally.apply(ws, Apply::Configuration { refresh: false });
+        let created = match tally.apply(ws, Apply::Configuration { refresh: false }) {
+            // A zone without capacity: the replacements made elsewhere, and applied again.
+            Err(e) if group.spec.placement.is_some() => self.answer_capacity(ws, e).map(|c| tally.changes += c),
+            created => created,
+        };
         let made = std::time::Instant::now();
         // The spec failed when the create did for a reason of its own, every replacement
         // settled (none that the failed apply may have made, unlisted yet), or the gate did.
@@ -468,7 +488,9 @@ impl Run<'_> {
     /// Creates a member of `group` for each of `lids` (a pet for a logical ID, cattle for
     /// `None`) and promotes their files, not applied yet; their IDs.
     fn create(&self, ws: &mut Workspace<'_>, group: &Group, lids: &[Option<String>]) -> Result<Vec<InstanceId>> {
-        let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer);
+        let placing = self.placing.borrow();
+        let mut new =
+            NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer).placing(&placing.record, placing.now_ms);
         let ids = new.add_all(group, lids)?;
         ws.write(ChangeSet::writing(new.writes()))?;
         ws.promote()?;
@@ -562,21 +584,39 @@ impl Run<'_> {
         crate::cmd::drain::drain(ws, &self.ctx.printer, &draining)
     }
 
-    /// Closes `group`'s rollout: every member is on the new spec since an earlier run, and its
-    /// health check (`--health-cmd`, else the group's `Healing.Command`; none: nothing to
-    /// check) passes for each, once, before the rollout is done and its spec may become the
-    /// last good one. The first that fails stops the update (exit 15), as the gate does.
-    fn close(&self, ws: &Workspace<'_>, group: &Group) -> Result<()> {
-        let cmd = self.args.health_cmd.clone().or_else(|| group.heal.as_ref().map(|h| h.command.clone()));
-        let Some(cmd) = cmd else { return Ok(()) };
+    /// Closes `group`'s rollout: every member is on the new spec since an earlier run, each in
+    /// the state, and `--health-cmd` passes for each, once (else the health record of the
+    /// group's `Healing` says each is healthy), before the rollout is done and its spec may
+    /// become the last good one. The first that fails stops the update (exit 15), as the gate
+    /// does. Whether it closed (`false`: a later run looks again; `stopped`: the rollout
+    /// stopped at its gate, which no check has passed since).
+    fn close(&self, ws: &Workspace<'_>, group: &Group, stopped: bool) -> Result<bool> {
         let instances = ws.dir().instances(self.profiles);
-        let ids: Vec<InstanceId> = group.tagged(&instances).map(|m| m.id.clone()).collect();
-        self.ctx.printer.event(&format!(
-            "group {}: checking the rollout's {} member(s) before it is done",
-            group.spec.id,
-            ids.len()
-        ));
-        self.check(ws, group, &ids, &cmd)
+        let state = ws.state()?;
+        let members: Vec<&Instance> = group.tagged(&instances).collect();
+        // Only machines that exist are judged: one not made yet waits for a later run.
+        if !members.iter().all(|m| m.vm.as_ref().is_some_and(|(t, n)| state.contains_key(&format!("{t}.{n}")))) {
+            return Ok(false);
+        }
+        let ids: Vec<InstanceId> = members.iter().map(|m| m.id.clone()).collect();
+        if let Some(cmd) = &self.args.health_cmd {
+            self.ctx.printer.event(&format!(
+                "group {}: checking the rollout's {} member(s) before it is done",
+                group.spec.id,
+                ids.len()
+            ));
+            return self.check(ws, group, &ids, cmd).map(|()| true);
+        }
+        // Healing's checks ran this run: the health record judges (one unhealthy fails it;
+        // all healthy close it; otherwise a later run does). Without any check, a rollout
+        // stopped by its gate stays stopped; one that was rolling closes.
+        let Some(heal) = &group.heal else { return Ok(!stopped) };
+        let record = crate::cmd::heal::read(ws, &self.ctx.printer);
+        let health = |id: &InstanceId| record.health(&id.to_string(), heal.failures_before_repair);
+        if let Some(id) = ids.iter().find(|id| health(id) == Some(crate::health_record::Health::Unhealthy)) {
+            return Err(rollout_failed(group, &format!("{id} on the new spec is not healthy (Healing)")));
+        }
+        Ok(ids.iter().all(|id| health(id) == Some(crate::health_record::Health::Healthy)))
     }
 
     /// The runner's retry policy (its patterns tell a transient failure), the default when the

@@ -10,6 +10,8 @@
 //!   terraform killed meanwhile never records it);
 //! - `<dir>/fail-create` file exists: create fails with a diagnostic (when it holds a name,
 //!   only creates of objects of that name do).
+//! - `<dir>/no-capacity`: a line `ZONE` or `ZONE SIZE` each; a create of an instance in that
+//!   zone (of that size) fails with EC2's `InsufficientInstanceCapacity`.
 //! - `<dir>/together` file holds `<type> N`: a create of that type appends a line to
 //!   `<dir>/together-started`, then waits until N have (at most 2 minutes, then fails): a
 //!   test sees that N creates ran at once by order alone, every one started before any
@@ -123,6 +125,24 @@ fn load<K: Kind>(dir: &Path, id: &str) -> Result<Option<K>, String> {
     // The file name is the identity; a hand-written file may leave "id" out.
     *obj.id_mut() = Value::Value(id.to_owned());
     Ok(Some(obj))
+}
+
+/// The capacity error of a create of a machine of `rtype` (`planned`) in a zone, or of a size
+/// in a zone, that the `no-capacity` knob lists (a line each: `ZONE` or `ZONE SIZE`), as EC2
+/// says it.
+fn no_capacity(dir: &Path, rtype: &str, planned: &impl Serialize) -> Option<String> {
+    if rtype != "fakecloud_instance" {
+        return None;
+    }
+    let text = std::fs::read_to_string(dir.join("no-capacity")).ok()?;
+    let v = serde_json::to_value(planned).ok()?;
+    let (zone, size) = (v["zone"].as_str().unwrap_or(""), v["size"].as_str().unwrap_or(""));
+    text.lines().map(str::split_whitespace).find_map(|mut words| {
+        let (z, s) = (words.next()?, words.next());
+        (z == zone && s.is_none_or(|s| s == size)).then(|| {
+            format!("InsufficientInstanceCapacity: fakecloud has no capacity for size `{size}` in zone `{zone}` now")
+        })
+    })
 }
 
 /// Writes the object file atomically (temp file, then rename) so that a concurrent reader
@@ -320,6 +340,8 @@ struct Instance {
     ip: Value<String>,
     name: Value<String>,
     user_data: Value<String>,
+    zone: Value<String>,
+    size: Value<String>,
     tags: Tags,
 }
 
@@ -335,6 +357,8 @@ impl Kind for Instance {
             ("ip".into(), attr(Str, Computed, "Private IP, stable for the instance's life")),
             ("name".into(), attr(Str, Optional, "Name (updated in place)")),
             ("user_data".into(), attr(Str, Optional, "Boot script (changing it replaces the instance)")),
+            ("zone".into(), attr(Str, Optional, "Zone (changing it replaces the instance)")),
+            ("size".into(), attr(Str, Optional, "Size, such as `large` (changing it replaces the instance)")),
             ("tags".into(), attr(string_map(), Optional, "Tags (updated in place)")),
         ])
     }
@@ -351,9 +375,16 @@ impl Kind for Instance {
                 self.ip = Value::Unknown;
                 vec![]
             }
-            // Like a real VM: user data is only read at boot.
-            Some(prior) if prior.user_data != self.user_data => vec![AttributePath::new("user_data")],
-            Some(_) => vec![],
+            // Like a real VM: user data is only read at boot; its zone and size are its own.
+            Some(prior) => [
+                ("user_data", &prior.user_data, &self.user_data),
+                ("zone", &prior.zone, &self.zone),
+                ("size", &prior.size, &self.size),
+            ]
+            .into_iter()
+            .filter(|(_, before, now)| before != now)
+            .map(|(name, _, _)| AttributePath::new(name))
+            .collect(),
         }
     }
     fn born(&mut self, id: String) {
@@ -368,6 +399,7 @@ impl Kind for Instance {
 struct Volume {
     id: Value<String>,
     size: Value<i64>,
+    zone: Value<String>,
     tags: Tags,
 }
 
@@ -383,6 +415,7 @@ impl Kind for Volume {
             ("id".into(), attr(AttributeType::String, Computed, "Volume id, `vol-` and 8 hex digits")),
             // Optional+computed: tfplugin6 schemas carry no defaults, the plan fills it in.
             ("size".into(), attr(AttributeType::Number, OptionalComputed, "Size in GB (default 10, updated in place)")),
+            ("zone".into(), attr(AttributeType::String, Optional, "Zone (changing it replaces the volume)")),
             ("tags".into(), attr(string_map(), Optional, "Tags (updated in place)")),
         ])
     }
@@ -398,10 +431,14 @@ impl Kind for Volume {
         if config.size.is_null() {
             self.size = Value::Value(DEFAULT_VOLUME_SIZE);
         }
-        if prior.is_none() {
-            self.id = Value::Unknown;
+        match prior {
+            None => {
+                self.id = Value::Unknown;
+                vec![]
+            }
+            Some(prior) if prior.zone != self.zone => vec![AttributePath::new("zone")],
+            Some(_) => vec![],
         }
-        vec![]
     }
     fn born(&mut self, id: String) {
         self.id = Value::Value(id);
@@ -550,6 +587,10 @@ impl<K: Kind> Resource for FileResource<K> {
             let name = serde_json::to_value(&planned).ok().and_then(|v| v["name"].as_str().map(str::to_string));
             text.trim().is_empty() || name.as_deref() == Some(text.trim())
         };
+        if let Some(detail) = no_capacity(&dir, K::TYPE, &planned) {
+            diags.root_error("fakecloud: creating the object failed", detail);
+            return None;
+        }
         if std::fs::read_to_string(&refuse).is_ok_and(named) {
             let detail = format!("remove {} to allow creates again", refuse.display());
             diags.root_error("fakecloud: create refused (fail-create is set)", detail);

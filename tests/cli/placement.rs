@@ -1,0 +1,106 @@
+//! Placement (docs/groups-and-rollouts.md, "Placement"): members spread across zones, and a
+//! zone without capacity answered in the same run. On the fakecloud provider (its `zone` and
+//! `size` arguments, its `no-capacity` knob), with the real terraform.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::support::cloud::Cloud;
+
+/// A group of `size` VMs over zones a, b and c (each sets the VM's `zone`), of size `large`
+/// unless a fallback (`small`) is needed, with `placement` keys added.
+fn spec(c: &Cloud, size: u64, placement: &str) -> String {
+    let text = format!(
+        r#"{{"ID": "web", "Properties": {{"Allocation": {{"Size": {size}}},
+  "Placement": {{"Zones": [{{"Name": "a", "Properties": {{"zone": "za"}}}}, {{"Name": "b", "Properties": {{"zone": "zb"}}}},
+                          {{"Name": "c", "Properties": {{"zone": "zc"}}}}],
+                "Fallback": [{{"Properties": {{"size": "small"}}}}]{placement}}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"size": "large"}}}}}}}}}}}}}}"#
+    );
+    c.s.write_outside("web.json", &text)
+}
+
+fn reconcile(c: &Cloud, spec: &str) -> Value {
+    c.run(&["reconcile", "--group", spec, "--output", "json"]).ok().json()
+}
+
+/// The machines in the cloud by (zone, size).
+fn machines(c: &Cloud) -> BTreeMap<(String, String), usize> {
+    let mut out = BTreeMap::new();
+    for o in c.objects().values().filter(|o| o["type"] == "fakecloud_instance") {
+        let key = (o["zone"].as_str().unwrap_or("").to_string(), o["size"].as_str().unwrap_or("").to_string());
+        *out.entry(key).or_default() += 1;
+    }
+    out
+}
+
+fn count(pairs: &[(&str, &str, usize)]) -> BTreeMap<(String, String), usize> {
+    pairs.iter().map(|(z, s, n)| ((z.to_string(), s.to_string()), *n)).collect()
+}
+
+#[test]
+fn members_are_spread_across_the_zones_each_tagged_with_its_own() {
+    let c = Cloud::new();
+    let web = spec(&c, 6, "");
+    let out = reconcile(&c, &web);
+    let p = &out["groups"][0]["placement"];
+    assert_eq!(p["zones"], serde_json::json!({"a": 2, "b": 2, "c": 2}), "{out}");
+    assert_eq!(machines(&c), count(&[("za", "large", 2), ("zb", "large", 2), ("zc", "large", 2)]));
+    let rows = c.run(&["describe", "--output", "json"]).ok().json();
+    let zones: Vec<&str> =
+        rows.as_array().unwrap().iter().filter_map(|r| r["Tags"]["infrakit.zone"].as_str()).collect();
+    assert_eq!(zones.len(), 6, "{rows}");
+    // Grown by one, then three: the emptiest zone first, the first listed among equals.
+    reconcile(&c, &spec(&c, 7, ""));
+    assert_eq!(machines(&c)[&("za".to_string(), "large".to_string())], 3);
+    reconcile(&c, &spec(&c, 9, ""));
+    assert_eq!(machines(&c), count(&[("za", "large", 3), ("zb", "large", 3), ("zc", "large", 3)]));
+}
+
+#[test]
+fn a_zone_without_capacity_is_skipped_in_the_same_run_and_refilled_once_it_has_room() {
+    let c = Cloud::new();
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    let web = spec(&c, 6, r#", "Backoff": "2s", "MaxBackoff": "4s""#);
+    let run = c.run(&["reconcile", "--group", &web, "--output", "json"]).ok();
+    assert!(run.stderr.contains("no capacity for"), "{}", run.stderr);
+    let out = run.json();
+    let p = &out["groups"][0]["placement"];
+    assert_eq!(p["zones"], serde_json::json!({"a": 0, "b": 3, "c": 3}), "{out}");
+    // Its fallback in the same zone was tried first, then the zones with room.
+    let skipped: Vec<(&str, &Value)> =
+        p["unavailable"].as_array().unwrap().iter().map(|u| (u["zone"].as_str().unwrap(), &u["fallback"])).collect();
+    assert_eq!(skipped, [("a", &Value::Null), ("a", &Value::from(0))], "{p}");
+    let moved: Vec<&str> = p["moved"].as_array().unwrap().iter().map(|m| m["to"].as_str().unwrap()).collect();
+    assert_eq!(moved, ["a", "a", "b", "c"], "{p}");
+    assert_eq!(out["groups"][0]["pending"], false, "{out}");
+    assert_eq!(machines(&c), count(&[("zb", "large", 3), ("zc", "large", 3)]), "nothing made twice, none in a");
+    assert!(c.machines_per_instance().values().all(|n| *n == 1));
+    // Skipped while its backoff lasts: a new member goes to b or c.
+    let grown = reconcile(&c, &spec(&c, 7, r#", "Backoff": "2s", "MaxBackoff": "4s""#));
+    assert_eq!(grown["groups"][0]["placement"]["moved"], Value::Array(vec![]), "{grown}");
+    assert_eq!(machines(&c)[&("zb".to_string(), "large".to_string())], 4);
+    // Once it has room and its backoff has passed, new members go there, and clear it.
+    std::fs::remove_file(c.cloud.join("no-capacity")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let refilled = reconcile(&c, &spec(&c, 9, r#", "Backoff": "2s", "MaxBackoff": "4s""#));
+    let p = &refilled["groups"][0]["placement"];
+    assert_eq!(p["zones"], serde_json::json!({"a": 2, "b": 4, "c": 3}), "{refilled}");
+    assert_eq!(p["unavailable"], Value::Array(vec![]), "{p}");
+}
+
+#[test]
+fn a_fallback_is_used_when_no_zone_has_the_spec_s_own_size() {
+    let c = Cloud::new();
+    std::fs::write(c.cloud.join("no-capacity"), "za large\nzb large\nzc large\n").unwrap();
+    let web = spec(&c, 3, "");
+    let out = reconcile(&c, &web);
+    assert_eq!(out["groups"][0]["placement"]["zones"], serde_json::json!({"a": 1, "b": 1, "c": 1}), "{out}");
+    assert_eq!(machines(&c), count(&[("za", "small", 1), ("zb", "small", 1), ("zc", "small", 1)]));
+    // With no capacity anywhere at all, the run fails as the cloud says (exit 7), nothing made.
+    std::fs::write(c.cloud.join("no-capacity"), "za\nzb\nzc\n").unwrap();
+    let run = c.run(&["reconcile", "--group", &spec(&c, 4, "")]).code(infrakit_tf::exit::Code::TerraformFailed);
+    assert!(run.stderr.contains("InsufficientInstanceCapacity"), "{}", run.stderr);
+    assert_eq!(machines(&c).values().sum::<usize>(), 3);
+}
