@@ -132,6 +132,19 @@ pub fn placed(tags: &BTreeMap<String, String>, placement: &Placement) -> Option<
     Some((zone, fallback))
 }
 
+/// The zone (by index) a member leaves to balance the group: the fullest of the zones that
+/// have room (`room`), the first listed among equals, when their member counts (`counts`)
+/// differ by more than one; `None` when they are balanced.
+pub fn overfull(counts: &[usize], room: &[bool]) -> Option<usize> {
+    let with_room = || counts.iter().copied().enumerate().filter(|(z, _)| room.get(*z).copied().unwrap_or(false));
+    let fewest = with_room().map(|(_, n)| n).min()?;
+    let (zone, most) = with_room().fold(None, |best: Option<(usize, usize)>, (z, n)| match best {
+        Some((_, m)) if m >= n => best,
+        _ => Some((z, n)),
+    })?;
+    (most > fewest + 1).then_some(zone)
+}
+
 /// Parses `Properties.Placement`.
 pub(super) fn placement(value: Option<&Value>, problem: &mut impl FnMut(&str, String)) -> Option<Placement> {
     const AT: &str = "/Properties/Placement";
@@ -213,15 +226,8 @@ pub(super) fn placement(value: Option<&Value>, problem: &mut impl FnMut(&str, St
         problem(&format!("{AT}/MaxBackoff"), "`MaxBackoff` must not be shorter than `Backoff`".into());
     }
     let rebalance = match get_ci(p, "Rebalance") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(false)) => false,
-        Some(Value::Bool(true)) => {
-            problem(
-                &format!("{AT}/Rebalance"),
-                "`Rebalance` is not carried out by this version of infrakit-tf yet: set it to false (new members still go to the zones with the fewest)".into(),
-            );
-            false
-        }
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
         Some(_) => {
             problem(&format!("{AT}/Rebalance"), "`Rebalance` must be true or false".into());
             false
@@ -251,6 +257,18 @@ mod tests {
         assert_eq!(choose(3, 1, &counts(&[0, 2, 1]), zone_0_full), Some((2, None)));
         assert_eq!(choose(2, 0, &counts(&[0, 0]), |_, _| false), None, "nowhere");
         assert_eq!(choose(1, 2, &BTreeMap::new(), |_, f| f == Some(1)), Some((0, Some(1))), "the second fallback");
+    }
+
+    #[test]
+    fn a_member_leaves_the_fullest_zone_with_room_until_they_differ_by_one_at_most() {
+        let all = [true, true, true];
+        assert_eq!(overfull(&[2, 2, 2], &all), None);
+        assert_eq!(overfull(&[3, 2, 2], &all), None, "one apart is balanced");
+        assert_eq!(overfull(&[0, 3, 3], &all), Some(1), "the first of the fullest");
+        assert_eq!(overfull(&[1, 2, 3], &all), Some(2));
+        assert_eq!(overfull(&[0, 3, 3], &[false, true, true]), None, "a zone without room is not filled");
+        assert_eq!(overfull(&[5, 1, 1], &[false, true, true]), None, "nor emptied");
+        assert_eq!(overfull(&[], &[]), None);
     }
 
     #[test]
@@ -297,7 +315,7 @@ mod tests {
             (r#"{"Zones": [{"Name": "../x"}]}"#, "zone name"),
             (r#"{"Zones": [{"Name": "a"}], "Backoff": "10m", "MaxBackoff": "5m"}"#, "not be shorter"),
             (r#"{"Zones": [{"Name": "a"}], "CapacityErrors": ["("]}"#, "not a regular expression"),
-            (r#"{"Zones": [{"Name": "a"}], "Rebalance": true}"#, "not carried out by this version"),
+            (r#"{"Zones": [{"Name": "a"}], "Rebalance": "yes"}"#, "true or false"),
         ] {
             let (_, problems) = parse(text);
             assert!(problems.iter().any(|p| p.contains(says)), "{text}: {problems:?}");

@@ -62,7 +62,9 @@ fn members_are_spread_across_the_zones_each_tagged_with_its_own() {
 fn a_zone_without_capacity_is_skipped_in_the_same_run_and_refilled_once_it_has_room() {
     let c = Cloud::new();
     std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
-    let web = spec(&c, 6, r#", "Backoff": "2s", "MaxBackoff": "4s""#);
+    let web = spec(&c, 6, r#", "Backoff": "30s", "MaxBackoff": "30s""#);
+    // Skipped for 30 s from its failure in this run (not before it began).
+    let failed_at = std::time::Instant::now();
     let run = c.run(&["reconcile", "--group", &web, "--output", "json"]).ok();
     assert!(run.stderr.contains("no capacity for"), "{}", run.stderr);
     let out = run.json();
@@ -78,16 +80,52 @@ fn a_zone_without_capacity_is_skipped_in_the_same_run_and_refilled_once_it_has_r
     assert_eq!(machines(&c), count(&[("zb", "large", 3), ("zc", "large", 3)]), "nothing made twice, none in a");
     assert!(c.machines_per_instance().values().all(|n| *n == 1));
     // Skipped while its backoff lasts: a new member goes to b or c.
-    let grown = reconcile(&c, &spec(&c, 7, r#", "Backoff": "2s", "MaxBackoff": "4s""#));
+    let grown = reconcile(&c, &spec(&c, 7, r#", "Backoff": "30s", "MaxBackoff": "30s""#));
     assert_eq!(grown["groups"][0]["placement"]["moved"], Value::Array(vec![]), "{grown}");
     assert_eq!(machines(&c)[&("zb".to_string(), "large".to_string())], 4);
     // Once it has room and its backoff has passed, new members go there, and clear it.
     std::fs::remove_file(c.cloud.join("no-capacity")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    let refilled = reconcile(&c, &spec(&c, 9, r#", "Backoff": "2s", "MaxBackoff": "4s""#));
+    std::thread::sleep(
+        (failed_at + std::time::Duration::from_secs(31)).saturating_duration_since(std::time::Instant::now()),
+    );
+    let nine = spec(&c, 9, r#", "Backoff": "30s", "MaxBackoff": "30s""#);
+    let refilled = reconcile(&c, &nine);
     let p = &refilled["groups"][0]["placement"];
     assert_eq!(p["zones"], serde_json::json!({"a": 2, "b": 4, "c": 3}), "{refilled}");
     assert_eq!(p["unavailable"], Value::Array(vec![]), "{p}");
+    // Out of balance among the zones with room: --check says so, and the next run moves one
+    // member of the fullest (its replacement made first, in a), then none.
+    let check = c.run(&["reconcile", "--group", &nine, "--check"]).code(infrakit_tf::exit::Code::Pending);
+    assert!(check.stderr.contains("to move to balance its zones"), "{}", check.stderr);
+    let moved = reconcile(&c, &nine);
+    let p = &moved["groups"][0]["placement"];
+    assert_eq!(p["zones"], serde_json::json!({"a": 3, "b": 3, "c": 3}), "{moved}");
+    assert_eq!((p["moved"][0]["from"].as_str(), p["moved"][0]["to"].as_str()), (Some("b"), Some("a")), "{p}");
+    assert_eq!(moved["groups"][0]["replaced"].as_array().map(Vec::len), Some(1), "{moved}");
+    assert_eq!(machines(&c).values().sum::<usize>(), 9, "the old one destroyed once its replacement was up");
+    let rest = reconcile(&c, &nine);
+    assert_eq!(rest["groups"][0]["replaced"], Value::Array(vec![]), "{rest}");
+    c.run(&["reconcile", "--group", &nine, "--check"]).ok();
+}
+
+#[test]
+fn without_rebalance_no_member_is_ever_moved() {
+    let c = Cloud::new();
+    std::fs::write(
+        c.cloud.join("no-capacity"),
+        "za
+",
+    )
+    .unwrap();
+    let still = r#", "Backoff": "1s", "MaxBackoff": "1s", "Rebalance": false"#;
+    reconcile(&c, &spec(&c, 4, still));
+    std::fs::remove_file(c.cloud.join("no-capacity")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let web = spec(&c, 4, still);
+    c.run(&["reconcile", "--group", &web, "--check"]).ok();
+    let out = reconcile(&c, &web);
+    assert_eq!(out["groups"][0]["placement"]["zones"], serde_json::json!({"a": 0, "b": 2, "c": 2}), "{out}");
+    assert_eq!(out["groups"][0]["replaced"], Value::Array(vec![]));
 }
 
 #[test]

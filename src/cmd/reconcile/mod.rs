@@ -183,7 +183,10 @@ fn check(
     report.reads.full_refresh = true;
     report.fill_plan(&plan);
     let unsettled = unsettled(ws, instances);
-    let decisions = decide::decide(groups, &Found { instances, plan: &plan, record, unsettled: &unsettled }).decisions;
+    let mut decisions =
+        decide::decide(groups, &Found { instances, plan: &plan, record, unsettled: &unsettled }).decisions;
+    let placed = groups.iter().any(|g| g.spec.placement.is_some());
+    let moves = placement::Placing::read(ws, placed)?.rebalance(groups, instances, &mut decisions, rollouts);
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         let mut g = GroupReport::new(group, members, decision);
         // Where its rollout to this spec stands, as the last run left it.
@@ -197,6 +200,11 @@ fn check(
     // No check runs: the health record says which repairs are pending.
     for (i, g) in &decide::healed(groups, instances, &decisions) {
         report.groups[*i].heal(&crate::cmd::heal::verdict(record, g));
+    }
+    // Zones out of balance: a member to move.
+    for (i, member) in moves {
+        report.groups[i].pending = true;
+        report.groups[i].todo = format!("{member} to move to balance its zones");
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
@@ -305,6 +313,12 @@ impl Run<'_> {
                 continue;
             }
             decide::repair(&mut decisions[i].1, &verdict);
+        }
+        // Groups whose zones are out of balance move one member, counted as any replacement.
+        for (i, member) in self.placing.borrow_mut().rebalance(self.groups, instances, &mut decisions, self.rollouts) {
+            let g = &mut report.groups[i];
+            g.pending = true;
+            g.todo = format!("{member} to move to balance its zones");
         }
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
         let last_added = scale.added.iter().flatten().max();

@@ -8,19 +8,24 @@
 //! zone without capacity does not stop the group. An apply that ended (failed or not) left the
 //! state as the cloud is: a create refused for want of capacity made nothing, and a lost
 //! answer is no capacity error (it takes the look-up's road). A create that succeeds in a
-//! (zone, fallback) clears it.
+//! (zone, fallback) clears it. Once zones differ by more than one member among those with room
+//! (a zone that had none has it again), a run moves one member from the fullest through the
+//! rolling road, its replacement made first in the emptiest (`Placing::rebalance`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use serde::Serialize;
 
-use super::groups::{NewMembers, PlacementReport};
+use super::decide::Decisions;
+use super::groups::{Group, NewMembers, PlacementReport};
 use super::report::Report;
 use super::Run;
-use crate::group::placed;
+use crate::directory::Instance;
+use crate::group::{placed, Placement, ZONE_TAG};
 use crate::names::InstanceId;
 use crate::placement_record::PlacementRecord;
+use crate::rollout_record::{RolloutRecord, RolloutState};
 use crate::terraform::Apply;
 use crate::tfoutput::Changes;
 use crate::workspace::{ChangeSet, Workspace};
@@ -32,6 +37,9 @@ pub(super) struct Placing {
     pub(super) now_ms: u64,
     /// The members made again elsewhere after a capacity error, by group ID.
     moved: BTreeMap<String, Vec<Moved>>,
+    /// The members this run moves to balance their group (`rebalance`): group ID, member,
+    /// the zone it leaves.
+    rebalancing: Vec<(String, InstanceId, String)>,
 }
 
 /// A member made again in another zone (or with another fallback) than it was to be.
@@ -49,7 +57,58 @@ impl Placing {
         if !placed {
             return Ok(Placing::default());
         }
-        Ok(Placing { record: ws.placement_record(), now_ms: ws.now_ms()?, moved: BTreeMap::new() })
+        Ok(Placing { record: ws.placement_record(), now_ms: ws.now_ms()?, ..Placing::default() })
+    }
+
+    /// Whether `group` may create in zone `zone` (by index) now: one of its choices there is
+    /// not skipped.
+    fn room(&self, group: &Group, placement: &Placement, zone: usize) -> bool {
+        let name = &placement.zones[zone].name;
+        std::iter::once(None)
+            .chain((0..placement.fallback.len()).map(Some))
+            .any(|f| self.record.available(&group.spec.id, name, f, self.now_ms))
+    }
+
+    /// Rebalancing (`Placement.Rebalance`, on unless false): for each placed group at rest (its
+    /// members all current and created, as many as asked, nothing else to do for it, no rollout
+    /// paused or rolling back, `rollouts`), whose zones with room differ by more than one
+    /// member (`group::overfull`), one member of the fullest (its highest ID) is replaced
+    /// through the rolling road: its replacement is made first, in the zone with the fewest.
+    /// One a run. The group indexes and members it moves.
+    pub(super) fn rebalance(
+        &mut self,
+        groups: &[Group],
+        instances: &[Instance],
+        decisions: &mut Decisions,
+        rollouts: &RolloutRecord,
+    ) -> Vec<(usize, InstanceId)> {
+        let mut moves = Vec::new();
+        for (i, (group, (members, decision))) in groups.iter().zip(decisions.iter_mut()).enumerate() {
+            let Some(placement) = group.spec.placement.as_ref().filter(|p| p.rebalance) else { continue };
+            let paused = rollouts
+                .groups
+                .get(&group.spec.id)
+                .is_some_and(|r| r.to == group.asked && (r.state == RolloutState::Paused || r.state.backing()));
+            let at_rest = members.len() == group.spec.desired() && members.iter().all(|m| m.current && m.created);
+            if group.held_back() || paused || !at_rest || !decision.is_empty() {
+                continue;
+            }
+            let mut counts = vec![0; placement.zones.len()];
+            let mut by_zone: Vec<Vec<&InstanceId>> = vec![Vec::new(); placement.zones.len()];
+            for inst in group.tagged(instances) {
+                if let Some((z, _)) = placed(&inst.tags, placement) {
+                    counts[z] += 1;
+                    by_zone[z].push(&inst.id);
+                }
+            }
+            let room: Vec<bool> = (0..placement.zones.len()).map(|z| self.room(group, placement, z)).collect();
+            let Some(from) = crate::group::overfull(&counts, &room) else { continue };
+            let Some(member) = by_zone[from].iter().max().map(|id| (*id).clone()) else { continue };
+            decision.replace.push(member.clone());
+            self.rebalancing.push((group.spec.id.clone(), member.clone(), placement.zones[from].name.clone()));
+            moves.push((i, member));
+        }
+        moves
     }
 }
 
@@ -182,7 +241,15 @@ impl Run<'_> {
                 }
             }
             let unavailable = placing.record.unavailable(&group.spec.id, now_ms).map(Into::into).collect();
-            let moved = placing.moved.get(&group.spec.id).cloned().unwrap_or_default();
+            let mut moved = placing.moved.get(&group.spec.id).cloned().unwrap_or_default();
+            // Those moved to balance it: where their replacements went.
+            for (_, member, from) in placing.rebalancing.iter().filter(|(g, _, _)| *g == group.spec.id) {
+                let new = g.replaced.iter().find(|r| r.old == member.to_string()).map(|r| r.new.clone());
+                let zone = |id: &str| instances.iter().find(|i| i.id.to_string() == id)?.tags.get(ZONE_TAG).cloned();
+                if let Some(to) = new.as_deref().and_then(zone) {
+                    moved.push(Moved { from: from.clone(), to, member: member.to_string() });
+                }
+            }
             g.placement = Some(PlacementReport { zones, unavailable, moved });
         }
         let record = placing.record.clone();
