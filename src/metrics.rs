@@ -41,6 +41,9 @@ pub(crate) struct Counts {
     rollouts: Option<BTreeMap<String, (crate::rollout_record::RolloutState, usize)>>,
     /// Set by reconcile once it checked: the healed groups' health, by group.
     healing: Option<BTreeMap<String, Healing>>,
+    /// Set by reconcile: each placed group's zones (by name): members, and whether the zone
+    /// is skipped for want of capacity.
+    zones: Option<BTreeMap<String, BTreeMap<String, (usize, bool)>>>,
     /// What its terraform runs read from the cloud.
     reads: Reads,
 }
@@ -134,6 +137,12 @@ pub(crate) fn note_rollouts(
     counts().rollouts = Some(rollouts.into_iter().collect());
 }
 
+/// Each placed group's zones as reconcile left them: members in each, and whether it is
+/// skipped for want of capacity (any of its fallbacks).
+pub(crate) fn note_zones(zones: impl IntoIterator<Item = (String, BTreeMap<String, (usize, bool)>)>) {
+    counts().zones = Some(zones.into_iter().collect());
+}
+
 /// How many strays reconcile reported (machines a listing showed with this directory's tags,
 /// in no state, not adopted).
 pub(crate) fn note_strays(strays: usize) {
@@ -216,6 +225,16 @@ const FAMILIES: &[(&str, &str, bool)] = &[
     (
         "infrakit_tf_group_rollout_replaced",
         "Members of the group on the spec its rollout goes to, as the last reconcile left it.",
+        false,
+    ),
+    (
+        "infrakit_tf_group_zone_members",
+        "Members of the group in the zone (its Name in Placement.Zones), as the last reconcile left it.",
+        false,
+    ),
+    (
+        "infrakit_tf_group_zone_unavailable",
+        "1 when the zone (or a fallback in it) is skipped for want of capacity until its backoff passes, else 0, as the last reconcile left it.",
         false,
     ),
     (
@@ -324,6 +343,13 @@ fn series(run: &Run<'_>, dir: &str, cmd: &str) -> Vec<(&'static str, String, Str
         }
         new.push(("infrakit_tf_group_rollout_replaced", labels, replaced.to_string()));
     }
+    for (group, zones) in counts.zones.iter().flatten() {
+        for (zone, (members, unavailable)) in zones {
+            let labels = format!("{dir},group=\"{}\",zone=\"{}\"", escape(group), escape(zone));
+            new.push(("infrakit_tf_group_zone_members", labels.clone(), members.to_string()));
+            new.push(("infrakit_tf_group_zone_unavailable", labels, u8::from(*unavailable).to_string()));
+        }
+    }
     for (group, h) in counts.healing.iter().flatten() {
         let labels = format!("{dir},group=\"{}\"", escape(group));
         new.push(("infrakit_tf_group_members_unhealthy", labels.clone(), h.unhealthy.to_string()));
@@ -351,6 +377,7 @@ fn replaced(run: &Run<'_>, new: &[(&str, String, String)], dir: &str, cmd: &str,
         "infrakit_tf_instances" => ours && run.instances.is_some(),
         "infrakit_tf_group_members_outdated" => ours && counts.outdated.is_some(),
         "infrakit_tf_group_rollout" | "infrakit_tf_group_rollout_replaced" => ours && counts.rollouts.is_some(),
+        "infrakit_tf_group_zone_members" | "infrakit_tf_group_zone_unavailable" => ours && counts.zones.is_some(),
         "infrakit_tf_group_members_unhealthy" | "infrakit_tf_group_repairs" | "infrakit_tf_group_repairs_halted" => {
             ours && counts.healing.is_some()
         }

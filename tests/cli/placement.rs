@@ -65,7 +65,18 @@ fn a_zone_without_capacity_is_skipped_in_the_same_run_and_refilled_once_it_has_r
     let web = spec(&c, 6, r#", "Backoff": "30s", "MaxBackoff": "30s""#);
     // Skipped for 30 s from its failure in this run (not before it began).
     let failed_at = std::time::Instant::now();
-    let run = c.run(&["reconcile", "--group", &web, "--output", "json"]).ok();
+    let metrics = c.s.root.path().join("metrics.prom");
+    let run =
+        c.run(&["reconcile", "--group", &web, "--output", "json", "--metrics-file", metrics.to_str().unwrap()]).ok();
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    for (family, zone, value) in
+        [("zone_members", "b", 3), ("zone_members", "a", 0), ("zone_unavailable", "a", 1), ("zone_unavailable", "c", 0)]
+    {
+        let line = prom.lines().find(|l| {
+            l.starts_with(&format!("infrakit_tf_group_{family}{{")) && l.contains(&format!("zone=\"{zone}\""))
+        });
+        assert!(line.is_some_and(|l| l.ends_with(&format!(" {value}"))), "{family} {zone}: {prom}");
+    }
     assert!(run.stderr.contains("no capacity for"), "{}", run.stderr);
     let out = run.json();
     let p = &out["groups"][0]["placement"];

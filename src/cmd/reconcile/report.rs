@@ -121,6 +121,13 @@ impl Report {
         if self.reads.slice.is_some() || self.check {
             crate::metrics::note_strays(self.strays.len());
         }
+        if self.groups.iter().any(|g| g.placement.is_some()) {
+            crate::metrics::note_zones(self.groups.iter().filter_map(|g| {
+                let p = g.placement.as_ref()?;
+                let zones = p.zones.iter().map(|(z, n)| (z.clone(), (*n, p.unavailable.iter().any(|u| &u.zone == z))));
+                Some((g.id.clone(), zones.collect()))
+            }));
+        }
         crate::metrics::note_healing(self.groups.iter().filter_map(|g| {
             let h = g.healing.as_ref()?;
             let counts = crate::metrics::Healing {
