@@ -43,10 +43,14 @@ pub(crate) struct Counts {
     healing: Option<BTreeMap<String, Healing>>,
     /// Set by reconcile: each placed group's zones (by name): members, and whether the zone
     /// is skipped for want of capacity.
-    zones: Option<BTreeMap<String, BTreeMap<String, (usize, bool)>>>,
+    zones: Option<BTreeMap<String, Zones>>,
     /// What its terraform runs read from the cloud.
     reads: Reads,
 }
+
+/// A placed group's zones, by name: members in each, and whether it is skipped for want of
+/// capacity.
+pub(crate) type Zones = BTreeMap<String, (usize, bool)>;
 
 /// What a run's terraform runs read from the cloud, counted from their events: resources
 /// refreshed (`refresh_start`), look-up listings and other data sources read (`apply_start`
@@ -139,7 +143,7 @@ pub(crate) fn note_rollouts(
 
 /// Each placed group's zones as reconcile left them: members in each, and whether it is
 /// skipped for want of capacity (any of its fallbacks).
-pub(crate) fn note_zones(zones: impl IntoIterator<Item = (String, BTreeMap<String, (usize, bool)>)>) {
+pub(crate) fn note_zones(zones: impl IntoIterator<Item = (String, Zones)>) {
     counts().zones = Some(zones.into_iter().collect());
 }
 
