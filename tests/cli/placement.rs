@@ -153,3 +153,42 @@ fn a_fallback_is_used_when_no_zone_has_the_spec_s_own_size() {
     assert!(run.stderr.contains("InsufficientInstanceCapacity"), "{}", run.stderr);
     assert_eq!(machines(&c).values().sum::<usize>(), 3);
 }
+
+#[test]
+fn two_hosts_on_a_store_skip_the_same_zone() {
+    let db = crate::support::store::Db::new();
+    let (a, b) = crate::support::store::hosts_at(&db.url());
+    std::fs::write(a.cloud.join("no-capacity"), "za\n").unwrap();
+    let long = r#", "Backoff": "1h""#;
+    let out = reconcile(&a, &spec(&a, 4, long));
+    assert_eq!(out["groups"][0]["placement"]["zones"], serde_json::json!({"a": 0, "b": 2, "c": 2}), "{out}");
+    // The other host knows zone a is skipped: its new member goes to b, not tried in a.
+    std::fs::remove_file(a.cloud.join("no-capacity")).unwrap();
+    let run = b.run(&["reconcile", "--group", &spec(&b, 5, long), "--accept-config", "--output", "json"]).ok();
+    let p = &run.json()["groups"][0]["placement"];
+    assert_eq!(p["zones"], serde_json::json!({"a": 0, "b": 3, "c": 2}), "{p}");
+    assert_eq!(p["unavailable"][0]["zone"], "a", "{p}");
+    assert!(!run.stderr.contains("no capacity"), "{}", run.stderr);
+}
+
+#[test]
+fn a_move_killed_midway_is_finished_by_the_next_runs_with_nothing_made_twice() {
+    let c = Cloud::new();
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    let brief = r#", "Backoff": "1s", "MaxBackoff": "1s""#;
+    reconcile(&c, &spec(&c, 6, brief));
+    std::fs::remove_file(c.cloud.join("no-capacity")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The move's replacement is being made in zone a when the whole process group is killed.
+    let web = spec(&c, 6, brief);
+    c.delay_creates(1500);
+    c.kill_during(&["reconcile", "--group", web.as_str()], "creating fakecloud_instance");
+    c.delay_creates(0);
+    let mut zones = Value::Null;
+    for _ in 0..4 {
+        zones = reconcile(&c, &web)["groups"][0]["placement"]["zones"].clone();
+    }
+    assert_eq!(zones, serde_json::json!({"a": 2, "b": 2, "c": 2}));
+    assert_eq!(machines(&c).values().sum::<usize>(), 6);
+    assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
+}
