@@ -192,3 +192,28 @@ fn a_move_killed_midway_is_finished_by_the_next_runs_with_nothing_made_twice() {
     assert_eq!(machines(&c).values().sum::<usize>(), 6);
     assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
 }
+
+#[test]
+fn a_capacity_error_beside_a_lost_answer_makes_nothing_twice() {
+    let c = Cloud::new();
+    c.with_lookups();
+    let mut config: Value = c.s.read("infrakit-tf.json");
+    config["retries"] = serde_json::json!({"max": 0});
+    c.s.write("infrakit-tf.json", &config.to_string());
+    // One apply makes two members: zone a has no capacity for the first, and the second's
+    // machine is made in b but the answer is lost.
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    std::fs::write(c.cloud.join("lose-creates"), "1 reset\n").unwrap();
+    let web = spec(&c, 2, "");
+    let run = c.run(&["reconcile", "--group", &web]).code(infrakit_tf::exit::Code::TerraformFailed);
+    assert!(run.stderr.contains("making instance-"), "the first was made again elsewhere: {}", run.stderr);
+    // Only the first member's resources were applied again: the lost machine was not made a
+    // second time, and the next run adopts it.
+    assert_eq!(machines(&c).values().sum::<usize>(), 2, "{:?}", c.objects());
+    let out = reconcile(&c, &web);
+    assert_eq!(out["groups"][0]["placement"]["zones"], serde_json::json!({"a": 0, "b": 1, "c": 1}), "{out}");
+    assert_eq!(machines(&c).values().sum::<usize>(), 2);
+    let managed: std::collections::BTreeSet<String> =
+        c.state().into_values().filter(|id| id.starts_with("i-")).collect();
+    assert_eq!(managed.len(), 2, "every machine in the state once: {managed:?}");
+}

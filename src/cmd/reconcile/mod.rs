@@ -315,14 +315,27 @@ impl Run<'_> {
             decide::repair(&mut decisions[i].1, &verdict);
         }
         // Groups whose zones are out of balance move one member, counted as any replacement.
-        for (i, member) in self.placing.borrow_mut().rebalance(self.groups, instances, &mut decisions, self.rollouts) {
-            let g = &mut report.groups[i];
+        let moves = self.placing.borrow_mut().rebalance(self.groups, instances, &mut decisions, self.rollouts);
+        for (i, member) in &moves {
+            let g = &mut report.groups[*i];
             g.pending = true;
             g.todo = format!("{member} to move to balance its zones");
         }
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
         let last_added = scale.added.iter().flatten().max();
-        let planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
+        let mut planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
+        // A move never makes a run too destructive to run: over --max-destroy, it waits.
+        if !moves.is_empty() && planned.is_some_and(|p| p > decide::max_destroy(self.args.max_destroy)) {
+            for (i, member) in &moves {
+                decisions[*i].1.replace.retain(|id| id != member);
+                self.ctx.printer.warn(&format!(
+                    "group {}: {member} is not moved to balance its zones: that would destroy more than --max-destroy",
+                    self.groups[*i].spec.id
+                ));
+            }
+            self.placing.borrow_mut().rebalancing.clear();
+            planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
+        }
         // Nothing applies unless the whole configuration was planned and counted: an apply
         // plans all of it again, and what your data sources read may change more than the
         // look saw (a new image replaces every machine that uses it). Unless the run applies
@@ -531,6 +544,12 @@ impl Run<'_> {
     /// pending, and the next run, whose files changed, plans the whole configuration and
     /// counts its destroys.
     fn apply_change(&self, ws: &mut Workspace<'_>, own: &OwnChange) -> Result<Option<Changes>> {
+        self.apply_own(ws, own, true)
+    }
+
+    /// The same, the directory marked planned after it only when `mark` (a run whose other
+    /// applies all succeeded).
+    fn apply_own(&self, ws: &mut Workspace<'_>, own: &OwnChange, mark: bool) -> Result<Option<Changes>> {
         let targets: Vec<String> = own.written.union(&own.removed).cloned().collect();
         let saved = ws.plan_targets(&targets)?;
         let beyond = decide::beyond_change(&saved.plan.changes, &own.written, &own.removed);
@@ -544,7 +563,7 @@ impl Run<'_> {
         let retries = crate::metrics::retries();
         let applied = ws.apply(saved.to_apply())?;
         // A retry plans again, and what it planned was not checked: no mark then.
-        if crate::metrics::retries() == retries {
+        if mark && crate::metrics::retries() == retries {
             if let Err(e) = ws.note_planned_now() {
                 self.ctx.printer.detail(&format!("the next run plans the whole configuration: {e:#}"));
             }

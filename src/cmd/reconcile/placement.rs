@@ -20,13 +20,13 @@ use serde::Serialize;
 use super::decide::Decisions;
 use super::groups::{Group, NewMembers, PlacementReport};
 use super::report::Report;
-use super::Run;
+use super::{OwnChange, Run};
 use crate::directory::Instance;
+use crate::exit::Code;
 use crate::group::{placed, Placement, ZONE_TAG};
 use crate::names::InstanceId;
 use crate::placement_record::PlacementRecord;
 use crate::rollout_record::{RolloutRecord, RolloutState};
-use crate::terraform::Apply;
 use crate::tfoutput::Changes;
 use crate::workspace::{ChangeSet, Workspace};
 
@@ -39,7 +39,14 @@ pub(super) struct Placing {
     moved: BTreeMap<String, Vec<Moved>>,
     /// The members this run moves to balance their group (`rebalance`): group ID, member,
     /// the zone it leaves.
-    rebalancing: Vec<(String, InstanceId, String)>,
+    pub(super) rebalancing: Vec<(String, InstanceId, String)>,
+}
+
+/// The members `place_again` made again: the resources their files declare, and whether the
+/// failed apply's every error was one of their capacity errors.
+struct Again {
+    written: BTreeSet<String>,
+    only_capacity: bool,
 }
 
 /// A member made again in another zone (or with another fallback) than it was to be.
@@ -90,7 +97,9 @@ impl Placing {
                 .get(&group.spec.id)
                 .is_some_and(|r| r.to == group.asked && (r.state == RolloutState::Paused || r.state.backing()));
             let at_rest = members.len() == group.spec.desired() && members.iter().all(|m| m.current && m.created);
-            if group.held_back() || paused || !at_rest || !decision.is_empty() {
+            // A pet, or a member with a dedicated resource, would be destroyed before its
+            // replacement is made: not moved.
+            if group.held_back() || group.destroy_first() || paused || !at_rest || !decision.is_empty() {
                 continue;
             }
             let mut counts = vec![0; placement.zones.len()];
@@ -113,10 +122,14 @@ impl Placing {
 }
 
 impl Run<'_> {
-    /// After an apply failed (`failure`): places again each member of a group with `Placement`
-    /// whose create failed for want of capacity, and applies again, as often as that moves a
-    /// member (at most once per zone and fallback of the groups). The changes of the apply that
-    /// succeeded; `failure` (or the last apply's) when no member could be placed again.
+    /// After an apply failed (`failure`, terraform's own: not an interrupt, a lost lease, a
+    /// timeout): places again each member of a group with `Placement` whose create failed for
+    /// want of capacity, and applies the resources of their files alone (a saved targeted plan
+    /// that may do nothing beyond them: `Run::apply_own`), as often as that moves a member (at
+    /// most once per zone and fallback of the groups). What else the failed apply left (another
+    /// resource's error, one whose machine it may have made) is not applied again: the run
+    /// still fails with it, and the next run looks it up. The changes, when the only errors
+    /// were the capacity errors answered; else the failure.
     pub(super) fn answer_capacity(&self, ws: &mut Workspace<'_>, failure: anyhow::Error) -> Result<Changes> {
         let tries: usize = self
             .groups
@@ -125,24 +138,35 @@ impl Run<'_> {
             .map(|p| p.zones.len() * (p.fallback.len() + 1))
             .sum();
         let mut failure = failure;
+        let mut only_capacity = true;
         for _ in 0..tries {
-            if !self.place_again(ws)? {
+            if crate::exit::code_for(&failure) != Code::TerraformFailed || crate::signals::stop_requested() {
                 break;
             }
-            match ws.apply(Apply::Configuration { refresh: false }) {
-                Ok(changes) => return Ok(changes),
+            let Some(again) = self.place_again(ws)? else { break };
+            only_capacity &= again.only_capacity;
+            let own = OwnChange { written: again.written, removed: BTreeSet::new() };
+            match self.apply_own(ws, &own, false) {
+                Ok(Some(changes)) if only_capacity => return Ok(changes),
+                // Beyond the members' files (left to the next run, which plans everything), or
+                // another error of the failed apply that stands.
+                Ok(_) => break,
                 Err(e) => failure = e,
             }
         }
         Err(failure)
     }
 
-    /// The members whose create the last apply's errors say failed for want of capacity: their
-    /// (zone, fallback) skipped for its backoff, each made again (same ID, same logical ID)
-    /// with its next choice, the record written. Whether any was.
-    fn place_again(&self, ws: &mut Workspace<'_>) -> Result<bool> {
+    /// The members whose create the last apply's errors say failed for want of capacity (their
+    /// VM not made, or tainted; none whose machine a failed apply may have made, held back):
+    /// their (zone, fallback) skipped for its backoff, each made again (same ID, same logical
+    /// ID) with its next choice, the record written. What their files now declare, and whether
+    /// every error was such a capacity error; `None` when no member was made again.
+    fn place_again(&self, ws: &mut Workspace<'_>) -> Result<Option<Again>> {
         let errors = ws.terraform()?.last_errors();
         let instances = ws.dir().instances(self.profiles);
+        let state = ws.state()?;
+        let mut answered = 0;
         let mut placing = self.placing.borrow_mut();
         let now_ms = placing.now_ms;
         let mut again: Vec<(usize, &crate::directory::Instance, String)> = Vec::new();
@@ -151,11 +175,19 @@ impl Run<'_> {
             for inst in group.tagged(&instances) {
                 let Some((t, n)) = &inst.vm else { continue };
                 let vm = format!("{t}.{n}");
-                let refused = errors.iter().any(|d| {
-                    d.address.as_deref() == Some(vm.as_str())
-                        && placement.is_capacity_error(&format!("{}\n{}", d.summary, d.detail))
-                });
-                let Some((zone, fallback)) = placed(&inst.tags, placement).filter(|_| refused) else { continue };
+                let made = state.get(&vm).is_some_and(|r| !r.tainted);
+                let refused = errors
+                    .iter()
+                    .filter(|d| {
+                        d.address.as_deref() == Some(vm.as_str())
+                            && placement.is_capacity_error(&format!("{}\n{}", d.summary, d.detail))
+                    })
+                    .count();
+                if made || refused == 0 || ws.holds(&format!("{}{}", inst.id, crate::names::LIVE)) {
+                    continue;
+                }
+                answered += refused;
+                let Some((zone, fallback)) = placed(&inst.tags, placement) else { continue };
                 let name = placement.zones[zone].name.clone();
                 let backoff = |n| crate::group::backoff(n, placement.backoff, placement.max_backoff);
                 let until = placing.record.failed((&group.spec.id, &name, fallback), now_ms, backoff);
@@ -210,11 +242,13 @@ impl Run<'_> {
         drop(placing);
         ws.write_placement_record(&record)?;
         if writes.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
+        let written = writes.iter().flat_map(|w| crate::tfconfig::addresses(&w.doc)).collect();
+        let errors = errors.iter().filter(|d| d.is_error()).count();
         ws.write(ChangeSet::writing(writes))?;
         ws.promote()?;
-        Ok(true)
+        Ok(Some(Again { written, only_capacity: answered >= errors }))
     }
 
     /// Records what the run's creates say of each placed group's zones (a member it made that
@@ -235,7 +269,8 @@ impl Run<'_> {
             for inst in group.tagged(&instances) {
                 let Some((zone, fallback)) = placed(&inst.tags, placement) else { continue };
                 *zones.entry(placement.zones[zone].name.clone()).or_default() += 1;
-                let created = inst.vm.as_ref().is_some_and(|(t, n)| state.contains_key(&format!("{t}.{n}")));
+                let created =
+                    inst.vm.as_ref().is_some_and(|(t, n)| state.get(&format!("{t}.{n}")).is_some_and(|r| !r.tainted));
                 if created && made.contains(&inst.id.to_string()) {
                     placing.record.succeeded(&group.spec.id, &placement.zones[zone].name, fallback);
                 }

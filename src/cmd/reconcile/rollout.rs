@@ -454,7 +454,7 @@ impl Run<'_> {
             }
             self.remove(ws, &batch.iter().cloned().collect(), Reason::RollingUpdate, tally)?;
         }
-        let ids = self.create(ws, group, &logical_ids(&instances, &batch))?;
+        let ids = self.create(ws, (group, &instances), &batch)?;
         let created = match tally.apply(ws, Apply::Configuration { refresh: false }) {
             // A zone without capacity: the replacements made elsewhere, and applied again.
             Err(e) if group.spec.placement.is_some() => self.answer_capacity(ws, e).map(|c| tally.changes += c),
@@ -485,13 +485,23 @@ impl Run<'_> {
         Ok((ids, made))
     }
 
-    /// Creates a member of `group` for each of `lids` (a pet for a logical ID, cattle for
-    /// `None`) and promotes their files, not applied yet; their IDs.
-    fn create(&self, ws: &mut Workspace<'_>, group: &Group, lids: &[Option<String>]) -> Result<Vec<InstanceId>> {
+    /// Creates a member of `group` for each of `batch` (the old members, as `instances` had
+    /// them: a pet for a logical ID, cattle otherwise) and promotes their files, not applied
+    /// yet; their IDs.
+    fn create(
+        &self,
+        ws: &mut Workspace<'_>,
+        (group, instances): (&Group, &[Instance]),
+        batch: &[InstanceId],
+    ) -> Result<Vec<InstanceId>> {
+        let lids = logical_ids(instances, batch);
         let placing = self.placing.borrow();
-        let mut new =
-            NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer).placing(&placing.record, placing.now_ms);
-        let ids = new.add_all(group, lids)?;
+        // The members they replace are not counted in their zones: a replacement goes where
+        // its old member leaves room.
+        let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer)
+            .replacing(&batch.iter().cloned().collect())
+            .placing(&placing.record, placing.now_ms);
+        let ids = new.add_all(group, &lids)?;
         ws.write(ChangeSet::writing(new.writes()))?;
         ws.promote()?;
         Ok(ids)
