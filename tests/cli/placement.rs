@@ -217,3 +217,23 @@ fn a_capacity_error_beside_a_lost_answer_makes_nothing_twice() {
         c.state().into_values().filter(|id| id.starts_with("i-")).collect();
     assert_eq!(managed.len(), 2, "every machine in the state once: {managed:?}");
 }
+
+#[test]
+fn a_run_killed_while_it_makes_a_member_again_elsewhere_is_finished_by_the_next() {
+    let c = Cloud::new();
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    let web = spec(&c, 3, r#", "Backoff": "1h""#);
+    // SIGKILL to the whole process group once the member refused in a is being made again.
+    let mut run = c.start(&["reconcile", "--group", &web], &[]);
+    assert!(run.wait_for("making instance-").is_some());
+    c.delay_creates(1500);
+    assert!(run.wait_for("creating fakecloud_instance").is_some());
+    run.kill(true);
+    run.finish();
+    c.delay_creates(0);
+    let out = reconcile(&c, &web);
+    let zones = &out["groups"][0]["placement"]["zones"];
+    assert_eq!(zones["a"], 0, "{out}");
+    assert_eq!(machines(&c).values().sum::<usize>(), 3);
+    assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
+}
