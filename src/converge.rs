@@ -11,7 +11,7 @@
 //!   terminated; members whose logical ID left the list (or that have none) are terminated.
 //! - Every member that stays and is not current is replaced, in ID order.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::group::Allocation;
 use crate::names::InstanceId;
@@ -85,9 +85,46 @@ pub fn decide(allocation: &Allocation, members: &[Member]) -> Decision {
     decision
 }
 
+/// The `surplus` members to give up, for a group spread across zones (`zone`: a member's zone
+/// by index, `None` for one in none): as [`decide`] gives them up (outdated, unhealthy, not
+/// created first), then, among the current, healthy, created ones, one at a time from the zone
+/// with the most members left (one in no zone first, the zone listed first among equals), its
+/// lowest ID: the zones stay balanced, as an Auto Scaling group's termination keeps them.
+pub fn surplus_by_zone(members: &[Member], surplus: usize, zone: impl Fn(&Member) -> Option<usize>) -> Vec<InstanceId> {
+    let mut by_worth: Vec<&Member> = members.iter().collect();
+    by_worth.sort_by_key(|m| (m.current, !m.unhealthy, m.created, m.id.clone()));
+    let plain = |m: &Member| m.current && !m.unhealthy && m.created;
+    let mut out: Vec<InstanceId> = by_worth.iter().filter(|m| !plain(m)).take(surplus).map(|m| m.id.clone()).collect();
+    let mut left: Vec<&Member> = by_worth.into_iter().filter(|m| !out.contains(&m.id)).collect();
+    while out.len() < surplus && !left.is_empty() {
+        let mut counts: BTreeMap<Option<usize>, usize> = BTreeMap::new();
+        for m in &left {
+            *counts.entry(zone(m)).or_default() += 1;
+        }
+        let fullest = counts.iter().max_by_key(|(z, n)| (z.is_none(), **n, std::cmp::Reverse(**z))).map(|(z, _)| *z);
+        let Some(pick) = left.iter().filter(|m| zone(m) == fullest.flatten()).map(|m| m.id.clone()).min() else { break };
+        left.retain(|m| m.id != pick);
+        out.push(pick);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_surplus_is_given_up_from_the_fullest_zone() {
+        let members: Vec<Member> = (1..=7).map(|n| m(n, None, n != 7, true)).collect();
+        // Zones of 1..=7: a a a b b c c (7 outdated).
+        let zone = |m: &Member| Some([0, 0, 0, 1, 1, 2, 2][m.id.number() as usize - 1]);
+        assert_eq!(ids(&surplus_by_zone(&members, 1, zone)), [7], "the outdated first");
+        assert_eq!(ids(&surplus_by_zone(&members, 2, zone)), [7, 1], "then the fullest zone's lowest ID");
+        assert_eq!(ids(&surplus_by_zone(&members, 4, zone)), [7, 1, 2, 4], "a a b b c c -> a b c c... balanced");
+        let unzoned = |m: &Member| (m.id.number() != 5).then_some(0);
+        assert_eq!(ids(&surplus_by_zone(&members, 2, unzoned)), [7, 5], "one in no zone before the rest");
+        assert_eq!(ids(&surplus_by_zone(&members, 9, zone)).len(), 7, "never more than there are");
+    }
 
     fn m(n: u64, lid: Option<&str>, current: bool, created: bool) -> Member {
         Member { id: InstanceId::new(n), logical_id: lid.map(str::to_string), current, created, unhealthy: false }

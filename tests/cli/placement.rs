@@ -137,6 +137,12 @@ fn without_rebalance_no_member_is_ever_moved() {
     let out = reconcile(&c, &web);
     assert_eq!(out["groups"][0]["placement"]["zones"], serde_json::json!({"a": 0, "b": 2, "c": 2}), "{out}");
     assert_eq!(out["groups"][0]["replaced"], Value::Array(vec![]));
+    // Grown, the new members fill a (the highest IDs); shrunk, the surplus leaves the fullest
+    // zones, not the lowest IDs (all in b and c): balanced with no move.
+    let grown = reconcile(&c, &spec(&c, 8, still));
+    assert_eq!(grown["groups"][0]["placement"]["zones"], serde_json::json!({"a": 3, "b": 3, "c": 2}), "{grown}");
+    let shrunk = reconcile(&c, &spec(&c, 6, still));
+    assert_eq!(shrunk["groups"][0]["placement"]["zones"], serde_json::json!({"a": 2, "b": 2, "c": 2}), "{shrunk}");
 }
 
 #[test]

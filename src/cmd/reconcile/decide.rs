@@ -71,7 +71,17 @@ pub(super) fn decide<'i>(groups: &[Group], found: &Found<'i, '_>) -> Decided<'i>
         .iter()
         .map(|g| {
             let members = members(g, found.instances, &leaving, found.plan, found.record);
-            let decision = converge::decide(&g.spec.allocation, &members);
+            let mut decision = converge::decide(&g.spec.allocation, &members);
+            // Spread across zones: the surplus leaves the fullest zones first.
+            if let (Some(placement), crate::group::Allocation::Size(_)) = (&g.spec.placement, &g.spec.allocation) {
+                if !decision.terminate.is_empty() {
+                    let zone = |m: &Member| {
+                        let inst = found.instances.iter().find(|i| i.id == m.id)?;
+                        crate::group::placed(&inst.tags, placement).map(|(z, _)| z)
+                    };
+                    decision.terminate = converge::surplus_by_zone(&members, decision.terminate.len(), zone);
+                }
+            }
             (members, decision)
         })
         .collect();
