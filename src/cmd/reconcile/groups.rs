@@ -316,7 +316,15 @@ pub(super) struct GroupReport {
 pub(super) struct PlacementReport {
     pub(super) zones: BTreeMap<String, usize>,
     pub(super) unavailable: Vec<UnavailableReport>,
-    pub(super) moved: Vec<super::placement::Moved>,
+    pub(super) moved: Vec<Moved>,
+}
+
+/// A member made again in another zone (or with another fallback) than it was to be.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Moved {
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) member: String,
 }
 
 /// A (zone, fallback) skipped, in the report.

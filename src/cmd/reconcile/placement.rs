@@ -15,10 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
-use serde::Serialize;
 
 use super::decide::Decisions;
-use super::groups::{Group, NewMembers, PlacementReport};
+use super::groups::{Group, Moved, NewMembers, PlacementReport};
 use super::report::Report;
 use super::{OwnChange, Run};
 use crate::directory::Instance;
@@ -47,14 +46,6 @@ pub(super) struct Placing {
 struct Again {
     written: BTreeSet<String>,
     only_capacity: bool,
-}
-
-/// A member made again in another zone (or with another fallback) than it was to be.
-#[derive(Debug, Clone, Serialize)]
-pub(super) struct Moved {
-    pub(super) from: String,
-    pub(super) to: String,
-    pub(super) member: String,
 }
 
 impl Placing {
