@@ -71,6 +71,11 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
+    /// The address of its VM (`type.name`), when its file has one.
+    pub(crate) fn vm_address(&self) -> Option<String> {
+        self.vm.as_ref().map(|(t, n)| format!("{t}.{n}"))
+    }
+
     pub(crate) fn logical_id(&self) -> Option<&str> {
         self.tags.get(tfconfig::LOGICAL_ID_TAG).map(String::as_str)
     }

@@ -16,7 +16,7 @@ use crate::cmd::heal::{Healed, Verdict};
 use crate::converge::{self, Decision, Member};
 use crate::directory::Instance;
 use crate::exit::{Code, Failure};
-use crate::group::{CONFIG_TAG, GROUP_TAG};
+use crate::group::CONFIG_TAG;
 use crate::health_record::{Health, HealthRecord};
 use crate::names::{InstanceId, Suffix};
 use crate::rollout_record::{allowance, Allowance, GroupRollout, RolloutState};
@@ -109,18 +109,11 @@ fn vanished<'i>(plan: &Plan, instances: &'i [Instance]) -> Vec<(&'i Instance, St
 /// a tainted one), with the VM's address: a rollback replaces them, and they are not to be
 /// applied again first (every apply would fail on them). Not one queued, nor one `unsettled`.
 fn never_made<'i>(groups: &[Group], found: &Found<'i, '_>) -> Vec<(&'i Instance, String)> {
-    let creating: BTreeSet<&str> = found
-        .plan
-        .changes
-        .iter()
-        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
-        .map(|c| c.address.as_str())
-        .collect();
+    let creating = creating(found.plan);
     let mut out = Vec::new();
     for group in groups.iter().filter(|g| g.held_back()) {
-        for i in found.instances.iter().filter(|i| i.tags.get(GROUP_TAG) == Some(&group.spec.id)) {
-            let Some((t, n)) = i.vm.as_ref() else { continue };
-            let addr = format!("{t}.{n}");
+        for i in found.instances.iter().filter(|i| group.is_member(i)) {
+            let Some(addr) = i.vm_address() else { continue };
             if !group.is_current(i)
                 && i.suffix != Suffix::Queued
                 && creating.contains(addr.as_str())
@@ -131,6 +124,15 @@ fn never_made<'i>(groups: &[Group], found: &Found<'i, '_>) -> Vec<(&'i Instance,
         }
     }
     out
+}
+
+/// The addresses `plan` creates or replaces.
+fn creating(plan: &Plan) -> BTreeSet<&str> {
+    plan.changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
+        .map(|c| c.address.as_str())
+        .collect()
 }
 
 /// The members of `group` among `instances`, less those in `leaving` (pruned): tagged with the
@@ -146,12 +148,7 @@ fn members(
     record: &HealthRecord,
 ) -> Vec<Member> {
     let threshold = group.heal.as_ref().map(|h| h.failures_before_repair);
-    let creating: BTreeSet<&str> = plan
-        .changes
-        .iter()
-        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
-        .map(|c| c.address.as_str())
-        .collect();
+    let creating = creating(plan);
     group
         .tagged(instances)
         .filter(|i| !leaving.contains(&i.id))

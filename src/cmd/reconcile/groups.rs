@@ -52,7 +52,7 @@ impl Group {
 
     /// Its members among `instances`: those tagged with its ID.
     pub(super) fn tagged<'i>(&'i self, instances: &'i [Instance]) -> impl Iterator<Item = &'i Instance> + 'i {
-        instances.iter().filter(|i| i.tags.get(GROUP_TAG) == Some(&self.spec.id))
+        instances.iter().filter(move |i| self.is_member(i))
     }
 
     /// Whether a member's config hash is the spec's.

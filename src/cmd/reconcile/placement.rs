@@ -164,8 +164,7 @@ impl Run<'_> {
         for (g, group) in self.groups.iter().enumerate() {
             let Some(placement) = &group.spec.placement else { continue };
             for inst in group.tagged(&instances) {
-                let Some((t, n)) = &inst.vm else { continue };
-                let vm = format!("{t}.{n}");
+                let Some(vm) = inst.vm_address() else { continue };
                 let made = state.get(&vm).is_some_and(|r| !r.tainted);
                 let refused = errors
                     .iter()
@@ -202,12 +201,7 @@ impl Run<'_> {
             let group = &self.groups[g];
             let placement = group.spec.placement.as_ref().expect("placed above");
             let id = &group.spec.id;
-            let open = placement.zones.iter().any(|z| {
-                std::iter::once(None)
-                    .chain((0..placement.fallback.len()).map(Some))
-                    .any(|f| placing.record.available(id, &z.name, f, now_ms))
-            });
-            if !open {
+            if !(0..placement.zones.len()).any(|z| placing.room(group, placement, z)) {
                 continue;
             }
             // Made as its own ID again (one change per member: IDs need not follow), the zones
@@ -260,8 +254,7 @@ impl Run<'_> {
             for inst in group.tagged(&instances) {
                 let Some((zone, fallback)) = placed(&inst.tags, placement) else { continue };
                 *zones.entry(placement.zones[zone].name.clone()).or_default() += 1;
-                let created =
-                    inst.vm.as_ref().is_some_and(|(t, n)| state.get(&format!("{t}.{n}")).is_some_and(|r| !r.tainted));
+                let created = inst.vm_address().and_then(|vm| state.get(&vm)).is_some_and(|r| !r.tainted);
                 if created && made.contains(&inst.id.to_string()) {
                     placing.record.succeeded(&group.spec.id, &placement.zones[zone].name, fallback);
                 }

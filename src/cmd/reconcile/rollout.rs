@@ -225,7 +225,7 @@ impl Run<'_> {
             Ok(state) => state,
             Err(e) => return Some(e),
         };
-        let made = |m: &Instance| m.vm.as_ref().is_some_and(|(t, n)| state.contains_key(&format!("{t}.{n}")));
+        let made = |m: &Instance| m.vm_address().is_some_and(|vm| state.contains_key(&vm));
         let mut ids: Vec<(bool, InstanceId)> = back
             .tagged(&instances)
             .filter(|m| !back.is_current(m) && !ws.holds(&format!("{}{}", m.id, names::LIVE)))
@@ -605,7 +605,7 @@ impl Run<'_> {
         let state = ws.state()?;
         let members: Vec<&Instance> = group.tagged(&instances).collect();
         // Only machines that exist are judged: one not made yet waits for a later run.
-        if !members.iter().all(|m| m.vm.as_ref().is_some_and(|(t, n)| state.contains_key(&format!("{t}.{n}")))) {
+        if !members.iter().all(|m| m.vm_address().is_some_and(|vm| state.contains_key(&vm))) {
             return Ok(false);
         }
         let ids: Vec<InstanceId> = members.iter().map(|m| m.id.clone()).collect();
