@@ -452,7 +452,7 @@ impl Directory {
             }
             attached.extend(inst.attachments.iter().cloned());
         }
-        Ok(Slots { existing, attached, missing })
+        Ok(Slots { existing, attached, missing, take: None })
     }
 
     /// Checks that a write may replace `name`: it is absent, or a regular file of JSON. A

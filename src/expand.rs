@@ -44,6 +44,9 @@ pub struct Slots {
     /// (instance, dedicated base) for each attachment whose file exists under neither suffix:
     /// the directory is inconsistent, and the command says so. The slot stays taken.
     pub missing: Vec<(InstanceId, String)>,
+    /// The slot (its key) a cattle instance takes instead of [`choose_slot`]'s: its own, when
+    /// it is made again (`reconcile`'s placement after a capacity error).
+    pub take: Option<String>,
 }
 
 /// The result: file base name → document.
@@ -112,8 +115,12 @@ pub fn expand(req: &Request<'_>, slots: &Slots) -> Result<Expansion, String> {
 /// The key of the instance's dedicated files: its logical ID (a pet), else a slot ([`choose_slot`]);
 /// `None` when the spec has no dedicated scope.
 fn dedicated_key(req: &Request<'_>, slots: &Slots) -> Option<String> {
-    let dedicated_scopes: BTreeSet<&str> = req
-        .spec
+    dedicated(req.spec, req.logical_id, slots).map(|(_, key)| key)
+}
+
+/// The spec's dedicated scopes and the key an instance of it takes (see [`dedicated_key`]).
+fn dedicated<'s>(spec: &'s Spec, logical_id: Option<&str>, slots: &Slots) -> Option<(BTreeSet<&'s str>, String)> {
+    let scopes: BTreeSet<&str> = spec
         .resources
         .iter()
         .filter_map(|r| match &r.scope {
@@ -121,11 +128,22 @@ fn dedicated_key(req: &Request<'_>, slots: &Slots) -> Option<String> {
             _ => None,
         })
         .collect();
-    match (dedicated_scopes.is_empty(), req.logical_id) {
+    match (scopes.is_empty(), logical_id) {
         (true, _) => None,
-        (false, Some(lid)) => Some(lid.to_string()),
-        (false, None) => Some(choose_slot(&dedicated_scopes, slots)),
+        (false, Some(lid)) => Some((scopes, lid.to_string())),
+        (false, None) => {
+            let key = slots.take.clone().unwrap_or_else(|| choose_slot(&scopes, slots));
+            Some((scopes, key))
+        }
     }
+}
+
+/// The base names of the dedicated files an instance of `spec` (a pet for `logical_id`) would
+/// have, given `slots`, as [`expand`] chooses them: one per dedicated scope, none without.
+pub fn dedicated_bases(spec: &Spec, logical_id: Option<&str>, slots: &Slots) -> Vec<String> {
+    dedicated(spec, logical_id, slots)
+        .map(|(scopes, key)| scopes.iter().map(|s| names::dedicated_base(s, &key)).collect())
+        .unwrap_or_default()
 }
 
 /// Each resource of the spec with its file and final name; refused when a name is not one

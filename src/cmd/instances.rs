@@ -84,9 +84,8 @@ impl<'a> NewInstances<'a> {
             self.claim_logical_id(lid, &id)?;
         }
         let dedicated = spec.resources.iter().any(|r| matches!(r.scope, names::Scope::Dedicated(_)));
-        if dedicated && self.slots.is_none() {
-            let (dir, printer) = (self.dir, self.printer);
-            self.slots = Some(read_slots(dir, self.staying(), printer)?);
+        if dedicated {
+            self.slots()?;
         }
         let no_slots = Slots::default();
         let expansion = expand::expand(
@@ -113,9 +112,54 @@ impl<'a> NewInstances<'a> {
             }
             self.writes.push(FileWrite::managed(self.dir.target(&base), doc));
         }
+        if let Some(slots) = self.slots.as_mut() {
+            slots.take = None; // that instance's alone
+        }
         let following = id.number().checked_add(1).map(InstanceId::new);
         self.next = following;
         Ok(id)
+    }
+
+    /// The dedicated files (base names) the next instance of `spec` would take (a pet for
+    /// `logical_id`): its slot's, one per dedicated scope; none without a dedicated scope.
+    pub(crate) fn next_slot(&mut self, spec: &Spec, logical_id: Option<&str>) -> Result<Vec<String>> {
+        if !spec.resources.iter().any(|r| matches!(r.scope, names::Scope::Dedicated(_))) {
+            return Ok(Vec::new());
+        }
+        let slots = self.slots()?;
+        Ok(expand::dedicated_bases(spec, logical_id, slots))
+    }
+
+    /// Keeps the dedicated files `bases` from the instances added after: a slot whose member
+    /// waits (its zone has no room) is not another's.
+    pub(crate) fn reserve(&mut self, bases: &[String]) -> Result<()> {
+        self.slots()?.attached.extend(bases.iter().cloned());
+        Ok(())
+    }
+
+    /// The next instance, cattle, takes slot `key` (its own, when it is made again), not the
+    /// lowest orphaned or free one.
+    pub(crate) fn taking(&mut self, key: &str) -> Result<()> {
+        self.slots()?.take = Some(key.to_string());
+        Ok(())
+    }
+
+    /// Gives back the dedicated files `bases` [`NewInstances::reserve`] kept.
+    pub(crate) fn release(&mut self, bases: &[String]) -> Result<()> {
+        let slots = self.slots()?;
+        for base in bases {
+            slots.attached.remove(base);
+        }
+        Ok(())
+    }
+
+    /// What the directory says of the slots, read once; each instance added takes its own.
+    fn slots(&mut self) -> Result<&mut Slots> {
+        if self.slots.is_none() {
+            let (dir, printer) = (self.dir, self.printer);
+            self.slots = Some(read_slots(dir, self.staying(), printer)?);
+        }
+        Ok(self.slots.as_mut().expect("read above"))
     }
 
     /// The instances that stay (all but those `leaving`), read once.

@@ -45,7 +45,7 @@ mod updating;
 pub use allocation::Allocation;
 pub use healing::{parse_max_unhealthy, Heal, Healing, MaxUnhealthy, FAILURES_BEFORE_REPAIR};
 pub use lifecycle::{Drain, Lifecycle, OnDrainFailure};
-pub use placement::{backoff, choose, overfull, place, placed, Placement, FALLBACK_TAG, ZONE_TAG};
+pub use placement::{backoff, choose, overfull, place, placed, zone_of, Placement, SlotZone, FALLBACK_TAG, ZONE_TAG};
 pub use updating::{check_checkpoints, checkpoint_counts, CHECKPOINT_DELAY};
 
 /// The tag naming a member's group (InfraKit's `group.GroupTag`).

@@ -132,6 +132,38 @@ pub fn placed(tags: &BTreeMap<String, String>, placement: &Placement) -> Option<
     Some((zone, fallback))
 }
 
+/// Which zone a dedicated file (a slot's) is in, by the zones' properties it carries
+/// ([`zone_of`]): a slot keeps its zone while its file exists (its volume lives there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotZone {
+    /// In one of these zones (by index): those whose every property each of the file's
+    /// resources has, with the same value, the most specific kept (a zone without properties
+    /// matches any file; zones alike are all candidates, as nothing tells them apart).
+    In(Vec<usize>),
+    /// In no zone: the file carries none of the zones' keys (written before the group had
+    /// `Placement`).
+    Unzoned,
+    /// In a zone the spec no longer lists: it carries a zone's key, with a value none has.
+    Unlisted,
+}
+
+/// Which zone the dedicated file `doc` is in ([`SlotZone`]).
+pub fn zone_of(doc: &Value, placement: &Placement) -> SlotZone {
+    let resources: Vec<&Value> = crate::tfconfig::resources(doc).map(|(_, _, props)| props).collect();
+    let carries = |zone: &Zone| resources.iter().all(|r| zone.properties.iter().all(|(k, v)| r.get(k) == Some(v)));
+    let matching: Vec<(usize, usize)> =
+        placement.zones.iter().enumerate().filter(|(_, z)| carries(z)).map(|(i, z)| (z.properties.len(), i)).collect();
+    if let Some(most) = matching.iter().map(|(n, _)| *n).max() {
+        return SlotZone::In(matching.iter().filter(|(n, _)| *n == most).map(|(_, z)| *z).collect());
+    }
+    let keys = || placement.zones.iter().flat_map(|z| z.properties.keys());
+    if resources.iter().any(|r| keys().any(|k| r.get(k).is_some())) {
+        SlotZone::Unlisted
+    } else {
+        SlotZone::Unzoned
+    }
+}
+
 /// The zone (by index) a member leaves to balance the group: the fullest of the zones that
 /// have room (`room`), the first listed among equals, when their member counts (`counts`)
 /// differ by more than one; `None` when they are balanced.
@@ -257,6 +289,43 @@ mod tests {
         assert_eq!(choose(3, 1, &counts(&[0, 2, 1]), zone_0_full), Some((2, None)));
         assert_eq!(choose(2, 0, &counts(&[0, 0]), |_, _| false), None, "nowhere");
         assert_eq!(choose(1, 2, &BTreeMap::new(), |_, f| f == Some(1)), Some((0, Some(1))), "the second fallback");
+    }
+
+    #[test]
+    fn a_dedicated_file_is_pinned_to_the_zone_whose_properties_it_carries() {
+        let zone = |name: &str, props: Value| Zone { name: name.into(), properties: props.as_object().unwrap().clone() };
+        let placement = |zones: Vec<Zone>| Placement {
+            zones,
+            fallback: Vec::new(),
+            capacity_errors: Vec::new(),
+            backoff: BACKOFF,
+            max_backoff: MAX_BACKOFF,
+            rebalance: true,
+        };
+        let abc = placement(vec![
+            zone("a", serde_json::json!({"zone": "za"})),
+            zone("b", serde_json::json!({"zone": "zb"})),
+            zone("b2", serde_json::json!({"zone": "zb", "rack": "2"})),
+        ]);
+        let file = |props: Value| serde_json::json!({"resource": {"fakecloud_volume": {"web_dedicated_1-data": props}}});
+        // (the file's volume, the zones, where it is)
+        let cases = [
+            (serde_json::json!({"size": 5, "zone": "za"}), &abc, SlotZone::In(vec![0])),
+            (serde_json::json!({"zone": "zb"}), &abc, SlotZone::In(vec![1])),
+            (serde_json::json!({"zone": "zb", "rack": "2"}), &abc, SlotZone::In(vec![2])),
+            (serde_json::json!({"zone": "zz"}), &abc, SlotZone::Unlisted),
+            (serde_json::json!({"size": 5}), &abc, SlotZone::Unzoned),
+        ];
+        for (volume, zones, want) in cases {
+            assert_eq!(zone_of(&file(volume.clone()), zones), want, "{volume}");
+        }
+        let alike = placement(vec![zone("x", serde_json::json!({"zone": "z"})), zone("y", serde_json::json!({"zone": "z"}))]);
+        assert_eq!(zone_of(&file(serde_json::json!({"zone": "z"})), &alike), SlotZone::In(vec![0, 1]), "either");
+        // A zone without properties (the provider's default) holds the files without a zone.
+        let default_and_b =
+            placement(vec![zone("default", serde_json::json!({})), zone("b", serde_json::json!({"zone": "zb"}))]);
+        assert_eq!(zone_of(&file(serde_json::json!({"size": 5})), &default_and_b), SlotZone::In(vec![0]));
+        assert_eq!(zone_of(&file(serde_json::json!({"zone": "zb"})), &default_and_b), SlotZone::In(vec![1]));
     }
 
     #[test]

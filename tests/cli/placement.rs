@@ -243,3 +243,144 @@ fn a_run_killed_while_it_makes_a_member_again_elsewhere_is_finished_by_the_next(
     assert_eq!(machines(&c).values().sum::<usize>(), 3);
     assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
 }
+
+/// A group `db` of `size` VMs named `name` over zones a, b and c, each with a dedicated volume
+/// (the zone's properties go into it too: a volume lives in its machine's zone).
+fn with_volumes(c: &Cloud, size: u64, name: &str, placement: &str) -> String {
+    with_volumes_updating(c, size, name, placement, "1")
+}
+
+/// The same, replacing `unavailable` members at a time in a rollout.
+fn with_volumes_updating(c: &Cloud, size: u64, name: &str, placement: &str, unavailable: &str) -> String {
+    let text = format!(
+        r#"{{"ID": "db", "Properties": {{"Allocation": {{"Size": {size}}}, "Updating": {{"MaxUnavailable": {unavailable}}},
+  "Placement": {{"Zones": [{{"Name": "a", "Properties": {{"zone": "za"}}}}, {{"Name": "b", "Properties": {{"zone": "zb"}}}},
+                          {{"Name": "c", "Properties": {{"zone": "zc"}}}}]{placement}}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}"}}}},
+    "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 5}}}}}}}}}}}}}}"#
+    );
+    c.s.write_outside(&format!("db-{name}.json"), &text)
+}
+
+/// The volumes in the cloud: ID → zone.
+fn volumes(c: &Cloud) -> BTreeMap<String, String> {
+    let objects = c.objects();
+    let volumes = objects.iter().filter(|(_, o)| o["type"] == "fakecloud_volume");
+    volumes.map(|(id, o)| (id.clone(), o["zone"].as_str().unwrap_or("").to_string())).collect()
+}
+
+#[test]
+fn a_slot_with_a_dedicated_volume_in_the_full_zone_waits_and_is_never_moved() {
+    let c = Cloud::new();
+    let brief = r#", "Backoff": "20s", "MaxBackoff": "20s""#;
+    let out = reconcile(&c, &with_volumes(&c, 3, "v1", brief));
+    assert_eq!(out["groups"][0]["placement"]["zones"], serde_json::json!({"a": 1, "b": 1, "c": 1}), "{out}");
+    let before = volumes(&c);
+    let mut zones: Vec<&str> = before.values().map(String::as_str).collect();
+    zones.sort_unstable();
+    assert_eq!(zones, ["za", "zb", "zc"], "each volume in its machine's zone");
+    // A rollout while zone a has no capacity: a's member is destroyed first (its volume kept),
+    // its replacement refused; it cannot go elsewhere (its volume is in a), so it waits.
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    let failed_at = std::time::Instant::now();
+    let v2 = with_volumes(&c, 3, "v2", brief);
+    let rolled = reconcile(&c, &v2);
+    let g = &rolled["groups"][0];
+    assert_eq!(
+        (g["members"].as_u64(), g["current"].as_u64(), &g["pending"]),
+        (Some(2), Some(2), &Value::Bool(true)),
+        "{g}"
+    );
+    let waiting = &g["placement"]["waiting"];
+    assert_eq!(waiting.as_array().map(Vec::len), Some(1), "{g}");
+    assert_eq!(waiting[0]["zone"], "a", "{g}");
+    assert!(waiting[0]["slot"].as_str().is_some_and(|s| s.contains("_dedicated_")), "{g}");
+    assert_eq!(g["placement"]["moved"], Value::Array(vec![]), "{g}");
+    assert_eq!(machines(&c).keys().map(|(z, _)| z.as_str()).collect::<Vec<_>>(), ["zb", "zc"]);
+    assert_eq!(volumes(&c), before, "no volume made, moved or lost");
+    // While a's backoff lasts, nothing is tried there: the run succeeds, still waiting, and
+    // says so; --check exits 10. A new member takes a new slot in a zone with room.
+    let check = c.run(&["reconcile", "--group", &v2, "--check"]).code(infrakit_tf::exit::Code::Pending);
+    assert!(check.stderr.contains("waits for zone a"), "{}", check.stderr);
+    let grown = c.run(&["reconcile", "--group", &with_volumes(&c, 4, "v2", brief)]).ok();
+    assert!(grown.stdout.contains("waits for zone a") || grown.stderr.contains("waits for zone a"), "{grown:?}");
+    let after = volumes(&c);
+    assert_eq!(after.len(), 4);
+    assert!(before.iter().all(|(id, zone)| after.get(id) == Some(zone)), "{before:?} {after:?}");
+    assert_eq!(machines(&c).keys().filter(|(z, _)| z == "za").count(), 0);
+    assert_eq!(machines(&c).values().sum::<usize>(), 3);
+    // Once a has room and its backoff has passed, the slot's member is made there, on the
+    // same volume.
+    std::fs::remove_file(c.cloud.join("no-capacity")).unwrap();
+    std::thread::sleep(
+        (failed_at + std::time::Duration::from_secs(21)).saturating_duration_since(std::time::Instant::now()),
+    );
+    let whole = reconcile(&c, &with_volumes(&c, 4, "v2", brief));
+    let g = &whole["groups"][0];
+    assert_eq!(
+        (g["members"].as_u64(), g["current"].as_u64(), &g["pending"]),
+        (Some(4), Some(4), &Value::Bool(false)),
+        "{g}"
+    );
+    assert_eq!(g["placement"]["waiting"], Value::Array(vec![]), "{g}");
+    assert_eq!(volumes(&c), after, "the same volumes, where they were");
+    assert_eq!(machines(&c).iter().filter(|((z, _), _)| z == "za").map(|(_, n)| *n).sum::<usize>(), 1);
+    assert!(c.machines_per_instance().values().all(|n| *n == 1));
+    c.run(&["reconcile", "--group", &with_volumes(&c, 4, "v2", brief), "--check"]).ok();
+}
+
+#[test]
+fn members_whose_volumes_are_in_the_full_zone_wait_together_and_keep_their_own_slots() {
+    let c = Cloud::new();
+    let long = r#", "Backoff": "1h""#;
+    reconcile(&c, &with_volumes(&c, 6, "v1", long));
+    let before = volumes(&c);
+    let in_a = before.values().filter(|z| *z == "za").count();
+    assert_eq!((before.len(), in_a), (6, 2), "{before:?}");
+    // One batch of all six: both of a's members are destroyed, their replacements refused at
+    // once; each waits on its own slot (no two on one volume, none on another's).
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    let out = reconcile(&c, &with_volumes_updating(&c, 6, "v2", long, "6"));
+    let g = &out["groups"][0];
+    assert_eq!((g["members"].as_u64(), g["current"].as_u64()), (Some(4), Some(4)), "{g}");
+    let mut slots: Vec<&str> =
+        g["placement"]["waiting"].as_array().unwrap().iter().map(|w| w["slot"].as_str().unwrap()).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    assert_eq!(slots.len(), 2, "{g}");
+    assert_eq!(volumes(&c), before, "no volume made, moved or lost");
+    let rows = c.run(&["describe", "--output", "json"]).ok().json();
+    let attached: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["attachments"].as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut unique = attached.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!((attached.len(), unique.len()), (4, 4), "one machine per volume: {rows}");
+    assert!(slots.iter().all(|s| !attached.iter().any(|a| a.starts_with(s))), "{slots:?} {attached:?}");
+    // A later rollout waits for a too: its members there are never destroyed.
+    let v3 = reconcile(&c, &with_volumes_updating(&c, 6, "v3", long, "1"));
+    let g = &v3["groups"][0];
+    assert_eq!((g["members"].as_u64(), g["current"].as_u64()), (Some(4), Some(4)), "{g}");
+    assert_eq!(volumes(&c), before);
+    assert!(c.machines_per_instance().values().all(|n| *n == 1));
+}
+
+#[test]
+fn a_new_slot_whose_machine_found_no_capacity_moves_with_its_new_volume() {
+    let c = Cloud::new();
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    let out = reconcile(&c, &with_volumes(&c, 3, "v1", r#", "Backoff": "1h""#));
+    let g = &out["groups"][0];
+    assert_eq!(g["placement"]["zones"], serde_json::json!({"a": 0, "b": 2, "c": 1}), "{g}");
+    assert_eq!((g["members"].as_u64(), &g["pending"]), (Some(3), &Value::Bool(false)), "{g}");
+    // The volume made for it in a, empty and never attached, went with it.
+    let mut zones: Vec<String> = volumes(&c).into_values().collect();
+    zones.sort_unstable();
+    assert_eq!(zones, ["zb", "zb", "zc"]);
+}

@@ -400,6 +400,8 @@ pub(super) fn beyond_change<'p>(
                 Action::Read | Action::NoOp => false,
                 Action::Create => !written.contains(resource),
                 Action::Delete => !removed.contains(resource),
+                // Made again: a file written in place of one removed.
+                Action::Replace => !(written.contains(resource) && removed.contains(resource)),
                 _ => true,
             }
         })

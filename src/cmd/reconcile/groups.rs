@@ -18,7 +18,7 @@ use crate::cmd::load_groups;
 use crate::context::Ctx;
 use crate::converge::{Decision, Member};
 use crate::directory::{Directory, Instance};
-use crate::group::{is_current, Drain, GroupSpec, Heal, FALLBACK_TAG, GROUP_TAG, ZONE_TAG};
+use crate::group::{is_current, Drain, GroupSpec, Heal, Placement, SlotZone, FALLBACK_TAG, GROUP_TAG, ZONE_TAG};
 use crate::names::{InstanceId, Scope};
 use crate::output::Printer;
 use crate::placement_record::PlacementRecord;
@@ -120,13 +120,43 @@ pub(super) struct NewMembers<'a> {
     zones: BTreeMap<String, BTreeMap<usize, usize>>,
     /// The zone (its name) each placed member added went to.
     chosen: Vec<(InstanceId, String)>,
+    /// Dedicated files (base names) that do not pin their slot to their zone: their resources
+    /// were never made (`placement.rs`, a member made again elsewhere).
+    unpinned: BTreeSet<String>,
+    /// The members not added: their slot is pinned to a zone without room now. By group ID.
+    waiting: Vec<(String, Waiting)>,
+    /// The slot (its key) the next member takes: its own, made again.
+    own_slot: Option<String>,
+    /// The dedicated files (base names) of the new slots the members added made.
+    fresh: Vec<String>,
+}
+
+/// What placing new members found, for the run (`Placing::note`): the members that wait for
+/// their slot's zone, by group ID, and the new slots' dedicated files.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    pub(super) waiting: Vec<(String, Waiting)>,
+    pub(super) fresh: Vec<String>,
 }
 
 impl<'a> NewMembers<'a> {
     pub(super) fn new(dir: &'a Directory, profiles: &'a Profiles, printer: &'a Printer) -> Self {
         let new = NewInstances::new(dir, profiles, printer);
         let (leaving, zones, chosen) = (BTreeSet::new(), BTreeMap::new(), Vec::new());
-        NewMembers { new, dir, profiles, leaving, placing: None, zones, chosen }
+        let (unpinned, waiting, fresh) = (BTreeSet::new(), Vec::new(), Vec::new());
+        NewMembers {
+            new,
+            dir,
+            profiles,
+            leaving,
+            placing: None,
+            zones,
+            chosen,
+            unpinned,
+            waiting,
+            own_slot: None,
+            fresh,
+        }
     }
 
     /// The same, in a change that also removes the instances `leaving` (their slots free).
@@ -149,11 +179,26 @@ impl<'a> NewMembers<'a> {
         self
     }
 
+    /// The same, the next member taking slot `key` (its own, made again), not the lowest
+    /// orphaned or free one.
+    pub(super) fn keeping_slot(mut self, key: Option<String>) -> Self {
+        self.own_slot = key;
+        self
+    }
+
+    /// The same, the dedicated files `bases` not pinning their slot to their zone.
+    pub(super) fn unpinning(mut self, bases: &BTreeSet<String>) -> Self {
+        self.unpinned = bases.clone();
+        self
+    }
+
     /// Adds a member of `group` for each of `lids` (a pet for a logical ID, cattle for
-    /// `None`); their IDs. With `Placement`, each in the zone with the fewest members that
-    /// has room (`group::choose`), tagged with it.
+    /// `None`); the IDs of those added. With `Placement`, each in the zone with the fewest
+    /// members that has room (`group::choose`), tagged with it; one whose slot is pinned to a
+    /// zone (its dedicated file exists: `group::zone_of`) goes there, with the first choice
+    /// the record allows, or waits (not added, its slot kept: [`NewMembers::waiting`]).
     pub(super) fn add_all(&mut self, group: &Group, lids: &[Option<String>]) -> Result<Vec<InstanceId>> {
-        lids.iter().map(|lid| self.add(group, lid.as_deref())).collect()
+        lids.iter().filter_map(|lid| self.add(group, lid.as_deref()).transpose()).collect()
     }
 
     /// Counts one more member of `group` in zone `zone` (by name): one another change makes.
@@ -177,19 +222,121 @@ impl<'a> NewMembers<'a> {
         })
     }
 
-    fn add(&mut self, group: &Group, lid: Option<&str>) -> Result<InstanceId> {
+    fn add(&mut self, group: &Group, lid: Option<&str>) -> Result<Option<InstanceId>> {
         let (Some(placement), Some((record, now_ms))) = (&group.spec.placement, self.placing) else {
-            return self.new.add(&group.members, lid, &BTreeMap::new());
+            return self.new.add(&group.members, lid, &BTreeMap::new()).map(Some);
         };
-        let counts = self.counts(group, placement);
-        let (zone, fallback) = choice(group, placement, counts, (record, now_ms));
-        *counts.entry(zone).or_default() += 1;
+        if let Some(key) = self.own_slot.clone() {
+            self.new.taking(&key)?;
+        }
+        let (slot, skipped) = self.slot(group, placement, lid, (record, now_ms))?;
+        self.own_slot = None;
+        let waits = match &slot {
+            Slot::Waits(bases, _) => bases.clone(),
+            _ => Vec::new(),
+        };
+        let added = self.add_placed(group, placement, lid, slot, (record, now_ms));
+        // The orphans skipped are free again for the next member, but the one it waits for.
+        self.new.release(&skipped)?;
+        self.new.reserve(&waits)?;
+        added
+    }
+
+    /// Adds the member of `group` for `slot` (see [`NewMembers::slot`]).
+    fn add_placed(
+        &mut self,
+        group: &Group,
+        placement: &Placement,
+        lid: Option<&str>,
+        slot: Slot,
+        (record, now_ms): (&PlacementRecord, u64),
+    ) -> Result<Option<InstanceId>> {
+        let (zone, fallback) = match slot {
+            Slot::Free => choice(group, placement, self.counts(group, placement), (record, now_ms)),
+            // Its volume in no zone of the spec's: made as the spec says, in none.
+            Slot::Unzoned => return self.new.add(&group.members, lid, &BTreeMap::new()).map(Some),
+            Slot::In(zone, fallback) => (zone, fallback),
+            Slot::Waits(bases, zone) => {
+                let slot = bases.first().cloned().unwrap_or_default();
+                let waiting = Waiting::new(slot, (group, placement), zone, (record, now_ms));
+                self.waiting.push((group.spec.id.clone(), waiting));
+                return Ok(None);
+            }
+        };
+        let slot_files = self.new.next_slot(&group.members, lid)?;
+        self.fresh.extend(slot_files.into_iter().filter(|b| self.dir.current(b).is_none()));
+        *self.counts(group, placement).entry(zone).or_default() += 1;
         let spec = crate::group::place(&group.members, placement, zone, fallback);
         let mut tags = BTreeMap::from([(ZONE_TAG.to_string(), placement.zones[zone].name.clone())]);
         tags.extend(fallback.map(|f| (FALLBACK_TAG.to_string(), f.to_string())));
         let id = self.new.add(&spec, lid, &tags)?;
         self.chosen.push((id.clone(), placement.zones[zone].name.clone()));
-        Ok(id)
+        Ok(Some(id))
+    }
+
+    /// The slot of the next member of `group` (a pet for `lid`), for placement: the lowest
+    /// orphaned slot whose zone (its existing dedicated file's, `slot_zone`, unless that file
+    /// is [`NewMembers::unpinning`]'s) has a choice the record allows, skipping those whose
+    /// zone has none; else a new slot, or none ([`Slot::Free`]); but when an orphan was skipped
+    /// and no other orphan is left, the first skipped: its member waits (a new slot would leave
+    /// its volume without a machine for good). A pet's slot is its own.
+    /// With it, the orphans skipped, kept from the choice ([`NewInstances::reserve`]) until
+    /// the member is added.
+    fn slot(
+        &mut self,
+        group: &Group,
+        placement: &Placement,
+        lid: Option<&str>,
+        (record, now_ms): (&PlacementRecord, u64),
+    ) -> Result<(Slot, Vec<String>)> {
+        // A pet's slot, or a member's own, is the one: never another.
+        let fixed = lid.is_some() || self.own_slot.is_some();
+        let mut skipped: Vec<(Vec<String>, Option<usize>)> = Vec::new();
+        let chosen = loop {
+            let bases = self.new.next_slot(&group.members, lid)?;
+            let Some((zone, _)) = slot_zone(self.dir, &bases, &self.unpinned, placement)? else {
+                break None;
+            };
+            let first = match zone {
+                SlotZone::Unzoned => break Some(Slot::Unzoned),
+                // The zone among its candidates with a choice the record allows, the fewest
+                // members first.
+                SlotZone::In(zones) => {
+                    let counts = self.counts(group, placement).clone();
+                    let id = &group.spec.id;
+                    let available = |z: usize, f: Option<usize>| {
+                        zones.contains(&z) && record.available(id, &placement.zones[z].name, f, now_ms)
+                    };
+                    if let Some((zone, fallback)) =
+                        crate::group::choose(placement.zones.len(), placement.fallback.len(), &counts, available)
+                    {
+                        break Some(Slot::In(zone, fallback));
+                    }
+                    zones.first().copied()
+                }
+                SlotZone::Unlisted => None,
+            };
+            if fixed {
+                skipped.push((bases, first));
+                break None;
+            }
+            // Taken from the choice (an orphan: attached to none) while the next is looked for.
+            self.new.reserve(&bases)?;
+            skipped.push((bases, first));
+        };
+        let reserved: Vec<String> =
+            if fixed { Vec::new() } else { skipped.iter().flat_map(|(b, _)| b.clone()).collect() };
+        let slot = match (chosen, skipped.into_iter().next()) {
+            (Some(slot), _) => slot,
+            (None, Some((bases, zone))) => Slot::Waits(bases, zone),
+            (None, None) => Slot::Free,
+        };
+        Ok((slot, reserved))
+    }
+
+    /// What placing the members added found: those that wait, the new slots.
+    pub(super) fn outcome(&self) -> Outcome {
+        Outcome { waiting: self.waiting.clone(), fresh: self.fresh.clone() }
     }
 
     /// The placed members added, each with its zone.
@@ -201,6 +348,36 @@ impl<'a> NewMembers<'a> {
     pub(super) fn writes(self) -> Vec<FileWrite> {
         self.new.writes
     }
+}
+
+/// Where a placed member's slot puts it ([`NewMembers::slot`]).
+enum Slot {
+    /// A new slot, or none: where the group has room.
+    Free,
+    /// An orphaned slot whose file carries no zone's properties: in no zone.
+    Unzoned,
+    /// An orphaned slot pinned to a zone (by index) with room: there, with this fallback.
+    In(usize, Option<usize>),
+    /// An orphaned slot (its dedicated files) pinned to a zone (by index; `None`: one the spec
+    /// no longer lists) without room: the member waits.
+    Waits(Vec<String>, Option<usize>),
+}
+
+/// The zone a slot is pinned to, with the file that pins it: as its first existing dedicated
+/// file (of `bases`, not among `unpinned`) says (`group::zone_of`: a volume lives in one
+/// zone). `None` when no file pins the slot.
+pub(super) fn slot_zone<'b>(
+    dir: &Directory,
+    bases: impl IntoIterator<Item = &'b String>,
+    unpinned: &BTreeSet<String>,
+    placement: &Placement,
+) -> Result<Option<(SlotZone, String)>> {
+    for base in bases.into_iter().filter(|b| !unpinned.contains(*b)) {
+        let dedicated = matches!(crate::names::classify(base), Some(crate::names::Kind::Dedicated { .. }));
+        let Some(file) = dedicated.then(|| dir.current(base)).flatten() else { continue };
+        return Ok(Some((crate::group::zone_of(&dir.read_doc(&file)?, placement), base.clone())));
+    }
+    Ok(None)
 }
 
 /// Where a new member of `group` goes: the zone with the fewest members (`counts`) that has
@@ -243,18 +420,6 @@ pub(super) fn load(
     heal: &HealArgs,
 ) -> Result<Vec<Group>> {
     let groups = load_groups(ctx, given, &ctx.dir, profiles)?;
-    // A dedicated resource lives in one zone, and its slot with it: not carried out yet.
-    let pinned = groups.iter().find(|(spec, members)| {
-        spec.placement.is_some() && members.resources.iter().any(|r| matches!(r.scope, Scope::Dedicated(_)))
-    });
-    if let Some((spec, _)) = pinned {
-        return Err(crate::exit::invalid(format!(
-            "group `{}`: `Placement` with dedicated resources is not carried out by this version of infrakit-tf yet; nothing was changed",
-            spec.id
-        ))
-        .hint("place a group without dedicated resources, or remove `Placement` (see docs/groups-and-rollouts.md)")
-        .into());
-    }
     let drain_flags = crate::cmd::drain::flags(drain);
     let heal_flags = crate::cmd::heal::flags(heal);
     Ok(groups
@@ -317,6 +482,8 @@ pub(super) struct PlacementReport {
     pub(super) zones: BTreeMap<String, usize>,
     pub(super) unavailable: Vec<UnavailableReport>,
     pub(super) moved: Vec<Moved>,
+    /// The members that wait for the zone their slot is pinned to.
+    pub(super) waiting: Vec<Waiting>,
 }
 
 /// A member made again in another zone (or with another fallback) than it was to be.
@@ -325,6 +492,49 @@ pub(super) struct Moved {
     pub(super) from: String,
     pub(super) to: String,
     pub(super) member: String,
+}
+
+/// A member not made because the zone its slot is pinned to (its volume's) has no room: it
+/// waits, its slot kept, until the zone's backoff has passed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(super) struct Waiting {
+    /// Its slot: the dedicated file's base name (the first, with several scopes).
+    pub(super) slot: String,
+    /// Its zone's `Name`; `unlisted` for a zone the spec no longer lists.
+    pub(super) zone: String,
+    /// When a choice in the zone may be tried again (`None`: an unlisted zone).
+    pub(super) until: Option<String>,
+}
+
+/// A waiting member's zone when its slot's file is in a zone `Placement.Zones` no longer lists.
+pub(super) const UNLISTED: &str = "unlisted";
+
+impl Waiting {
+    /// Slot `slot` of `group` waits for its zone `zone` (by index; `None`: unlisted), as
+    /// `record` skips it at `now_ms`.
+    pub(super) fn new(
+        slot: String,
+        (group, placement): (&Group, &Placement),
+        zone: Option<usize>,
+        (record, now_ms): (&PlacementRecord, u64),
+    ) -> Waiting {
+        let Some(zone) = zone else { return Waiting { slot, zone: UNLISTED.into(), until: None } };
+        let name = &placement.zones[zone].name;
+        let skipped = record.unavailable(&group.spec.id, now_ms).filter(|u| &u.zone == name);
+        let until = skipped.map(|u| u.until_ms).min().unwrap_or(now_ms);
+        Waiting { slot, zone: name.clone(), until: Some(crate::text::utc_ms(until)) }
+    }
+
+    /// In words: `slot web_dedicated_1 waits for zone a (no room until T)`.
+    pub(super) fn words(&self) -> String {
+        match &self.until {
+            Some(until) => format!("slot {} waits for zone {} (no room until {until})", self.slot, self.zone),
+            None => format!(
+                "slot {} waits: its dedicated file is in a zone Placement.Zones no longer lists (list it again)",
+                self.slot
+            ),
+        }
+    }
 }
 
 /// A (zone, fallback) skipped, in the report.
@@ -352,6 +562,9 @@ impl PlacementReport {
         }
         for m in &self.moved {
             out.push_str(&format!("; {} made in {} (not {})", m.member, m.to, m.from));
+        }
+        for w in &self.waiting {
+            out.push_str(&format!("; {}", w.words()));
         }
         out
     }

@@ -186,7 +186,9 @@ fn check(
     let mut decisions =
         decide::decide(groups, &Found { instances, plan: &plan, record, unsettled: &unsettled }).decisions;
     let placed = groups.iter().any(|g| g.spec.placement.is_some());
-    let moves = placement::Placing::read(ws, placed)?.rebalance(groups, instances, &mut decisions, rollouts);
+    let mut placing = placement::Placing::read(ws, placed)?;
+    let moves = placing.rebalance(groups, instances, &mut decisions, rollouts);
+    let waits = placing.waits(ws.dir(), (profiles, printer), (groups, instances), &decisions)?;
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         let mut g = GroupReport::new(group, members, decision);
         // Where its rollout to this spec stands, as the last run left it.
@@ -205,6 +207,14 @@ fn check(
     for (i, member) in moves {
         report.groups[i].pending = true;
         report.groups[i].todo = format!("{member} to move to balance its zones");
+    }
+    // Members that wait for the zone their slot is pinned to: why the group stays pending.
+    for (i, waits) in waits {
+        let g = &mut report.groups[i];
+        g.pending = true;
+        for w in waits {
+            g.todo.push_str(&format!("; {}", w.words()));
+        }
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
@@ -321,6 +331,8 @@ impl Run<'_> {
             g.pending = true;
             g.todo = format!("{member} to move to balance its zones");
         }
+        // Members whose slot is pinned to a zone without room wait: never destroyed.
+        self.placing.borrow_mut().hold_pinned(ws.dir(), (self.groups, instances), &mut decisions)?;
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
         let last_added = scale.added.iter().flatten().max();
         let mut planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;
@@ -379,7 +391,10 @@ impl Run<'_> {
             .zip(decisions)
             .map(|(group, (_, d))| new.add_all(group, &d.add))
             .collect::<Result<_>>()?;
+        let outcome = new.outcome();
         let writes = new.writes();
+        drop(placing);
+        self.placing.borrow_mut().note(outcome);
         let removals = Scale::removals(&pruned_files, terminations, &writes);
         Ok(Scale { change: ChangeSet { writes, removals }, pruned_files, added })
     }

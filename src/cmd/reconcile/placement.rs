@@ -17,12 +17,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::Result;
 
 use super::decide::Decisions;
-use super::groups::{Group, Moved, NewMembers, PlacementReport};
+use super::groups::{slot_zone, Group, Moved, NewMembers, Outcome, PlacementReport, Replaced, Waiting};
 use super::report::Report;
 use super::{OwnChange, Run};
 use crate::directory::Instance;
 use crate::exit::Code;
-use crate::group::{placed, Placement, ZONE_TAG};
+use crate::group::{placed, Placement, SlotZone, ZONE_TAG};
 use crate::names::InstanceId;
 use crate::placement_record::PlacementRecord;
 use crate::rollout_record::{RolloutRecord, RolloutState};
@@ -39,12 +39,21 @@ pub(super) struct Placing {
     /// The members this run moves to balance their group (`rebalance`): group ID, member,
     /// the zone it leaves.
     pub(super) rebalancing: Vec<(String, InstanceId, String)>,
+    /// The members that wait for the zone their slot is pinned to, by group ID.
+    waiting: BTreeMap<String, Vec<Waiting>>,
+    /// The members whose files a run removed to wait (made by it, never in the cloud).
+    pub(super) given_up: BTreeSet<String>,
+    /// The dedicated files (base names) of the slots this run made: their resources, if
+    /// made, are new and never attached, and pin nothing.
+    fresh: BTreeSet<String>,
 }
 
 /// The members `place_again` made again: the resources their files declare, and whether the
 /// failed apply's every error was one of their capacity errors.
 struct Again {
     written: BTreeSet<String>,
+    /// What the files of members that now wait for their pinned zone declared.
+    removed: BTreeSet<String>,
     only_capacity: bool,
 }
 
@@ -65,6 +74,93 @@ impl Placing {
         std::iter::once(None)
             .chain((0..placement.fallback.len()).map(Some))
             .any(|f| self.record.available(&group.spec.id, name, f, self.now_ms))
+    }
+
+    /// Takes in what placing new members found (`NewMembers::outcome`): the members that
+    /// wait, for the report (once per slot), and the new slots.
+    pub(super) fn note(&mut self, outcome: Outcome) {
+        for (group, w) in outcome.waiting {
+            let list = self.waiting.entry(group).or_default();
+            if !list.iter().any(|x| x.slot == w.slot) {
+                list.push(w);
+            }
+        }
+        self.fresh.extend(outcome.fresh);
+    }
+
+    /// Those of `ids` (members of `group`, as `instances` have them) whose slot is pinned to
+    /// a zone without room now, or to one the spec no longer lists (`groups::slot_zone`):
+    /// replacing one would destroy it with nowhere to make it again. Each with why it waits.
+    pub(super) fn pinned_without_room(
+        &self,
+        dir: &crate::directory::Directory,
+        group: &Group,
+        instances: &[Instance],
+        ids: &[InstanceId],
+    ) -> Result<Vec<(InstanceId, Waiting)>> {
+        let Some(placement) = &group.spec.placement else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for inst in instances.iter().filter(|i| ids.contains(&i.id)) {
+            let Some((zone, slot)) = slot_zone(dir, &inst.attachments, &BTreeSet::new(), placement)? else {
+                continue;
+            };
+            let zone = match zone {
+                SlotZone::In(zones) if zones.iter().any(|z| self.room(group, placement, *z)) => continue,
+                SlotZone::In(zones) => zones.first().copied(),
+                SlotZone::Unzoned => continue,
+                SlotZone::Unlisted => None,
+            };
+            let waiting = Waiting::new(slot, (group, placement), zone, (&self.record, self.now_ms));
+            out.push((inst.id.clone(), waiting));
+        }
+        Ok(out)
+    }
+
+    /// Keeps out of `decisions` the members to replace whose slot is pinned to a zone without
+    /// room (`pinned_without_room`): they wait, outdated, and are counted nowhere (not by
+    /// `--max-destroy`). The decisions' groups are `groups`.
+    pub(super) fn hold_pinned(
+        &mut self,
+        dir: &crate::directory::Directory,
+        (groups, instances): (&[Group], &[Instance]),
+        decisions: &mut Decisions,
+    ) -> Result<()> {
+        for (group, (_, decision)) in groups.iter().zip(decisions.iter_mut()) {
+            let waits = self.pinned_without_room(dir, group, instances, &decision.replace)?;
+            decision.replace.retain(|id| !waits.iter().any(|(w, _)| w == id));
+            let waiting = waits.into_iter().map(|(_, w)| (group.spec.id.clone(), w)).collect();
+            self.note(Outcome { waiting, fresh: Vec::new() });
+        }
+        Ok(())
+    }
+
+    /// What would wait for its pinned zone in a run that carries out `decisions` (for
+    /// `--check`): each placed group's members to add whose slot is pinned to a zone without
+    /// room, and its outdated members whose slot is (the rolling road keeps them). By group
+    /// index.
+    pub(super) fn waits(
+        &self,
+        dir: &crate::directory::Directory,
+        (profiles, printer): (&crate::profile::Profiles, &crate::output::Printer),
+        (groups, instances): (&[Group], &[Instance]),
+        decisions: &Decisions,
+    ) -> Result<Vec<(usize, Vec<Waiting>)>> {
+        let mut out = Vec::new();
+        let mut new = NewMembers::new(dir, profiles, printer).placing(&self.record, self.now_ms);
+        for (i, (group, (_, decision))) in groups.iter().zip(decisions).enumerate() {
+            if group.spec.placement.is_none() {
+                continue;
+            }
+            new.add_all(group, &decision.add)?;
+            let mut waits: Vec<Waiting> =
+                new.outcome().waiting.into_iter().filter(|(g, _)| *g == group.spec.id).map(|(_, w)| w).collect();
+            let outdated = self.pinned_without_room(dir, group, instances, &decision.replace)?;
+            waits.extend(outdated.into_iter().map(|(_, w)| w));
+            if !waits.is_empty() {
+                out.push((i, waits));
+            }
+        }
+        Ok(out)
     }
 
     /// Rebalancing (`Placement.Rebalance`, on unless false): for each placed group at rest (its
@@ -136,7 +232,7 @@ impl Run<'_> {
             }
             let Some(again) = self.place_again(ws)? else { break };
             only_capacity &= again.only_capacity;
-            let own = OwnChange { written: again.written, removed: BTreeSet::new() };
+            let own = OwnChange { written: again.written, removed: again.removed };
             match self.apply_own(ws, &own, false) {
                 Ok(Some(changes)) if only_capacity => return Ok(changes),
                 // Beyond the members' files (left to the next run, which plans everything), or
@@ -160,7 +256,10 @@ impl Run<'_> {
         let mut answered = 0;
         let mut placing = self.placing.borrow_mut();
         let now_ms = placing.now_ms;
-        let mut again: Vec<(usize, &crate::directory::Instance, String)> = Vec::new();
+        let mut again: Vec<(usize, &crate::directory::Instance, String, bool)> = Vec::new();
+        // The dedicated files of members made again whose resources were never made: they
+        // do not hold the member in its zone (rewritten wherever it goes).
+        let mut unpinned = BTreeSet::new();
         for (g, group) in self.groups.iter().enumerate() {
             let Some(placement) = &group.spec.placement else { continue };
             for inst in group.tagged(&instances) {
@@ -188,20 +287,35 @@ impl Run<'_> {
                     fallback.map(|f| format!(" (fallback {f})")).unwrap_or_default(),
                     crate::text::utc_ms(until)
                 ));
-                again.push((g, inst, name));
+                let slot: Vec<&String> = inst.attachments.iter().filter(|b| is_dedicated(b)).collect();
+                // Its slot holds it in its zone once its resources are made, unless this run
+                // made them (new, never attached: rewritten elsewhere, they are made again).
+                let pinned = slot.iter().any(|b| {
+                    let doc = ws.dir().current(b).and_then(|f| ws.dir().read_doc(&f).ok());
+                    !placing.fresh.contains(*b)
+                        && doc.is_some_and(|d| crate::tfconfig::addresses(&d).any(|a| state.contains_key(&a)))
+                });
+                if !pinned {
+                    unpinned.extend(slot.into_iter().cloned());
+                }
+                again.push((g, inst, name, pinned));
             }
         }
         // Made again where the record now allows: the next fallback in its zone, else the
         // zone with the fewest members that has room. Not where nothing is left: that member
         // stays as it is, and the failure stands.
         let mut writes = Vec::new();
+        let mut removals = Vec::new();
+        let mut waiting = Vec::new();
+        let mut given_up = Vec::new();
         let mut moved: Vec<(String, Moved)> = Vec::new();
-        let leaving: BTreeSet<InstanceId> = again.iter().map(|(_, i, _)| i.id.clone()).collect();
-        for (g, inst, from) in again {
+        let leaving: BTreeSet<InstanceId> = again.iter().map(|(_, i, _, _)| i.id.clone()).collect();
+        for (g, inst, from, pinned) in again {
             let group = &self.groups[g];
             let placement = group.spec.placement.as_ref().expect("placed above");
             let id = &group.spec.id;
-            if !(0..placement.zones.len()).any(|z| placing.room(group, placement, z)) {
+            // One its slot pins is left to `NewMembers`: made in its zone, or waiting.
+            if !pinned && !(0..placement.zones.len()).any(|z| placing.room(group, placement, z)) {
                 continue;
             }
             // Made as its own ID again (one change per member: IDs need not follow), the zones
@@ -210,15 +324,26 @@ impl Run<'_> {
             let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer)
                 .replacing(&leaving)
                 .after(before.as_ref())
-                .placing(&placing.record, now_ms);
+                .placing(&placing.record, now_ms)
+                .unpinning(&unpinned)
+                .keeping_slot(own_slot(inst));
             for (_, m) in moved.iter().filter(|(g, _)| g == id) {
                 new.count(group, &m.to);
             }
-            new.add_all(group, &[inst.logical_id().map(str::to_string)])?;
+            if new.add_all(group, &[inst.logical_id().map(str::to_string)])?.is_empty() {
+                // Its zone has no room left: it waits, its files removed (its slot kept), so
+                // that no apply tries it again before the zone's backoff has passed.
+                waiting.extend(new.outcome().waiting);
+                removals.extend(ws.dir().twins(&inst.id.to_string()));
+                given_up.push(inst.id.to_string());
+                continue;
+            }
             let to = new.chosen().last().map(|(_, zone)| zone.clone()).unwrap_or_default();
             writes.extend(new.writes());
             moved.push((id.clone(), Moved { from, to, member: inst.id.to_string() }));
         }
+        placing.note(Outcome { waiting, fresh: Vec::new() });
+        placing.given_up.extend(given_up);
         let record = placing.record.clone();
         for (id, m) in moved.iter().cloned() {
             self.ctx.printer.event(&format!("group {id}: making {} again in zone {}", m.member, m.to));
@@ -226,14 +351,22 @@ impl Run<'_> {
         }
         drop(placing);
         ws.write_placement_record(&record)?;
-        if writes.is_empty() {
+        if writes.is_empty() && removals.is_empty() {
             return Ok(None);
         }
         let written = writes.iter().flat_map(|w| crate::tfconfig::addresses(&w.doc)).collect();
+        let mut removed = BTreeSet::new();
+        for name in &removals {
+            removed.extend(crate::tfconfig::addresses(&ws.dir().read_doc(name)?));
+        }
+        // A new slot's resources, made by this run and moved with their member: made again.
+        for file in unpinned.iter().filter_map(|b| ws.dir().current(b)) {
+            removed.extend(crate::tfconfig::addresses(&ws.dir().read_doc(&file)?));
+        }
         let errors = errors.iter().filter(|d| d.is_error()).count();
-        ws.write(ChangeSet::writing(writes))?;
+        ws.write(ChangeSet { writes, removals })?;
         ws.promote()?;
-        Ok(Some(Again { written, only_capacity: answered >= errors }))
+        Ok(Some(Again { written, removed, only_capacity: answered >= errors }))
     }
 
     /// Records what the run's creates say of each placed group's zones (a member it made that
@@ -269,10 +402,39 @@ impl Run<'_> {
                     moved.push(Moved { from: from.clone(), to, member: member.to_string() });
                 }
             }
-            g.placement = Some(PlacementReport { zones, unavailable, moved });
+            // A member made and given up in the run (it waits for its zone) was never made.
+            g.provisioned.retain(|id| !placing.given_up.contains(id));
+            let given_up = |r: &Replaced| placing.given_up.contains(&r.new);
+            let (gone, replaced): (Vec<Replaced>, _) = std::mem::take(&mut g.replaced).into_iter().partition(given_up);
+            g.replaced = replaced;
+            g.terminated.extend(gone.into_iter().map(|r| r.old));
+            if let Some(h) = g.healing.as_mut() {
+                let (gone, repaired): (Vec<Replaced>, _) =
+                    std::mem::take(&mut h.repaired).into_iter().partition(given_up);
+                h.repaired = repaired;
+                g.terminated.extend(gone.into_iter().map(|r| r.old));
+            }
+            let waiting = placing.waiting.get(&group.spec.id).cloned().unwrap_or_default();
+            g.placement = Some(PlacementReport { zones, unavailable, moved, waiting });
         }
         let record = placing.record.clone();
         drop(placing);
         ws.write_placement_record(&record)
     }
+}
+
+/// Whether `base` names a dedicated file (a slot's).
+fn is_dedicated(base: &str) -> bool {
+    matches!(crate::names::classify(base), Some(crate::names::Kind::Dedicated { .. }))
+}
+
+/// The slot (its key) `inst` is attached to, when it is cattle with a dedicated resource.
+fn own_slot(inst: &Instance) -> Option<String> {
+    if inst.logical_id().is_some() {
+        return None;
+    }
+    inst.attachments.iter().find_map(|b| match crate::names::classify(b) {
+        Some(crate::names::Kind::Dedicated { key, .. }) => Some(key),
+        _ => None,
+    })
 }

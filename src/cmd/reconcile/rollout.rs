@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use anyhow::Result;
 
 use super::decide::{self, Decisions, Order, Step};
-use super::groups::{logical_ids, Group, GroupReport, NewMembers, Replaced, RolloutReport};
+use super::groups::{logical_ids, Group, GroupReport, NewMembers, Outcome, Replaced, RolloutReport};
 use super::report::Report;
 use super::{rollback, Run};
 use crate::cli::{Reason, ReconcileArgs};
@@ -443,6 +443,15 @@ impl Run<'_> {
     ) -> Result<(Vec<InstanceId>, std::time::Instant)> {
         let instances = ws.dir().instances(self.profiles);
         let mut batch = batch.to_vec();
+        // One whose slot is pinned to a zone without room (as of now: an earlier batch may
+        // have found it full) waits: destroyed, it could not be made again.
+        let waits = self.placing.borrow().pinned_without_room(ws.dir(), group, &instances, &batch)?;
+        batch.retain(|id| !waits.iter().any(|(w, _)| w == id));
+        let waiting = waits.into_iter().map(|(_, w)| (group.spec.id.clone(), w)).collect();
+        self.placing.borrow_mut().note(Outcome { waiting, fresh: Vec::new() });
+        if batch.is_empty() {
+            return Ok((Vec::new(), std::time::Instant::now()));
+        }
         if order == Order::DestroyFirst {
             // Drained before their files go; one kept (`abandon`) is not replaced this run: its
             // slot or logical ID stays its own.
@@ -460,12 +469,15 @@ impl Run<'_> {
             Err(e) if group.spec.placement.is_some() => self.answer_capacity(ws, e).map(|c| tally.changes += c),
             created => created,
         };
+        // Those given up to wait for their zone were never made: nothing to check.
+        let live: Vec<InstanceId> =
+            ids.iter().filter(|id| !self.placing.borrow().given_up.contains(&id.to_string())).cloned().collect();
         let made = std::time::Instant::now();
         // The spec failed when the create did for a reason of its own, every replacement
         // settled (none that the failed apply may have made, unlisted yet), or the gate did.
         let settled = || !ids.iter().any(|id| ws.holds(&format!("{id}{}", names::LIVE)));
         tally.spec_failed = created.as_ref().is_err_and(|e| rollback::calls_for(e, &self.retry()) && settled());
-        let created = created.and_then(|()| self.health(ws, group, &ids));
+        let created = created.and_then(|()| self.health(ws, group, &live));
         if let Err(failed) = created {
             tally.spec_failed |= crate::exit::code_for(&failed) == Code::UpdateStopped;
             self.failed(ws, order, (&batch, &ids), report, tally);
@@ -482,7 +494,7 @@ impl Run<'_> {
                 .filter(|(o, _)| old.contains(*o))
                 .map(|(o, n)| Replaced { old: o.to_string(), new: n.to_string() }),
         );
-        Ok((ids, made))
+        Ok((live, made))
     }
 
     /// Creates a member of `group` for each of `batch` (the old members, as `instances` had
@@ -502,7 +514,11 @@ impl Run<'_> {
             .replacing(&batch.iter().cloned().collect())
             .placing(&placing.record, placing.now_ms);
         let ids = new.add_all(group, &lids)?;
-        ws.write(ChangeSet::writing(new.writes()))?;
+        let outcome = new.outcome();
+        let writes = new.writes();
+        drop(placing);
+        self.placing.borrow_mut().note(outcome);
+        ws.write(ChangeSet::writing(writes))?;
         ws.promote()?;
         Ok(ids)
     }

@@ -449,7 +449,8 @@ fn a_run_applies_only_what_it_writes_when_nothing_else_changed() {
 fn a_plan_of_the_runs_own_change_may_only_make_what_it_wrote_and_destroy_what_it_removed() {
     let set = |a: &[&str]| a.iter().map(|s| (*s).to_string()).collect::<BTreeSet<String>>();
     let written = set(&["aws_instance.vm_3", "aws_ebs_volume.data_1"]);
-    let removed = set(&["aws_instance.vm_2", "aws_eip.ip_2"]);
+    let removed = set(&["aws_instance.vm_2", "aws_eip.ip_2", "aws_ebs_volume.data_4"]);
+    let written = written.union(&set(&["aws_ebs_volume.data_4"])).cloned().collect::<BTreeSet<String>>();
     let change = |address: &str, action: Action| ResourceChange { address: address.into(), action };
     // (what, the plan's change, beyond the run's change)
     let cases = [
@@ -461,6 +462,11 @@ fn a_plan_of_the_runs_own_change_may_only_make_what_it_wrote_and_destroy_what_it
             "a written volume replaced (re-attached, its snapshot newer)",
             change("aws_ebs_volume.data_1", Action::Replace),
             true,
+        ),
+        (
+            "a file written in place of one removed: its resource made again (a new slot moved)",
+            change("aws_ebs_volume.data_4", Action::Replace),
+            false,
         ),
         ("a written resource updated", change("aws_ebs_volume.data_1", Action::Update), true),
         ("a written resource destroyed", change("aws_instance.vm_3", Action::Delete), true),
