@@ -256,7 +256,7 @@ fn with_volumes_updating(c: &Cloud, size: u64, name: &str, placement: &str, unav
         r#"{{"ID": "db", "Properties": {{"Allocation": {{"Size": {size}}}, "Updating": {{"MaxUnavailable": {unavailable}}},
   "Placement": {{"Zones": [{{"Name": "a", "Properties": {{"zone": "za"}}}}, {{"Name": "b", "Properties": {{"zone": "zb"}}}},
                           {{"Name": "c", "Properties": {{"zone": "zc"}}}}]{placement}}},
-  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}"}}}},
+  "Instance": {{"Properties": {{"resource": {{"fakecloud_instance": {{"vm": {{"name": "{name}", "size": "large"}}}},
     "fakecloud_volume": {{"data": {{"@scope": "@dedicated", "size": 5}}}}}}}}}}}}}}"#
     );
     c.s.write_outside(&format!("db-{name}.json"), &text)
@@ -296,7 +296,7 @@ fn a_slot_with_a_dedicated_volume_in_the_full_zone_waits_and_is_never_moved() {
     assert_eq!(waiting[0]["zone"], "a", "{g}");
     assert!(waiting[0]["slot"].as_str().is_some_and(|s| s.contains("_dedicated_")), "{g}");
     assert_eq!(g["placement"]["moved"], Value::Array(vec![]), "{g}");
-    assert_eq!(machines(&c).keys().map(|(z, _)| z.as_str()).collect::<Vec<_>>(), ["zb", "zc"]);
+    assert_eq!(machines(&c), count(&[("zb", "large", 1), ("zc", "large", 1)]));
     assert_eq!(volumes(&c), before, "no volume made, moved or lost");
     // While a's backoff lasts, nothing is tried there: the run succeeds, still waiting, and
     // says so; --check exits 10. A new member takes a new slot in a zone with room.
@@ -383,4 +383,36 @@ fn a_new_slot_whose_machine_found_no_capacity_moves_with_its_new_volume() {
     let mut zones: Vec<String> = volumes(&c).into_values().collect();
     zones.sort_unstable();
     assert_eq!(zones, ["zb", "zb", "zc"]);
+}
+
+#[test]
+fn a_run_killed_while_a_pinned_member_is_made_with_its_fallback_is_finished_by_the_next() {
+    let c = Cloud::new();
+    let fallback = r#", "Fallback": [{"Properties": {"size": "small"}}], "Backoff": "1h""#;
+    reconcile(&c, &with_volumes(&c, 3, "v1", fallback));
+    let before = volumes(&c);
+    // Zone a has no `large`: a's member, destroyed first, is made again on its own slot with
+    // the fallback size, and the whole process group is killed while that create runs.
+    std::fs::write(c.cloud.join("no-capacity"), "za large\n").unwrap();
+    let v2 = with_volumes(&c, 3, "v2", fallback);
+    let mut run = c.start(&["reconcile", "--group", &v2], &[]);
+    assert!(run.wait_for("making instance-").is_some());
+    c.delay_creates(1500);
+    assert!(run.wait_for("creating fakecloud_instance").is_some());
+    run.kill(true);
+    run.finish();
+    c.delay_creates(0);
+    let mut out = Value::Null;
+    for _ in 0..3 {
+        out = reconcile(&c, &v2);
+    }
+    let g = &out["groups"][0];
+    assert_eq!(
+        (g["members"].as_u64(), g["current"].as_u64(), &g["pending"]),
+        (Some(3), Some(3), &Value::Bool(false)),
+        "{g}"
+    );
+    assert_eq!(volumes(&c), before, "the same volumes, where they were");
+    assert_eq!(machines(&c), count(&[("za", "small", 1), ("zb", "large", 1), ("zc", "large", 1)]));
+    assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
 }
