@@ -138,9 +138,9 @@ impl<'a> NewInstances<'a> {
     }
 
     /// The next instance, cattle, takes slot `key` (its own, when it is made again), not the
-    /// lowest orphaned or free one.
-    pub(crate) fn taking(&mut self, key: &str) -> Result<()> {
-        self.slots()?.take = Some(key.to_string());
+    /// lowest orphaned or free one; `None`: the usual choice again.
+    pub(crate) fn taking(&mut self, key: Option<&str>) -> Result<()> {
+        self.slots()?.take = key.map(str::to_string);
         Ok(())
     }
 

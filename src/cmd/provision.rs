@@ -27,7 +27,17 @@ struct Report<'o> {
 
 pub(crate) fn run(args: ProvisionArgs, ctx: &Ctx) -> Result<()> {
     let profiles = ctx.profiles_of_existing_dir()?;
-    let (spec, _group) = load_spec(&args.spec, &profiles, &ctx.printer)?;
+    let (spec, group) = load_spec(&args.spec, &profiles, &ctx.printer)?;
+    // A placed group's slots keep their zones, which only reconcile knows how to choose.
+    let dedicated = spec.resources.iter().any(|r| matches!(r.scope, names::Scope::Dedicated(_)));
+    if let Some(group) = group.filter(|g| g.placement.is_some() && dedicated) {
+        return Err(invalid(format!(
+            "group `{}` has `Placement` and dedicated resources: provision does not place members in zones; nothing was changed",
+            group.id
+        ))
+        .hint("run `infrakit-tf reconcile --group FILE` (it keeps each slot's volume in its zone), or give an instance spec")
+        .into());
+    }
     // One instance per logical ID given, else `--count` of them (the spec's logical ID, if
     // any, for each: a second one is refused, as two pets cannot share it).
     let logical_ids: Vec<Option<String>> = if args.logical_id.is_empty() {

@@ -132,35 +132,54 @@ pub fn placed(tags: &BTreeMap<String, String>, placement: &Placement) -> Option<
     Some((zone, fallback))
 }
 
-/// Which zone a dedicated file (a slot's) is in, by the zones' properties it carries
-/// ([`zone_of`]): a slot keeps its zone while its file exists (its volume lives there).
+/// Which zone a dedicated file (a slot's) is in ([`zone_of`]): a slot keeps its zone while
+/// its file exists (its volume lives there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlotZone {
-    /// In one of these zones (by index): those whose every property each of the file's
-    /// resources has, with the same value, the most specific kept (a zone without properties
-    /// matches any file; zones alike are all candidates, as nothing tells them apart).
+    /// In one of these zones (by index): those that write exactly what the file has for every
+    /// key any zone sets (several only when they write the same: nothing tells them apart).
     In(Vec<usize>),
-    /// In no zone: the file carries none of the zones' keys (written before the group had
-    /// `Placement`).
+    /// In no zone: the file has what the spec alone writes for those keys (written before the
+    /// group had `Placement`).
     Unzoned,
-    /// In a zone the spec no longer lists: it carries a zone's key, with a value none has.
+    /// In a zone the spec does not list (removed, or its properties changed): the file has
+    /// other values for those keys.
     Unlisted,
 }
 
-/// Which zone the dedicated file `doc` is in ([`SlotZone`]).
-pub fn zone_of(doc: &Value, placement: &Placement) -> SlotZone {
-    let resources: Vec<&Value> = crate::tfconfig::resources(doc).map(|(_, _, props)| props).collect();
-    let carries = |zone: &Zone| resources.iter().all(|r| zone.properties.iter().all(|(k, v)| r.get(k) == Some(v)));
-    let matching: Vec<(usize, usize)> =
-        placement.zones.iter().enumerate().filter(|(_, z)| carries(z)).map(|(i, z)| (z.properties.len(), i)).collect();
-    if let Some(most) = matching.iter().map(|(n, _)| *n).max() {
-        return SlotZone::In(matching.iter().filter(|(n, _)| *n == most).map(|(_, z)| *z).collect());
-    }
-    let keys = || placement.zones.iter().flat_map(|z| z.properties.keys());
-    if resources.iter().any(|r| keys().any(|k| r.get(k).is_some())) {
-        SlotZone::Unlisted
-    } else {
+/// Which zone the dedicated file `doc` is in, for a group whose members' spec is `spec`: the
+/// zones whose properties, merged into the spec's dedicated resources as [`place`] merges them,
+/// give each of the file's resources exactly the values it has for every key any zone sets
+/// (absent where neither gives one). A zone without properties (the provider's default) writes
+/// what the spec alone does.
+pub fn zone_of(doc: &Value, placement: &Placement, spec: &crate::spec::Spec) -> SlotZone {
+    let dedicated: Vec<(&str, &Map<String, Value>)> = spec
+        .resources
+        .iter()
+        .filter(|r| matches!(r.scope, crate::names::Scope::Dedicated(_)))
+        .map(|r| (r.rtype.as_str(), &r.props))
+        .collect();
+    slot_zone(doc, placement, &dedicated)
+}
+
+/// [`zone_of`], the spec's dedicated resources given as (type, properties).
+pub(super) fn slot_zone(doc: &Value, placement: &Placement, dedicated: &[(&str, &Map<String, Value>)]) -> SlotZone {
+    let keys: std::collections::BTreeSet<&String> = placement.zones.iter().flat_map(|z| z.properties.keys()).collect();
+    let resources: Vec<(&str, &Value)> = crate::tfconfig::resources(doc).map(|(t, _, props)| (t, props)).collect();
+    // What the spec alone gives a resource of type `rtype` for `key`.
+    let own = |rtype: &str, key: &str| dedicated.iter().find(|(t, _)| *t == rtype).and_then(|(_, p)| p.get(key));
+    let written = |zone: Option<&Zone>| {
+        resources.iter().all(|(rtype, r)| {
+            keys.iter().all(|k| r.get(k.as_str()) == zone.and_then(|z| z.properties.get(*k)).or_else(|| own(rtype, k)))
+        })
+    };
+    let matching: Vec<usize> = placement.zones.iter().enumerate().filter(|(_, z)| written(Some(z))).map(|(i, _)| i).collect();
+    if !matching.is_empty() {
+        SlotZone::In(matching)
+    } else if written(None) {
         SlotZone::Unzoned
+    } else {
+        SlotZone::Unlisted
     }
 }
 
@@ -292,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dedicated_file_is_pinned_to_the_zone_whose_properties_it_carries() {
+    fn a_dedicated_file_is_in_the_zone_that_writes_exactly_what_it_has() {
         let zone = |name: &str, props: Value| Zone { name: name.into(), properties: props.as_object().unwrap().clone() };
         let placement = |zones: Vec<Zone>| Placement {
             zones,
@@ -307,25 +326,30 @@ mod tests {
             zone("b", serde_json::json!({"zone": "zb"})),
             zone("b2", serde_json::json!({"zone": "zb", "rack": "2"})),
         ]);
-        let file = |props: Value| serde_json::json!({"resource": {"fakecloud_volume": {"web_dedicated_1-data": props}}});
-        // (the file's volume, the zones, where it is)
-        let cases = [
-            (serde_json::json!({"size": 5, "zone": "za"}), &abc, SlotZone::In(vec![0])),
-            (serde_json::json!({"zone": "zb"}), &abc, SlotZone::In(vec![1])),
-            (serde_json::json!({"zone": "zb", "rack": "2"}), &abc, SlotZone::In(vec![2])),
-            (serde_json::json!({"zone": "zz"}), &abc, SlotZone::Unlisted),
-            (serde_json::json!({"size": 5}), &abc, SlotZone::Unzoned),
-        ];
-        for (volume, zones, want) in cases {
-            assert_eq!(zone_of(&file(volume.clone()), zones), want, "{volume}");
-        }
-        let alike = placement(vec![zone("x", serde_json::json!({"zone": "z"})), zone("y", serde_json::json!({"zone": "z"}))]);
-        assert_eq!(zone_of(&file(serde_json::json!({"zone": "z"})), &alike), SlotZone::In(vec![0, 1]), "either");
-        // A zone without properties (the provider's default) holds the files without a zone.
-        let default_and_b =
+        let with_default =
             placement(vec![zone("default", serde_json::json!({})), zone("b", serde_json::json!({"zone": "zb"}))]);
-        assert_eq!(zone_of(&file(serde_json::json!({"size": 5})), &default_and_b), SlotZone::In(vec![0]));
-        assert_eq!(zone_of(&file(serde_json::json!({"zone": "zb"})), &default_and_b), SlotZone::In(vec![1]));
+        let alike = placement(vec![zone("x", serde_json::json!({"zone": "z"})), zone("y", serde_json::json!({"zone": "z"}))]);
+        let own = serde_json::json!({"size": 5}).as_object().unwrap().clone();
+        let own_zone = serde_json::json!({"size": 5, "zone": "zq"}).as_object().unwrap().clone();
+        let file = |props: Value| serde_json::json!({"resource": {"fakecloud_volume": {"web_dedicated_1-data": props}}});
+        // (the file's volume, the zones, the spec's volume, where the file is)
+        let cases = [
+            (serde_json::json!({"size": 5, "zone": "za"}), &abc, &own, SlotZone::In(vec![0])),
+            (serde_json::json!({"zone": "zb"}), &abc, &own, SlotZone::In(vec![1])),
+            (serde_json::json!({"zone": "zb", "rack": "2"}), &abc, &own, SlotZone::In(vec![2])),
+            (serde_json::json!({"zone": "zb", "rack": "3"}), &abc, &own, SlotZone::Unlisted),
+            (serde_json::json!({"zone": "zz"}), &abc, &own, SlotZone::Unlisted),
+            (serde_json::json!({"size": 5}), &abc, &own, SlotZone::Unzoned),
+            (serde_json::json!({"zone": "zq"}), &abc, &own_zone, SlotZone::Unzoned),
+            (serde_json::json!({"size": 5}), &with_default, &own, SlotZone::In(vec![0])),
+            (serde_json::json!({"zone": "zb"}), &with_default, &own, SlotZone::In(vec![1])),
+            (serde_json::json!({"zone": "za"}), &with_default, &own, SlotZone::Unlisted),
+            (serde_json::json!({"zone": "z"}), &alike, &own, SlotZone::In(vec![0, 1])),
+        ];
+        for (volume, zones, spec, want) in cases {
+            let dedicated = [("fakecloud_volume", spec)];
+            assert_eq!(slot_zone(&file(volume.clone()), zones, &dedicated), want, "{volume}");
+        }
     }
 
     #[test]

@@ -416,3 +416,36 @@ fn a_run_killed_while_a_pinned_member_is_made_with_its_fallback_is_finished_by_t
     assert_eq!(machines(&c), count(&[("za", "small", 1), ("zb", "large", 1), ("zc", "large", 1)]));
     assert!(c.machines_per_instance().values().all(|n| *n == 1), "{:?}", c.machines_per_instance());
 }
+
+#[test]
+fn a_slot_in_a_zone_no_longer_listed_is_never_rewritten_and_provision_refuses_a_placed_group() {
+    let c = Cloud::new();
+    reconcile(&c, &with_volumes(&c, 3, "v1", ""));
+    let before = volumes(&c);
+    // provision cannot keep a slot in its zone: refused, nothing written.
+    let files = || {
+        let mut names: Vec<String> = std::fs::read_dir(&c.s.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let listed = files();
+    let refused = c.run(&["provision", &with_volumes(&c, 3, "v1", "")]).code(infrakit_tf::exit::Code::Invalid);
+    assert!(refused.stderr.contains("reconcile --group"), "{}", refused.stderr);
+    assert_eq!(files(), listed);
+    // Zone c dropped from the spec while a rollout runs: c's member keeps its volume where it
+    // is and waits; the others roll.
+    let mut spec: Value =
+        serde_json::from_str(&std::fs::read_to_string(with_volumes(&c, 3, "v2", "")).unwrap()).unwrap();
+    spec["Properties"]["Placement"]["Zones"].as_array_mut().unwrap().pop();
+    let v2 = c.s.write_outside("db-v2-ab.json", &spec.to_string());
+    let out = reconcile(&c, &v2);
+    let g = &out["groups"][0];
+    assert_eq!((g["members"].as_u64(), g["current"].as_u64()), (Some(3), Some(2)), "{g}");
+    assert_eq!(g["placement"]["waiting"][0]["zone"], "unlisted", "{g}");
+    assert_eq!(volumes(&c), before);
+    let check = c.run(&["reconcile", "--group", &v2, "--check"]).code(infrakit_tf::exit::Code::Pending);
+    assert!(check.stderr.contains("no longer lists"), "{}", check.stderr);
+}

@@ -163,11 +163,13 @@ fn members(
 }
 
 /// The groups that heal, each as `cmd::heal` checks it (with its index among `groups`): its
-/// created members, and those `decisions` replace or terminate anyway (never repaired besides).
+/// created members, and those `decisions` replace or terminate anyway, or that are `held`
+/// (waiting for their zone: `placement.rs`), never repaired besides.
 pub(super) fn healed<'a>(
     groups: &'a [Group],
     instances: &'a [Instance],
     decisions: &[(Vec<Member>, Decision)],
+    held: &BTreeSet<InstanceId>,
 ) -> Vec<(usize, Healed<'a>)> {
     groups
         .iter()
@@ -183,7 +185,7 @@ pub(super) fn healed<'a>(
                     heal,
                     desired: group.spec.desired(),
                     created: instances.iter().filter(|inst| created.contains(&inst.id)).collect(),
-                    going: decision.replace.iter().chain(&decision.terminate).cloned().collect(),
+                    going: decision.replace.iter().chain(&decision.terminate).chain(held).cloned().collect(),
                 },
             ))
         })

@@ -182,8 +182,13 @@ impl<'a> NewMembers<'a> {
     /// The same, the next member taking slot `key` (its own, made again), not the lowest
     /// orphaned or free one.
     pub(super) fn keeping_slot(mut self, key: Option<String>) -> Self {
-        self.own_slot = key;
+        self.keep_slot(key);
         self
+    }
+
+    /// The next member added takes slot `key` (its old member's, or its own made again).
+    pub(super) fn keep_slot(&mut self, key: Option<String>) {
+        self.own_slot = key;
     }
 
     /// The same, the dedicated files `bases` not pinning their slot to their zone.
@@ -226,8 +231,9 @@ impl<'a> NewMembers<'a> {
         let (Some(placement), Some((record, now_ms))) = (&group.spec.placement, self.placing) else {
             return self.new.add(&group.members, lid, &BTreeMap::new()).map(Some);
         };
-        if let Some(key) = self.own_slot.clone() {
-            self.new.taking(&key)?;
+        let own = self.own_slot.clone();
+        if let Some(key) = &own {
+            self.new.taking(Some(key))?;
         }
         let (slot, skipped) = self.slot(group, placement, lid, (record, now_ms))?;
         self.own_slot = None;
@@ -236,6 +242,9 @@ impl<'a> NewMembers<'a> {
             _ => Vec::new(),
         };
         let added = self.add_placed(group, placement, lid, slot, (record, now_ms));
+        if own.is_some() {
+            self.new.taking(None)?; // that member's alone, made or waiting
+        }
         // The orphans skipped are free again for the next member, but the one it waits for.
         self.new.release(&skipped)?;
         self.new.reserve(&waits)?;
@@ -294,7 +303,7 @@ impl<'a> NewMembers<'a> {
         let mut skipped: Vec<(Vec<String>, Option<usize>)> = Vec::new();
         let chosen = loop {
             let bases = self.new.next_slot(&group.members, lid)?;
-            let Some((zone, _)) = slot_zone(self.dir, &bases, &self.unpinned, placement)? else {
+            let Some((zone, _)) = slot_zone(self.dir, &bases, &self.unpinned, (placement, &group.members))? else {
                 break None;
             };
             let first = match zone {
@@ -370,12 +379,12 @@ pub(super) fn slot_zone<'b>(
     dir: &Directory,
     bases: impl IntoIterator<Item = &'b String>,
     unpinned: &BTreeSet<String>,
-    placement: &Placement,
+    (placement, members): (&Placement, &Spec),
 ) -> Result<Option<(SlotZone, String)>> {
     for base in bases.into_iter().filter(|b| !unpinned.contains(*b)) {
         let dedicated = matches!(crate::names::classify(base), Some(crate::names::Kind::Dedicated { .. }));
         let Some(file) = dedicated.then(|| dir.current(base)).flatten() else { continue };
-        return Ok(Some((crate::group::zone_of(&dir.read_doc(&file)?, placement), base.clone())));
+        return Ok(Some((crate::group::zone_of(&dir.read_doc(&file)?, placement, members), base.clone())));
     }
     Ok(None)
 }

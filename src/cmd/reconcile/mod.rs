@@ -187,8 +187,9 @@ fn check(
         decide::decide(groups, &Found { instances, plan: &plan, record, unsettled: &unsettled }).decisions;
     let placed = groups.iter().any(|g| g.spec.placement.is_some());
     let mut placing = placement::Placing::read(ws, placed)?;
+    placing.hold_pinned(ws.dir(), (groups, instances), &mut decisions)?;
     let moves = placing.rebalance(groups, instances, &mut decisions, rollouts);
-    let waits = placing.waits(ws.dir(), (profiles, printer), (groups, instances), &decisions)?;
+    let waits = placing.waits(ws.dir(), (profiles, printer), groups, &decisions)?;
     for (group, (members, decision)) in groups.iter().zip(&decisions) {
         let mut g = GroupReport::new(group, members, decision);
         // Where its rollout to this spec stands, as the last run left it.
@@ -200,7 +201,7 @@ fn check(
         report.groups.push(g);
     }
     // No check runs: the health record says which repairs are pending.
-    for (i, g) in &decide::healed(groups, instances, &decisions) {
+    for (i, g) in &decide::healed(groups, instances, &decisions, &placing.held) {
         report.groups[*i].heal(&crate::cmd::heal::verdict(record, g));
     }
     // Zones out of balance: a member to move.
@@ -212,9 +213,11 @@ fn check(
     for (i, waits) in waits {
         let g = &mut report.groups[i];
         g.pending = true;
-        for w in waits {
-            g.todo.push_str(&format!("; {}", w.words()));
-        }
+        let words: Vec<String> = waits.iter().map(|w| w.words()).collect();
+        g.todo = match g.todo.as_str() {
+            "converged" => words.join("; "),
+            todo => format!("{todo}; {}", words.join("; ")),
+        };
     }
     report.pending = plan.has_changes
         || !report.adopted.is_empty()
@@ -309,6 +312,9 @@ impl Run<'_> {
         for (group, (members, decision)) in self.groups.iter().zip(&decisions) {
             report.groups.push(GroupReport::new(group, members, decision));
         }
+        // Members whose slot is pinned to a zone without room wait: never destroyed (nor
+        // counted by the checkpoints, repaired, or gated).
+        self.placing.borrow_mut().hold_pinned(ws.dir(), (self.groups, instances), &mut decisions)?;
         // Each group's rollout: what its checkpoints let it replace now.
         let mut rollouts = self.rollout_steps(ws, instances, &mut decisions)?;
         // Health checks: the unhealthy members to repair join the rolling updates (an outdated
@@ -331,8 +337,6 @@ impl Run<'_> {
             g.pending = true;
             g.todo = format!("{member} to move to balance its zones");
         }
-        // Members whose slot is pinned to a zone without room wait: never destroyed.
-        self.placing.borrow_mut().hold_pinned(ws.dir(), (self.groups, instances), &mut decisions)?;
         let mut scale = self.scale(ws, instances, (&doomed, &leaving), &decisions)?;
         let last_added = scale.added.iter().flatten().max();
         let mut planned = self.planned_destroys(ws, instances, &leaving, &decisions, &scale.change, last_added)?;

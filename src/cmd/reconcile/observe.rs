@@ -226,7 +226,7 @@ impl Run<'_> {
         instances: &[Instance],
         decisions: &Decisions,
     ) -> Result<Vec<(usize, Verdict)>> {
-        let healed = decide::healed(self.groups, instances, decisions);
+        let healed = decide::healed(self.groups, instances, decisions, &self.placing.borrow().held);
         let verdicts = crate::cmd::heal::check(
             ws,
             &self.ctx.printer,

@@ -46,6 +46,9 @@ pub(super) struct Placing {
     /// The dedicated files (base names) of the slots this run made: their resources, if
     /// made, are new and never attached, and pin nothing.
     fresh: BTreeSet<String>,
+    /// The members whose slot is pinned to a zone without room (`hold_pinned`): not replaced,
+    /// repaired or health-gated this run.
+    pub(super) held: BTreeSet<InstanceId>,
 }
 
 /// The members `place_again` made again: the resources their files declare, and whether the
@@ -101,7 +104,8 @@ impl Placing {
         let Some(placement) = &group.spec.placement else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for inst in instances.iter().filter(|i| ids.contains(&i.id)) {
-            let Some((zone, slot)) = slot_zone(dir, &inst.attachments, &BTreeSet::new(), placement)? else {
+            let Some((zone, slot)) = slot_zone(dir, &inst.attachments, &BTreeSet::new(), (placement, &group.members))?
+            else {
                 continue;
             };
             let zone = match zone {
@@ -116,9 +120,11 @@ impl Placing {
         Ok(out)
     }
 
-    /// Keeps out of `decisions` the members to replace whose slot is pinned to a zone without
-    /// room (`pinned_without_room`): they wait, outdated, and are counted nowhere (not by
-    /// `--max-destroy`). The decisions' groups are `groups`.
+    /// Holds the members of `groups` whose slot is pinned to a zone without room
+    /// (`pinned_without_room`): kept out of `decisions` (before a rollout's checkpoints count
+    /// them), never repaired nor health-gated (`Placing::held`), counted nowhere (not by
+    /// `--max-destroy`); those it was to replace wait, outdated. The decisions' groups are
+    /// `groups`.
     pub(super) fn hold_pinned(
         &mut self,
         dir: &crate::directory::Directory,
@@ -126,8 +132,14 @@ impl Placing {
         decisions: &mut Decisions,
     ) -> Result<()> {
         for (group, (_, decision)) in groups.iter().zip(decisions.iter_mut()) {
-            let waits = self.pinned_without_room(dir, group, instances, &decision.replace)?;
+            if group.spec.placement.is_none() {
+                continue;
+            }
+            let members: Vec<InstanceId> = group.tagged(instances).map(|i| i.id.clone()).collect();
+            let pinned = self.pinned_without_room(dir, group, instances, &members)?;
+            let (waits, idle): (Vec<_>, Vec<_>) = pinned.into_iter().partition(|(id, _)| decision.replace.contains(id));
             decision.replace.retain(|id| !waits.iter().any(|(w, _)| w == id));
+            self.held.extend(waits.iter().chain(&idle).map(|(id, _)| id.clone()));
             let waiting = waits.into_iter().map(|(_, w)| (group.spec.id.clone(), w)).collect();
             self.note(Outcome { waiting, fresh: Vec::new() });
         }
@@ -136,13 +148,12 @@ impl Placing {
 
     /// What would wait for its pinned zone in a run that carries out `decisions` (for
     /// `--check`): each placed group's members to add whose slot is pinned to a zone without
-    /// room, and its outdated members whose slot is (the rolling road keeps them). By group
-    /// index.
+    /// room, and the outdated members `hold_pinned` held. By group index.
     pub(super) fn waits(
         &self,
         dir: &crate::directory::Directory,
         (profiles, printer): (&crate::profile::Profiles, &crate::output::Printer),
-        (groups, instances): (&[Group], &[Instance]),
+        groups: &[Group],
         decisions: &Decisions,
     ) -> Result<Vec<(usize, Vec<Waiting>)>> {
         let mut out = Vec::new();
@@ -154,8 +165,7 @@ impl Placing {
             new.add_all(group, &decision.add)?;
             let mut waits: Vec<Waiting> =
                 new.outcome().waiting.into_iter().filter(|(g, _)| *g == group.spec.id).map(|(_, w)| w).collect();
-            let outdated = self.pinned_without_room(dir, group, instances, &decision.replace)?;
-            waits.extend(outdated.into_iter().map(|(_, w)| w));
+            waits.extend(self.waiting.get(&group.spec.id).into_iter().flatten().cloned());
             if !waits.is_empty() {
                 out.push((i, waits));
             }
@@ -429,7 +439,7 @@ fn is_dedicated(base: &str) -> bool {
 }
 
 /// The slot (its key) `inst` is attached to, when it is cattle with a dedicated resource.
-fn own_slot(inst: &Instance) -> Option<String> {
+pub(super) fn own_slot(inst: &Instance) -> Option<String> {
     if inst.logical_id().is_some() {
         return None;
     }

@@ -232,7 +232,14 @@ impl Run<'_> {
             .map(|m| (made(m), m.id.clone()))
             .collect();
         ids.sort();
-        let ids: Vec<InstanceId> = ids.into_iter().map(|(_, id)| id).collect();
+        // Not those whose slot is pinned to a zone without room: they wait (`Run::replace`).
+        let all: Vec<InstanceId> = ids.iter().map(|(_, id)| id.clone()).collect();
+        let waiting: BTreeSet<InstanceId> =
+            match self.placing.borrow().pinned_without_room(ws.dir(), &back, &instances, &all) {
+                Ok(w) => w.into_iter().map(|(id, _)| id).collect(),
+                Err(e) => return Some(e),
+            };
+        let ids: Vec<InstanceId> = ids.into_iter().map(|(_, id)| id).filter(|id| !waiting.contains(id)).collect();
         // Unhealthy members the rollback replaces are not the breaker's concern any more.
         if let Some(h) =
             report.healing.as_mut().filter(|h| h.unhealthy.iter().all(|u| ids.iter().any(|id| id.to_string() == *u)))
@@ -351,10 +358,12 @@ impl Run<'_> {
         // A replacement an earlier run made must be healthy before anything more is destroyed:
         // an update that stopped stays stopped until the cause is fixed.
         let instances = ws.dir().instances(self.profiles);
-        // (Not the members this roll replaces: an unhealthy member being repaired is current.)
+        // (Not the members this roll replaces: an unhealthy member being repaired is current;
+        // nor those waiting for their zone, which are not repaired: `placement.rs`.)
+        let held = self.placing.borrow().held.clone();
         let current: Vec<InstanceId> = group
             .tagged(&instances)
-            .filter(|i| group.is_current(i) && !outdated.contains(&i.id))
+            .filter(|i| group.is_current(i) && !outdated.contains(&i.id) && !held.contains(&i.id))
             .map(|i| i.id.clone())
             .collect();
         if let Err(e) = self.health(ws, group, &current) {
@@ -513,7 +522,14 @@ impl Run<'_> {
         let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer)
             .replacing(&batch.iter().cloned().collect())
             .placing(&placing.record, placing.now_ms);
-        let ids = new.add_all(group, &lids)?;
+        // Placed, each on its old member's slot (checked to have room: `Run::replace`).
+        let mut ids = Vec::new();
+        for (old, lid) in batch.iter().zip(&lids) {
+            if group.spec.placement.is_some() {
+                new.keep_slot(instances.iter().find(|i| &i.id == old).and_then(super::placement::own_slot));
+            }
+            ids.extend(new.add_all(group, std::slice::from_ref(lid))?);
+        }
         let outcome = new.outcome();
         let writes = new.writes();
         drop(placing);

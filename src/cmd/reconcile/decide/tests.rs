@@ -277,7 +277,7 @@ fn unhealthy_members_are_repaired_after_the_outdated_unless_the_breaker_halts() 
         let found =
             Found { instances: &instances, plan: &plan(&[], &[]), record: &record, unsettled: &BTreeSet::new() };
         let mut decisions = decide(&groups, &found).decisions;
-        let verdicts: Vec<(usize, Verdict)> = healed(&groups, &instances, &decisions)
+        let verdicts: Vec<(usize, Verdict)> = healed(&groups, &instances, &decisions, &BTreeSet::new())
             .iter()
             .map(|(i, h)| (*i, crate::cmd::heal::verdict(&record, h)))
             .collect();
@@ -286,6 +286,13 @@ fn unhealthy_members_are_repaired_after_the_outdated_unless_the_breaker_halts() 
         assert_eq!(numbers(&decisions[0].1.replace), replaced, "{what}");
         assert_eq!(verdict.halted.is_some(), halted, "{what}: {:?}", verdict.halted);
         assert!(decisions[0].1.terminate.is_empty(), "{what}");
+        // A member held (waiting for its zone) is never repaired, nor takes another's turn.
+        if what == "MaxRepairsPerRun" {
+            let held = BTreeSet::from([InstanceId::new(3)]);
+            let healed = healed(&groups, &instances, &decide(&groups, &found).decisions, &held);
+            let verdict = crate::cmd::heal::verdict(&record, &healed[0].1);
+            assert_eq!(numbers(&verdict.repair), [4], "{what}, 3 held");
+        }
     }
 }
 
