@@ -24,9 +24,11 @@ Exit 1 when a target is missed. Usage:
 
   python3 benches/refresh.py [--machines N] [--read-ms MS] [--repeat R] [--timeout S]
       [--setup-timeout S] [--provider PATH] [--terraform PATH] [--bin PATH] [--updating JSON]
+      [--placement JSON]
 
 `--updating` gives the group spec an `Updating` (its checkpoints: what their bookkeeping adds
-to a run with nothing to do).
+to a run with nothing to do), `--placement` a `Placement` (its zones: the same for placement;
+give `"Rebalance": false` with `--synthetic`, whose copies all share the first member's zone).
 
 The set-up is one apply of N creates, and terraform rewrites its local state after each one, so
 it grows as N squared: half a minute at 1,000, hours at 10,000. Past 2,000 machines (or with
@@ -114,6 +116,8 @@ class Bench:
         }
         if self.args.updating:
             props["Updating"] = json.loads(self.args.updating)
+        if self.args.placement:
+            props["Placement"] = json.loads(self.args.placement)
         with open(self.group, "w") as f:
             json.dump({"ID": GROUP, "Properties": props}, f)
 
@@ -217,6 +221,7 @@ def main():
     ap.add_argument("--synthetic", action="store_true", help="build the group by copying one member (the default past 2,000)")
     ap.add_argument("--provider", help="terraform-provider-fakecloud (default: build it, debug)")
     ap.add_argument("--updating", help="the group spec's `Updating` (JSON), e.g. '{\"Checkpoints\": [20, 50]}'")
+    ap.add_argument("--placement", help="the group spec's `Placement` (JSON), e.g. '{\"Zones\": [{\"Name\": \"a\"}]}'")
     args = parse(ap)
     args.provider = provider_binary(args.provider)
     # The runs start in the managed directory: paths given relative to here must still hold.

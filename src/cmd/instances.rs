@@ -133,6 +133,9 @@ impl<'a> NewInstances<'a> {
     /// Keeps the dedicated files `bases` from the instances added after: a slot whose member
     /// waits (its zone has no room) is not another's.
     pub(crate) fn reserve(&mut self, bases: &[String]) -> Result<()> {
+        if bases.is_empty() {
+            return Ok(()); // no slot: the slots are not read
+        }
         self.slots()?.attached.extend(bases.iter().cloned());
         Ok(())
     }
@@ -146,6 +149,9 @@ impl<'a> NewInstances<'a> {
 
     /// Gives back the dedicated files `bases` [`NewInstances::reserve`] kept.
     pub(crate) fn release(&mut self, bases: &[String]) -> Result<()> {
+        if bases.is_empty() {
+            return Ok(());
+        }
         let slots = self.slots()?;
         for base in bases {
             slots.attached.remove(base);

@@ -296,6 +296,7 @@ fn a_slot_with_a_dedicated_volume_in_the_full_zone_waits_and_is_never_moved() {
     assert_eq!(waiting[0]["zone"], "a", "{g}");
     assert!(waiting[0]["slot"].as_str().is_some_and(|s| s.contains("_dedicated_")), "{g}");
     assert_eq!(g["placement"]["moved"], Value::Array(vec![]), "{g}");
+    assert_eq!(g["rollout"]["state"], "rolling", "not done while a member waits: {g}");
     assert_eq!(machines(&c), count(&[("zb", "large", 1), ("zc", "large", 1)]));
     assert_eq!(volumes(&c), before, "no volume made, moved or lost");
     // While a's backoff lasts, nothing is tried there: the run succeeds, still waiting, and

@@ -206,6 +206,26 @@ impl<'a> NewMembers<'a> {
         lids.iter().filter_map(|lid| self.add(group, lid.as_deref()).transpose()).collect()
     }
 
+    /// Adds the replacements of `old` (members of `group`, as `instances` have them): a pet
+    /// for each one's logical ID, cattle otherwise; placed, each on its old member's slot
+    /// (`Run::replace` checks that its zone has room). Their IDs.
+    pub(super) fn replace_all(
+        &mut self,
+        group: &Group,
+        instances: &[Instance],
+        old: &[InstanceId],
+    ) -> Result<Vec<InstanceId>> {
+        let lids = logical_ids(instances, old);
+        let mut ids = Vec::new();
+        for (old, lid) in old.iter().zip(&lids) {
+            if group.spec.placement.is_some() {
+                self.keep_slot(instances.iter().find(|i| &i.id == old).and_then(own_slot));
+            }
+            ids.extend(self.add_all(group, std::slice::from_ref(lid))?);
+        }
+        Ok(ids)
+    }
+
     /// Counts one more member of `group` in zone `zone` (by name): one another change makes.
     pub(super) fn count(&mut self, group: &Group, zone: &str) {
         let Some(placement) = &group.spec.placement else { return };
@@ -413,7 +433,7 @@ fn choice(
 
 /// The logical ID of each of `ids` among `instances` (`None`: cattle, or not found): what a
 /// replacement takes over.
-pub(super) fn logical_ids(instances: &[Instance], ids: &[InstanceId]) -> Vec<Option<String>> {
+fn logical_ids(instances: &[Instance], ids: &[InstanceId]) -> Vec<Option<String>> {
     ids.iter()
         .map(|id| instances.iter().find(|i| &i.id == id).and_then(|i| i.logical_id().map(str::to_string)))
         .collect()
@@ -732,4 +752,15 @@ impl GroupReport {
         h.repaired = repaired;
         self.replaced = replaced;
     }
+}
+
+/// The slot (its key) `inst` is attached to, when it is cattle with a dedicated resource.
+pub(super) fn own_slot(inst: &Instance) -> Option<String> {
+    if inst.logical_id().is_some() {
+        return None;
+    }
+    inst.attachments.iter().find_map(|b| match crate::names::classify(b) {
+        Some(crate::names::Kind::Dedicated { key, .. }) => Some(key),
+        _ => None,
+    })
 }

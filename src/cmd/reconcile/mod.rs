@@ -59,7 +59,7 @@ use anyhow::Result;
 
 use self::absence::Reading;
 use self::decide::{Applying, Decisions, Found, Next};
-use self::groups::{logical_ids, Group, GroupReport, NewMembers, RolloutReport};
+use self::groups::{Group, GroupReport, NewMembers, RolloutReport};
 use self::observe::{adopt_first, Observed, Seen};
 use self::report::{Pruned, Report};
 use crate::cli::{Reason, ReconcileArgs};
@@ -629,7 +629,7 @@ impl Run<'_> {
                 .after(last_added)
                 .placing(&placing.record, placing.now_ms);
             for (group, (_, decision)) in self.groups.iter().zip(decisions) {
-                new.add_all(group, &logical_ids(instances, &decision.replace))?;
+                new.replace_all(group, instances, &decision.replace)?;
             }
             after.writes.extend(new.writes());
         }

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::Result;
 
 use super::decide::Decisions;
-use super::groups::{slot_zone, Group, Moved, NewMembers, Outcome, PlacementReport, Replaced, Waiting};
+use super::groups::{own_slot, slot_zone, Group, Moved, NewMembers, Outcome, PlacementReport, Replaced, Waiting};
 use super::report::Report;
 use super::{OwnChange, Run};
 use crate::directory::Instance;
@@ -89,6 +89,11 @@ impl Placing {
             }
         }
         self.fresh.extend(outcome.fresh);
+    }
+
+    /// Whether a member of group `id` waits for its zone in this run.
+    pub(super) fn has_waiting(&self, id: &str) -> bool {
+        self.waiting.get(id).is_some_and(|w| !w.is_empty())
     }
 
     /// Those of `ids` (members of `group`, as `instances` have them) whose slot is pinned to
@@ -436,15 +441,4 @@ impl Run<'_> {
 /// Whether `base` names a dedicated file (a slot's).
 fn is_dedicated(base: &str) -> bool {
     matches!(crate::names::classify(base), Some(crate::names::Kind::Dedicated { .. }))
-}
-
-/// The slot (its key) `inst` is attached to, when it is cattle with a dedicated resource.
-pub(super) fn own_slot(inst: &Instance) -> Option<String> {
-    if inst.logical_id().is_some() {
-        return None;
-    }
-    inst.attachments.iter().find_map(|b| match crate::names::classify(b) {
-        Some(crate::names::Kind::Dedicated { key, .. }) => Some(key),
-        _ => None,
-    })
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use anyhow::Result;
 
 use super::decide::{self, Decisions, Order, Step};
-use super::groups::{logical_ids, Group, GroupReport, NewMembers, Outcome, Replaced, RolloutReport};
+use super::groups::{Group, GroupReport, NewMembers, Outcome, Replaced, RolloutReport};
 use super::report::Report;
 use super::{rollback, Run};
 use crate::cli::{Reason, ReconcileArgs};
@@ -234,11 +234,13 @@ impl Run<'_> {
         ids.sort();
         // Not those whose slot is pinned to a zone without room: they wait (`Run::replace`).
         let all: Vec<InstanceId> = ids.iter().map(|(_, id)| id.clone()).collect();
-        let waiting: BTreeSet<InstanceId> =
-            match self.placing.borrow().pinned_without_room(ws.dir(), &back, &instances, &all) {
-                Ok(w) => w.into_iter().map(|(id, _)| id).collect(),
-                Err(e) => return Some(e),
-            };
+        let waits = match self.placing.borrow().pinned_without_room(ws.dir(), &back, &instances, &all) {
+            Ok(waits) => waits,
+            Err(e) => return Some(e),
+        };
+        let waiting: BTreeSet<InstanceId> = waits.iter().map(|(id, _)| id.clone()).collect();
+        let waits = waits.into_iter().map(|(_, w)| (id.clone(), w)).collect();
+        self.placing.borrow_mut().note(Outcome { waiting: waits, fresh: Vec::new() });
         let ids: Vec<InstanceId> = ids.into_iter().map(|(_, id)| id).filter(|id| !waiting.contains(id)).collect();
         // Unhealthy members the rollback replaces are not the breaker's concern any more.
         if let Some(h) =
@@ -286,7 +288,8 @@ impl Run<'_> {
             let id = &group.spec.id;
             let to = group.asked.as_str();
             let current = group.tagged(&instances).filter(|i| group.is_current(i)).count();
-            let left = group.tagged(&instances).any(|i| !group.is_current(i));
+            // (A member waiting for its zone, its old one destroyed: not done either.)
+            let left = group.tagged(&instances).any(|i| !group.is_current(i)) || self.placing.borrow().has_waiting(id);
             let entry = match (step, rollouts.record.groups.get(id)) {
                 (_, Some(r)) if group.held_back() => {
                     // Carried on by this run (begun, or found rolling back): it says so (exit 20).
@@ -358,12 +361,10 @@ impl Run<'_> {
         // A replacement an earlier run made must be healthy before anything more is destroyed:
         // an update that stopped stays stopped until the cause is fixed.
         let instances = ws.dir().instances(self.profiles);
-        // (Not the members this roll replaces: an unhealthy member being repaired is current;
-        // nor those waiting for their zone, which are not repaired: `placement.rs`.)
-        let held = self.placing.borrow().held.clone();
+        // (Not the members this roll replaces: an unhealthy member being repaired is current.)
         let current: Vec<InstanceId> = group
             .tagged(&instances)
-            .filter(|i| group.is_current(i) && !outdated.contains(&i.id) && !held.contains(&i.id))
+            .filter(|i| group.is_current(i) && !outdated.contains(&i.id))
             .map(|i| i.id.clone())
             .collect();
         if let Err(e) = self.health(ws, group, &current) {
@@ -515,21 +516,13 @@ impl Run<'_> {
         (group, instances): (&Group, &[Instance]),
         batch: &[InstanceId],
     ) -> Result<Vec<InstanceId>> {
-        let lids = logical_ids(instances, batch);
         let placing = self.placing.borrow();
         // The members they replace are not counted in their zones: a replacement goes where
         // its old member leaves room.
         let mut new = NewMembers::new(ws.dir(), self.profiles, &self.ctx.printer)
             .replacing(&batch.iter().cloned().collect())
             .placing(&placing.record, placing.now_ms);
-        // Placed, each on its old member's slot (checked to have room: `Run::replace`).
-        let mut ids = Vec::new();
-        for (old, lid) in batch.iter().zip(&lids) {
-            if group.spec.placement.is_some() {
-                new.keep_slot(instances.iter().find(|i| &i.id == old).and_then(super::placement::own_slot));
-            }
-            ids.extend(new.add_all(group, std::slice::from_ref(lid))?);
-        }
+        let ids = new.replace_all(group, instances, batch)?;
         let outcome = new.outcome();
         let writes = new.writes();
         drop(placing);
