@@ -33,6 +33,8 @@ use crate::workspace::{ChangeSet, Workspace};
 #[derive(Debug, Default)]
 pub(super) struct Placing {
     pub(super) record: PlacementRecord,
+    /// The record as it was read or last written: not written again unchanged.
+    stored: PlacementRecord,
     pub(super) now_ms: u64,
     /// The members made again elsewhere after a capacity error, by group ID.
     moved: BTreeMap<String, Vec<Moved>>,
@@ -67,7 +69,8 @@ impl Placing {
         if !placed {
             return Ok(Placing::default());
         }
-        Ok(Placing { record: ws.placement_record(), now_ms: ws.now_ms()?, ..Placing::default() })
+        let record = ws.placement_record();
+        Ok(Placing { stored: record.clone(), record, now_ms: ws.now_ms()?, ..Placing::default() })
     }
 
     /// Whether `group` may create in zone `zone` (by index) now: one of its choices there is
@@ -360,6 +363,7 @@ impl Run<'_> {
         placing.note(Outcome { waiting, fresh: Vec::new() });
         placing.given_up.extend(given_up);
         let record = placing.record.clone();
+        placing.stored = record.clone();
         for (id, m) in moved.iter().cloned() {
             self.ctx.printer.event(&format!("group {id}: making {} again in zone {}", m.member, m.to));
             placing.moved.entry(id).or_default().push(m);
@@ -392,7 +396,17 @@ impl Run<'_> {
             return Ok(());
         }
         let instances = ws.dir().instances(self.profiles);
-        let state = ws.state()?;
+        // The state says which members the run made are created: read only when it made any.
+        let made_any = self
+            .groups
+            .iter()
+            .zip(&report.groups)
+            .any(|(group, g)| group.spec.placement.is_some() && g.made().next().is_some());
+        // (Addresses and taint only, read without `terraform show`.)
+        let made_vms: BTreeSet<String> = match made_any {
+            true => ws.state_resources()?.into_iter().filter(|r| r.current && !r.tainted).map(|r| r.address).collect(),
+            false => BTreeSet::new(),
+        };
         let mut placing = self.placing.borrow_mut();
         let now_ms = placing.now_ms;
         for (group, g) in self.groups.iter().zip(report.groups.iter_mut()) {
@@ -402,7 +416,7 @@ impl Run<'_> {
             for inst in group.tagged(&instances) {
                 let Some((zone, fallback)) = placed(&inst.tags, placement) else { continue };
                 *zones.entry(placement.zones[zone].name.clone()).or_default() += 1;
-                let created = inst.vm_address().and_then(|vm| state.get(&vm)).is_some_and(|r| !r.tainted);
+                let created = inst.vm_address().is_some_and(|vm| made_vms.contains(&vm));
                 if created && made.contains(&inst.id.to_string()) {
                     placing.record.succeeded(&group.spec.id, &placement.zones[zone].name, fallback);
                 }
@@ -432,7 +446,11 @@ impl Run<'_> {
             let waiting = placing.waiting.get(&group.spec.id).cloned().unwrap_or_default();
             g.placement = Some(PlacementReport { zones, unavailable, moved, waiting });
         }
+        if placing.record == placing.stored {
+            return Ok(());
+        }
         let record = placing.record.clone();
+        placing.stored = record.clone();
         drop(placing);
         ws.write_placement_record(&record)
     }
