@@ -193,18 +193,7 @@ pub enum Absence {
 }
 
 impl CloudRecord {
-    /// Reads the record's bytes; one that cannot be read is an error the caller reports (and
-    /// starts afresh from: a "not found" is then believed as before this record).
-    pub fn parse(bytes: &[u8]) -> Result<CloudRecord, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the cloud record is not valid: {e}"))
-    }
 
-    /// Deterministic bytes (sorted keys, pretty JSON, a trailing newline).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a record of strings and numbers serialises");
-        bytes.push(b'\n');
-        bytes
-    }
 
     /// Notes that an apply that ended at `at` created `created` (address, ID), for the types
     /// whose settle time is not zero; and forgets the creations older than their settle time,
@@ -291,9 +280,16 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+
+impl crate::record::Record for CloudRecord {
+    const FILE: &'static str = crate::names::CLOUD_RECORD;
+    const WHAT: &'static str = "the cloud record";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Record;
 
     const S: Duration = Duration::from_secs(120);
 

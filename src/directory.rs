@@ -17,14 +17,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::cloud_record::CloudRecord;
 use crate::exit::invalid;
 use crate::expand::Slots;
 use crate::fsio;
-use crate::health_record::HealthRecord;
-use crate::look::RefreshRecord;
 use crate::names::{self, InstanceId, Kind, Suffix, LAST_ID};
 use crate::profile::Profiles;
+use crate::record::Record;
 use crate::tfconfig;
 
 pub(crate) struct Directory {
@@ -291,53 +289,13 @@ impl Directory {
         String::from_utf8_lossy(&bytes).trim().parse::<u64>().ok()
     }
 
-    /// The health record (`health_record`): empty when there is none; why not when it cannot
-    /// be read or is not valid.
-    pub(crate) fn health_record(&self) -> Result<HealthRecord, String> {
-        match self.bytes(names::HEALTH_RECORD) {
-            Ok(bytes) => HealthRecord::parse(&bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(HealthRecord::default()),
-            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::HEALTH_RECORD).display())),
-        }
-    }
-
-    /// The refresh record (`look`): empty when there is none; why not when it cannot be
-    /// read or is not valid.
-    pub(crate) fn refresh_record(&self) -> Result<RefreshRecord, String> {
-        match self.bytes(names::REFRESH_RECORD) {
-            Ok(bytes) => RefreshRecord::parse(&bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RefreshRecord::default()),
-            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::REFRESH_RECORD).display())),
-        }
-    }
-
-    /// The cloud record (`cloud_record`): empty when there is none; why not when it cannot be
-    /// read or is not valid.
-    pub(crate) fn cloud_record(&self) -> Result<CloudRecord, String> {
-        match self.bytes(names::CLOUD_RECORD) {
-            Ok(bytes) => CloudRecord::parse(&bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(CloudRecord::default()),
-            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::CLOUD_RECORD).display())),
-        }
-    }
-
-    /// The rollout record (`rollout_record`): empty when there is none; why not when it cannot
-    /// be read or is not valid.
-    pub(crate) fn rollout_record(&self) -> Result<crate::rollout_record::RolloutRecord, String> {
-        match self.bytes(names::ROLLOUT_RECORD) {
-            Ok(bytes) => crate::rollout_record::RolloutRecord::parse(&bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Default::default()),
-            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::ROLLOUT_RECORD).display())),
-        }
-    }
-
-    /// The placement record (`placement_record`): empty when there is none; why not when it
-    /// cannot be read or is not valid.
-    pub(crate) fn placement_record(&self) -> Result<crate::placement_record::PlacementRecord, String> {
-        match self.bytes(names::PLACEMENT_RECORD) {
-            Ok(bytes) => crate::placement_record::PlacementRecord::parse(&bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Default::default()),
-            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(names::PLACEMENT_RECORD).display())),
+    /// A record (`record::Record`: the health, refresh, cloud, rollout or placement record):
+    /// empty when there is none; why not when it cannot be read or is not valid.
+    pub(crate) fn record<R: Record>(&self) -> Result<R, String> {
+        match self.bytes(R::FILE) {
+            Ok(bytes) => R::parse(&bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(R::default()),
+            Err(e) => Err(format!("failed to read `{}`: {e}", self.path.join(R::FILE).display())),
         }
     }
 

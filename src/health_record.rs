@@ -53,18 +53,7 @@ pub struct HealthRecord {
 }
 
 impl HealthRecord {
-    /// Reads the record's bytes; a record that cannot be read is an error the caller reports
-    /// (and starts afresh from: the counts start again, nothing is repaired early).
-    pub fn parse(bytes: &[u8]) -> Result<HealthRecord, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the health record is not valid: {e}"))
-    }
 
-    /// Its bytes: pretty JSON, sorted keys, a trailing newline.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a record of strings and numbers serialises");
-        bytes.push(b'\n');
-        bytes
-    }
 
     /// Notes that `id` is created, at `now` (seconds since the epoch), if it is new. A time in
     /// the future (a host whose clock ran ahead wrote it) is taken for now: `InitialDelay`
@@ -106,9 +95,16 @@ impl HealthRecord {
     }
 }
 
+
+impl crate::record::Record for HealthRecord {
+    const FILE: &'static str = crate::names::HEALTH_RECORD;
+    const WHAT: &'static str = "the health record";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Record;
 
     #[test]
     fn counts_go_up_on_failures_reset_on_a_pass_and_wait_for_the_initial_delay() {

@@ -58,6 +58,7 @@ core_modules!(
     names,
     placement_record,
     profile,
+    record,
     rollout_record,
     spec,
     template,

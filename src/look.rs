@@ -78,16 +78,8 @@ pub struct RefreshRecord {
 }
 
 impl RefreshRecord {
-    pub fn parse(bytes: &[u8]) -> Result<RefreshRecord, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the refresh record is not valid: {e}"))
-    }
 
-    /// Deterministic bytes (sorted keys, a trailing newline).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a record always serialises");
-        bytes.push(b'\n');
-        bytes
-    }
+
 }
 
 /// A managed resource of the state (`tfoutput::raw_state_resources`).
@@ -443,6 +435,12 @@ pub fn references(value: &Value, out: &mut Vec<String>) {
         Value::Object(map) => map.values().for_each(|v| references(v, out)),
         _ => {}
     }
+}
+
+
+impl crate::record::Record for RefreshRecord {
+    const FILE: &'static str = crate::names::REFRESH_RECORD;
+    const WHAT: &'static str = "the refresh record";
 }
 
 #[cfg(test)]

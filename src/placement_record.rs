@@ -31,18 +31,7 @@ pub struct PlacementRecord {
 }
 
 impl PlacementRecord {
-    /// Reads the record's bytes; one that cannot be read is an error the caller reports (and
-    /// starts afresh from: a zone is tried again sooner, nothing more).
-    pub fn parse(bytes: &[u8]) -> Result<PlacementRecord, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the placement record is not valid: {e}"))
-    }
 
-    /// Its bytes: pretty JSON, sorted keys, a trailing newline.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a record of strings and numbers serialises");
-        bytes.push(b'\n');
-        bytes
-    }
 
     /// Whether `group` may create in `zone` with `fallback` at `now_ms`.
     pub fn available(&self, group: &str, zone: &str, fallback: Option<usize>, now_ms: u64) -> bool {
@@ -94,9 +83,16 @@ impl PlacementRecord {
     }
 }
 
+
+impl crate::record::Record for PlacementRecord {
+    const FILE: &'static str = crate::names::PLACEMENT_RECORD;
+    const WHAT: &'static str = "the placement record";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Record;
 
     #[test]
     fn a_zone_without_capacity_is_skipped_longer_each_time_until_a_create_succeeds_there() {

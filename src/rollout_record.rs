@@ -106,18 +106,7 @@ pub struct RolloutRecord {
 }
 
 impl RolloutRecord {
-    /// Reads the record's bytes; one that cannot be read is an error the caller reports (and
-    /// starts afresh from: a pause is lost, nothing is replaced twice).
-    pub fn parse(bytes: &[u8]) -> Result<RolloutRecord, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the rollout record is not valid: {e}"))
-    }
 
-    /// Its bytes: pretty JSON, sorted keys, a trailing newline.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a record of strings and numbers serialises");
-        bytes.push(b'\n');
-        bytes
-    }
 }
 
 /// A group's rollout in the report: its state, the config hashes it goes `from` and `to`, how
@@ -202,9 +191,16 @@ pub fn allowance(
     Allowance::Go { up_to: counts.iter().copied().find(|n| *n > floor), reached: same.reached }
 }
 
+
+impl crate::record::Record for RolloutRecord {
+    const FILE: &'static str = crate::names::ROLLOUT_RECORD;
+    const WHAT: &'static str = "the rollout record";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Record;
 
     fn rec(to: &str, state: RolloutState, reached: usize, paused_at_ms: Option<u64>) -> GroupRollout {
         GroupRollout { from: "old".into(), to: to.into(), state, reached, paused_at_ms, why: None }

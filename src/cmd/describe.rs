@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::DescribeArgs;
+use crate::cloud_record::CloudRecord;
 use crate::context::Ctx;
 use crate::directory::Instance;
 use crate::group::CHECKPOINT_DELAY;
@@ -127,7 +128,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     };
     // A group whose rollout was rolled back is held on its last good spec: its members are
     // current on that one.
-    let rollouts = ws.rollout_record();
+    let rollouts = ws.record::<RolloutRecord>();
     let hashes: BTreeMap<String, String> = specs
         .iter()
         .map(|g| {
@@ -140,7 +141,7 @@ pub(crate) fn run(args: DescribeArgs, ctx: &Ctx) -> Result<()> {
     // default).
     let thresholds: BTreeMap<&str, u32> =
         specs.iter().filter_map(|g| Some((g.id.as_str(), g.healing.as_ref()?.failures_before_repair?))).collect();
-    let record = dir.health_record().unwrap_or_else(|why| {
+    let record = dir.record::<HealthRecord>().unwrap_or_else(|why| {
         ctx.printer.warn(&format!("members' health is not known: {why}"));
         HealthRecord::default()
     });
@@ -250,7 +251,7 @@ pub(crate) fn census(ctx: &Ctx) -> Result<BTreeMap<(String, String), usize>> {
     } else {
         live.then(BTreeMap::new)
     };
-    let doubted = ws.dir().cloud_record().map(|r| r.gone.into_keys().collect()).unwrap_or_default();
+    let doubted = ws.dir().record::<CloudRecord>().map(|r| r.gone.into_keys().collect()).unwrap_or_default();
     let seen = Seen { state: state.as_ref(), awaiting: ws.awaiting_lookup().is_some(), doubted };
     let mut counts = BTreeMap::new();
     for inst in instances {
@@ -281,7 +282,7 @@ fn stray_row(s: crate::cloud_record::Classified) -> Row {
 
 /// The VMs a read called gone that a run did not believe yet (the cloud record's `gone`).
 fn doubted(ws: &Workspace, printer: &crate::output::Printer) -> BTreeSet<String> {
-    match ws.dir().cloud_record() {
+    match ws.dir().record::<CloudRecord>() {
         Ok(record) => record.gone.into_keys().collect(),
         Err(why) => {
             printer.warn(&format!("which machines are unconfirmed is not known: {why}"));

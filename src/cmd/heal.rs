@@ -142,14 +142,14 @@ pub(crate) fn check(
             printer.warn(&format!("{id} (group {}): check failed ({why}): {}", g.group, health.text()));
         }
     }
-    ws.write_health_record(&record)?;
+    ws.save(&record)?;
     Ok(groups.iter().map(|g| verdict(&record, g)).collect())
 }
 
 /// The health record as the directory holds it; afresh (with a warning) when it is not valid:
 /// the counts start again, which repairs nothing early.
 pub(crate) fn read(ws: &Workspace<'_>, printer: &Printer) -> HealthRecord {
-    ws.dir().health_record().unwrap_or_else(|why| {
+    ws.dir().record::<HealthRecord>().unwrap_or_else(|why| {
         printer.warn(&format!("{why}: the health counts start again"));
         HealthRecord::default()
     })

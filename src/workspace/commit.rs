@@ -12,7 +12,6 @@ use super::{
     TfSummary, Workspace,
 };
 use crate::fsio::Perms;
-use crate::health_record::HealthRecord;
 use crate::journal::{self, FileOp};
 use crate::lock;
 use crate::names::{self, Kind, LAST_ID};
@@ -366,22 +365,6 @@ impl Workspace<'_> {
             .printer
             .status(&format!("the directory has no configuration: writing an empty `{}`", names::EMPTY_FILE));
         self.change(&[FileOp { name: names::EMPTY_FILE.to_string(), after: Some((b"{}\n".to_vec(), Perms::Public)) }])
-    }
-
-    /// Writes the health record (`health_record`) as the other records are written: all or
-    /// nothing, in the store first when there is one, so that any host continues its counts.
-    /// Nothing is written when its bytes are those the directory holds, or when it is empty
-    /// and the directory has none.
-    pub(crate) fn write_health_record(&mut self, record: &HealthRecord) -> Result<()> {
-        let bytes = record.to_bytes();
-        let unchanged = match self.dir.bytes(names::HEALTH_RECORD) {
-            Ok(old) => old == bytes,
-            Err(_) => record.members.is_empty(),
-        };
-        if unchanged {
-            return Ok(());
-        }
-        self.change(&[FileOp { name: names::HEALTH_RECORD.to_string(), after: Some((bytes, Perms::Public)) }])
     }
 
     /// Renames every queued `.tf.json.new` to `.tf.json` (atomically replacing a live twin).

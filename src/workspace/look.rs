@@ -19,7 +19,6 @@ use serde_json::Value;
 
 use super::{mirror, ChangeSet, FileWrite, Workspace};
 use crate::fsio::{self, Perms};
-use crate::journal::FileOp;
 use crate::look::{self, Presence, RefreshRecord, Slice};
 use crate::names;
 use crate::terraform::{Plan, PlanOptions};
@@ -106,7 +105,7 @@ impl Workspace<'_> {
         } else {
             crate::tfoutput::raw_state_resources(&state).map_err(crate::exit::invalid)?
         };
-        let record = self.dir.refresh_record().unwrap_or_else(|why| {
+        let record = self.dir.record::<RefreshRecord>().unwrap_or_else(|why| {
             self.ctx.printer.warn(&format!("{why}: the refresh slice starts again"));
             RefreshRecord::default()
         });
@@ -397,16 +396,6 @@ impl Workspace<'_> {
         self.started_run();
         let forgotten = tf.state_rm(&addresses);
         self.recorded(forgotten)
-    }
-
-    /// Writes the refresh record as the other records are written: all or nothing, in the
-    /// store first when there is one, so that any host goes on from where it stopped.
-    pub(crate) fn write_refresh_record(&mut self, record: &RefreshRecord) -> Result<()> {
-        let bytes = record.to_bytes();
-        if self.dir.bytes(names::REFRESH_RECORD).is_ok_and(|old| old == bytes) {
-            return Ok(());
-        }
-        self.change(&[FileOp { name: names::REFRESH_RECORD.to_string(), after: Some((bytes, Perms::Public)) }])
     }
 }
 

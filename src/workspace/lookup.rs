@@ -12,6 +12,7 @@ use anyhow::Result;
 use serde_json::Value;
 
 use super::{ChangeSet, FileWrite, Workspace};
+use crate::cloud_record::CloudRecord;
 use crate::exit::{Code, Failure};
 use crate::fsio::{self, Perms};
 use crate::lock::running::EVIDENCE;
@@ -284,10 +285,10 @@ impl Workspace<'_> {
     fn look_up_cut(&mut self) -> Result<()> {
         let at_once = self.ctx.profiles()?.settles_at_once();
         if let Some(noted) = self.evidence.as_ref().map(|e| e.noted_ms).filter(|_| !at_once) {
-            let mut record = self.cloud_record();
+            let mut record = self.record::<CloudRecord>();
             if record.cut.is_none_or(|cut| cut < noted) {
                 record.cut = Some(noted);
-                self.write_cloud_record(&record)?;
+                self.save(&record)?;
             }
         }
         match self.role.store() {

@@ -7,9 +7,7 @@ use super::Workspace;
 use crate::cloud_record::CloudRecord;
 use crate::fsio::Perms;
 use crate::journal::FileOp;
-use crate::names;
-use crate::placement_record::PlacementRecord;
-use crate::rollout_record::RolloutRecord;
+use crate::record::Record;
 
 impl Workspace<'_> {
     /// Records when the machines that applies created were made (`cloud_record`), from what
@@ -24,26 +22,28 @@ impl Workspace<'_> {
         self.created.extend(created.iter().map(|(address, _)| address.clone()));
         let at = self.now_ms()?;
         let profiles = self.ctx.profiles()?;
-        let mut record = self.cloud_record();
+        let mut record: CloudRecord = self.record();
         record.note_created(&created, at, |t| profiles.settle(t));
-        self.write_cloud_record(&record)?;
+        self.save(&record)?;
         crate::fsio::remove(&self.dir.path().join(crate::lock::running::CREATED)).map(drop)
     }
 
-    /// The cloud record (`cloud_record`); one that cannot be read is a warning, and an empty
-    /// record (every "not found" is then believed, as before there was one).
-    pub(crate) fn cloud_record(&self) -> CloudRecord {
-        self.dir.cloud_record().unwrap_or_else(|why| {
+    /// A record (`record::Record`); one that cannot be read is a warning, and an empty record:
+    /// the cloud record's every "not found" is then believed, as before there was one; the
+    /// rollout record's pause is lost (nothing is replaced twice: the members say what is);
+    /// the placement record's zone without capacity is tried again sooner.
+    pub(crate) fn record<R: Record>(&self) -> R {
+        self.dir.record().unwrap_or_else(|why| {
             self.ctx.printer.warn(&format!("{why}: it starts again"));
-            CloudRecord::default()
+            R::default()
         })
     }
 
-    /// Writes the cloud record as the other records are written: all or nothing, in the store
-    /// first when there is one. Nothing when its bytes are those the directory holds, or when
-    /// it is empty and the directory has none.
-    pub(crate) fn write_cloud_record(&mut self, record: &CloudRecord) -> Result<()> {
-        self.write_record(names::CLOUD_RECORD, record.to_bytes(), *record == CloudRecord::default())
+    /// Writes a record as every record is written: all or nothing, in the store first when
+    /// there is one (so that any host goes on from it). Nothing when its bytes are those the
+    /// directory holds, or when it is empty and the directory has none.
+    pub(crate) fn save<R: Record>(&mut self, record: &R) -> Result<()> {
+        self.write_record(R::FILE, record.to_bytes(), *record == R::default())
     }
 
     /// Writes a record's `bytes` as `name`, all or nothing, in the store first when there is
@@ -58,35 +58,6 @@ impl Workspace<'_> {
             return Ok(());
         }
         self.change(&[FileOp { name: name.to_string(), after: Some((bytes, Perms::Public)) }])
-    }
-
-    /// The rollout record (`rollout_record`); one that cannot be read is a warning, and an
-    /// empty record (a pause is lost; nothing is replaced twice: the members say what is).
-    pub(crate) fn rollout_record(&self) -> RolloutRecord {
-        self.dir.rollout_record().unwrap_or_else(|why| {
-            self.ctx.printer.warn(&format!("{why}: it starts again"));
-            RolloutRecord::default()
-        })
-    }
-
-    /// Writes the rollout record as the other records are written (see
-    /// [`Workspace::write_cloud_record`]).
-    pub(crate) fn write_rollout_record(&mut self, record: &RolloutRecord) -> Result<()> {
-        self.write_record(names::ROLLOUT_RECORD, record.to_bytes(), *record == RolloutRecord::default())
-    }
-
-    /// The placement record (`placement_record`); one that cannot be read is a warning, and an
-    /// empty record (a zone without capacity is tried again sooner).
-    pub(crate) fn placement_record(&self) -> PlacementRecord {
-        self.dir.placement_record().unwrap_or_else(|why| {
-            self.ctx.printer.warn(&format!("{why}: it starts again"));
-            PlacementRecord::default()
-        })
-    }
-
-    /// Writes the placement record as the other records are written.
-    pub(crate) fn write_placement_record(&mut self, record: &PlacementRecord) -> Result<()> {
-        self.write_record(names::PLACEMENT_RECORD, record.to_bytes(), *record == PlacementRecord::default())
     }
 
     /// The clock that times the evidence and the machines' creations: the store's when there

@@ -13,6 +13,7 @@ use anyhow::Result;
 use serde_json::{json, Map, Value};
 
 use super::{mirror, ChangeSet, FileWrite, Workspace};
+use crate::cloud_record::CloudRecord;
 use crate::cloud_record::{classify, Classified, Stray, StrayKind, WHOSE};
 use crate::fsio::Perms;
 use crate::group::GROUP_TAG;
@@ -32,7 +33,7 @@ impl Workspace<'_> {
         unknown: &[(String, String)],
         addresses: &BTreeSet<String>,
     ) -> Result<(Vec<Classified>, usize)> {
-        let mut record = self.cloud_record();
+        let mut record = self.record::<CloudRecord>();
         let listed: BTreeSet<&str> = unknown.iter().map(|(_, id)| id.as_str()).collect();
         record.strays.retain(|id, _| listed.contains(id.as_str()));
         let new: Vec<&(String, String)> = unknown.iter().filter(|(_, id)| !record.strays.contains_key(id)).collect();
@@ -54,7 +55,7 @@ impl Workspace<'_> {
                 )),
             }
         }
-        self.write_cloud_record(&record)?;
+        self.save(&record)?;
         Ok((self.classified(&record.strays, addresses), read))
     }
 
@@ -62,7 +63,7 @@ impl Workspace<'_> {
     /// and those in the state since (`state`: its addresses and IDs), left out): for
     /// `describe`, `reconcile --check` and `sweep-orphans`, which list nothing.
     pub(crate) fn known_strays(&self, state: &BTreeMap<String, String>) -> Vec<Classified> {
-        let mut record = self.dir.cloud_record().unwrap_or_default();
+        let mut record = self.dir.record::<CloudRecord>().unwrap_or_default();
         let ids: BTreeSet<&String> = state.values().collect();
         record.strays.retain(|id, _| !ids.contains(id));
         let addresses: BTreeSet<String> = state.keys().cloned().collect();
@@ -189,12 +190,12 @@ impl Workspace<'_> {
         let targets = crate::lookup::declared(&[(STRAYS_FILE.to_string(), doc)]);
         self.write(ChangeSet::removing(vec![STRAYS_FILE.to_string()]))?;
         let destroyed = self.apply(Apply::Targets(&targets))?;
-        let mut record = self.cloud_record();
+        let mut record = self.record::<CloudRecord>();
         let state = self.state()?;
         let gone: BTreeSet<String> =
             targets.iter().filter(|a| !state.contains_key(*a)).filter_map(|a| stray_id(a)).collect();
         record.strays.retain(|id, _| !gone.contains(&names::safe_id(id)));
-        self.write_cloud_record(&record)?;
+        self.save(&record)?;
         Ok(destroyed)
     }
 }

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::cloud_record::CloudRecord;
 use crate::cloud_record::{Absence, GoneRead};
 use crate::output::Printer;
 use crate::profile::Profiles;
@@ -53,7 +54,7 @@ pub(super) fn weigh(
     check: bool,
 ) -> Result<Vec<Unconfirmed>> {
     let gone = crate::workspace::gone(plan);
-    let mut record = ws.cloud_record();
+    let mut record = ws.record::<CloudRecord>();
     if gone.is_empty() && record.gone.is_empty() {
         return Ok(Vec::new());
     }
@@ -77,7 +78,7 @@ pub(super) fn weigh(
     let cut = ws.evidence_noted().max(record.cut);
     let verdicts = record.weigh(&reads, (read, &in_state), reading.at, cut, |t| profiles.settle(t));
     if !check {
-        ws.write_cloud_record(&record)?;
+        ws.save(&record)?;
     }
     let kept: Vec<Unconfirmed> = verdicts
         .into_iter()

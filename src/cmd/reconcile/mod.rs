@@ -63,6 +63,7 @@ use self::groups::{Group, GroupReport, NewMembers, RolloutReport};
 use self::observe::{adopt_first, Observed, Seen};
 use self::report::{Pruned, Report};
 use crate::cli::{Reason, ReconcileArgs};
+use crate::cloud_record::CloudRecord;
 use crate::cloud_record::StrayKind;
 use crate::cmd::instances::removals;
 use crate::context::Ctx;
@@ -95,10 +96,10 @@ pub(crate) fn run(args: ReconcileArgs, ctx: &Ctx) -> Result<()> {
     let specs: Vec<(String, String)> = groups.iter().map(|g| (g.spec.id.clone(), g.spec.fingerprint_input())).collect();
     ws.check_groups(&specs)?;
     // Groups whose rollout was rolled back are held on their last good spec (`rollback.rs`).
-    let mut rollouts = ws.rollout_record();
+    let mut rollouts = ws.record::<RolloutRecord>();
     let groups = rollback::hold(groups, &mut rollouts, &args, &profiles)?;
     if !args.rollback.is_empty() || !args.retry_rollout.is_empty() {
-        ws.write_rollout_record(&rollouts)?; // asked: whatever stops this run, the next goes on
+        ws.save(&rollouts)?; // asked: whatever stops this run, the next goes on
     }
     ws.terraform()?;
     if args.check {
@@ -173,7 +174,8 @@ fn check(
     // What a run would not believe gone yet is not pending either: the run would keep it.
     // A machine whose listing contradicted a read (a plain run's: the cloud record) counts as
     // listed, as the plain run that follows would count it: --check reads no listing itself.
-    let shown: BTreeSet<String> = ws.dir().cloud_record().map(|r| r.gone.into_keys().collect()).unwrap_or_default();
+    let shown: BTreeSet<String> =
+        ws.dir().record::<CloudRecord>().map(|r| r.gone.into_keys().collect()).unwrap_or_default();
     let reading = Reading { shown: &shown, read: None, ids: None, at };
     report.unconfirmed = absence::weigh(ws, &mut plan, &reading, profiles, printer, true)?;
     report.unconfirmed.extend(absence::held_and_unread(ws, &[]));

@@ -352,7 +352,7 @@ impl Seen {
     pub(super) fn record_progress(&self, ws: &mut Workspace<'_>, applied: bool) -> Result<()> {
         let Seen::Looked { digest, cursor, whole, .. } = self else { return Ok(()) };
         if cursor.is_some() {
-            ws.write_refresh_record(&RefreshRecord { cursor: cursor.clone() })?;
+            ws.save(&RefreshRecord { cursor: cursor.clone() })?;
         }
         if !applied && whole.is_some() {
             ws.note_planned(digest)?;

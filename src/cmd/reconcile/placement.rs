@@ -69,7 +69,7 @@ impl Placing {
         if !placed {
             return Ok(Placing::default());
         }
-        let record = ws.placement_record();
+        let record = ws.record::<PlacementRecord>();
         Ok(Placing { stored: record.clone(), record, now_ms: ws.now_ms()?, ..Placing::default() })
     }
 
@@ -369,7 +369,7 @@ impl Run<'_> {
             placing.moved.entry(id).or_default().push(m);
         }
         drop(placing);
-        ws.write_placement_record(&record)?;
+        ws.save(&record)?;
         if writes.is_empty() && removals.is_empty() {
             return Ok(None);
         }
@@ -452,7 +452,7 @@ impl Run<'_> {
         let record = placing.record.clone();
         placing.stored = record.clone();
         drop(placing);
-        ws.write_placement_record(&record)
+        ws.save(&record)
     }
 }
 

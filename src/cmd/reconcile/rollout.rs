@@ -137,7 +137,7 @@ impl Run<'_> {
                 rollouts.record.groups.insert(group.spec.id.clone(), step.begun(to));
             }
         }
-        if let Err(e) = ws.write_rollout_record(&rollouts.record) {
+        if let Err(e) = ws.save(&rollouts.record) {
             return Some(e);
         }
         let mut tally = Tally::default();
@@ -210,7 +210,7 @@ impl Run<'_> {
         };
         let id = &group.spec.id;
         rollouts.record.groups.insert(id.clone(), rollback::backing(&good.hash, &group.asked, why.clone()));
-        if let Err(e) = ws.write_rollout_record(&rollouts.record) {
+        if let Err(e) = ws.save(&rollouts.record) {
             return Some(e);
         }
         self.ctx.printer.warn(&format!("group {id}: its rollout failed ({why}): rolling back to {}", good.hash));
@@ -344,7 +344,7 @@ impl Run<'_> {
                 }
             }
         }
-        ws.write_rollout_record(&rollouts.record)
+        ws.save(&rollouts.record)
     }
 
     /// Replaces `outdated` members of `group`, `--max-unavailable` at a time. Returns the
