@@ -224,19 +224,25 @@ fn a_capacity_error_beside_a_lost_answer_makes_nothing_twice() {
     assert_eq!(managed.len(), 2, "every machine in the state once: {managed:?}");
 }
 
-#[test]
-fn a_run_killed_while_it_makes_a_member_again_elsewhere_is_finished_by_the_next() {
-    let c = Cloud::new();
-    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
-    let web = spec(&c, 3, r#", "Backoff": "1h""#);
-    // SIGKILL to the whole process group once the member refused in a is being made again.
-    let mut run = c.start(&["reconcile", "--group", &web], &[]);
+/// Runs `reconcile --group spec` and SIGKILLs its whole process group while it makes a
+/// member again after a capacity error (its create slowed down to be caught).
+fn kill_while_made_again(c: &Cloud, spec: &str) {
+    let mut run = c.start(&["reconcile", "--group", spec], &[]);
     assert!(run.wait_for("making instance-").is_some());
     c.delay_creates(1500);
     assert!(run.wait_for("creating fakecloud_instance").is_some());
     run.kill(true);
     run.finish();
     c.delay_creates(0);
+}
+
+#[test]
+fn a_run_killed_while_it_makes_a_member_again_elsewhere_is_finished_by_the_next() {
+    let c = Cloud::new();
+    std::fs::write(c.cloud.join("no-capacity"), "za\n").unwrap();
+    let web = spec(&c, 3, r#", "Backoff": "1h""#);
+    // SIGKILL to the whole process group once the member refused in a is being made again.
+    kill_while_made_again(&c, &web);
     let out = reconcile(&c, &web);
     let zones = &out["groups"][0]["placement"]["zones"];
     assert_eq!(zones["a"], 0, "{out}");
@@ -396,13 +402,7 @@ fn a_run_killed_while_a_pinned_member_is_made_with_its_fallback_is_finished_by_t
     // the fallback size, and the whole process group is killed while that create runs.
     std::fs::write(c.cloud.join("no-capacity"), "za large\n").unwrap();
     let v2 = with_volumes(&c, 3, "v2", fallback);
-    let mut run = c.start(&["reconcile", "--group", &v2], &[]);
-    assert!(run.wait_for("making instance-").is_some());
-    c.delay_creates(1500);
-    assert!(run.wait_for("creating fakecloud_instance").is_some());
-    run.kill(true);
-    run.finish();
-    c.delay_creates(0);
+    kill_while_made_again(&c, &v2);
     let mut out = Value::Null;
     for _ in 0..3 {
         out = reconcile(&c, &v2);

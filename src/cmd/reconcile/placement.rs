@@ -128,6 +128,21 @@ impl Placing {
         Ok(out)
     }
 
+    /// Keeps in `ids` (members of `group`, as `instances` have them) only those whose slot's
+    /// zone has room (`pinned_without_room`); the others wait, noted for the report.
+    pub(super) fn keep_placeable(
+        &mut self,
+        dir: &crate::directory::Directory,
+        (group, instances): (&Group, &[Instance]),
+        ids: &mut Vec<InstanceId>,
+    ) -> Result<()> {
+        let waits = self.pinned_without_room(dir, group, instances, ids)?;
+        ids.retain(|id| !waits.iter().any(|(w, _)| w == id));
+        let waiting = waits.into_iter().map(|(_, w)| (group.spec.id.clone(), w)).collect();
+        self.note(Outcome { waiting, fresh: Vec::new() });
+        Ok(())
+    }
+
     /// Holds the members of `groups` whose slot is pinned to a zone without room
     /// (`pinned_without_room`): kept out of `decisions` (before a rollout's checkpoints count
     /// them), never repaired nor health-gated (`Placing::held`), counted nowhere (not by

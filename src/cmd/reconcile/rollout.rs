@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use anyhow::Result;
 
 use super::decide::{self, Decisions, Order, Step};
-use super::groups::{Group, GroupReport, NewMembers, Outcome, Replaced, RolloutReport};
+use super::groups::{Group, GroupReport, NewMembers, Replaced, RolloutReport};
 use super::report::Report;
 use super::{rollback, Run};
 use crate::cli::{Reason, ReconcileArgs};
@@ -233,15 +233,10 @@ impl Run<'_> {
             .collect();
         ids.sort();
         // Not those whose slot is pinned to a zone without room: they wait (`Run::replace`).
-        let all: Vec<InstanceId> = ids.iter().map(|(_, id)| id.clone()).collect();
-        let waits = match self.placing.borrow().pinned_without_room(ws.dir(), &back, &instances, &all) {
-            Ok(waits) => waits,
-            Err(e) => return Some(e),
-        };
-        let waiting: BTreeSet<InstanceId> = waits.iter().map(|(id, _)| id.clone()).collect();
-        let waits = waits.into_iter().map(|(_, w)| (id.clone(), w)).collect();
-        self.placing.borrow_mut().note(Outcome { waiting: waits, fresh: Vec::new() });
-        let ids: Vec<InstanceId> = ids.into_iter().map(|(_, id)| id).filter(|id| !waiting.contains(id)).collect();
+        let mut ids: Vec<InstanceId> = ids.into_iter().map(|(_, id)| id).collect();
+        if let Err(e) = self.placing.borrow_mut().keep_placeable(ws.dir(), (&back, &instances), &mut ids) {
+            return Some(e);
+        }
         // Unhealthy members the rollback replaces are not the breaker's concern any more.
         if let Some(h) =
             report.healing.as_mut().filter(|h| h.unhealthy.iter().all(|u| ids.iter().any(|id| id.to_string() == *u)))
@@ -455,10 +450,7 @@ impl Run<'_> {
         let mut batch = batch.to_vec();
         // One whose slot is pinned to a zone without room (as of now: an earlier batch may
         // have found it full) waits: destroyed, it could not be made again.
-        let waits = self.placing.borrow().pinned_without_room(ws.dir(), group, &instances, &batch)?;
-        batch.retain(|id| !waits.iter().any(|(w, _)| w == id));
-        let waiting = waits.into_iter().map(|(_, w)| (group.spec.id.clone(), w)).collect();
-        self.placing.borrow_mut().note(Outcome { waiting, fresh: Vec::new() });
+        self.placing.borrow_mut().keep_placeable(ws.dir(), (group, &instances), &mut batch)?;
         if batch.is_empty() {
             return Ok((Vec::new(), std::time::Instant::now()));
         }
